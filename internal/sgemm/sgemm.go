@@ -1,0 +1,390 @@
+// Package sgemm is a fast single-precision general matrix multiply for
+// row-major matrices, used by the inference engine (model/engine) and by the
+// training graph's custom operations.
+//
+// It follows the classic Goto/BLIS design (Goto & van de Geijn, "Anatomy of
+// high-performance matrix multiplication", ACM TOMS 2008): B is packed into
+// kc x nr column panels, A into mr x kc row panels, and a register-blocked
+// micro-kernel computes one mr x nr tile of C from one A panel and one B
+// panel. The micro-kernel is Go assembly for AVX-512 (12 x 32 tile) or
+// AVX2+FMA (6 x 16 tile) when the CPU and OS support them (detected at start
+// with golang.org/x/sys/cpu; AVX-512 is never assumed), and portable Go
+// otherwise (and always with the purego build tag).
+//
+// Entry points:
+//   - Gemm and GemmParallel: C = alpha*op(A)*op(B) + beta*C for any shapes.
+//   - NewPackedB and GemmPacked: B packed once (e.g. layer weights at load
+//     time) and reused; GemmPacked allocates nothing when given a workspace
+//     of WorkSize floats.
+//
+// All routines panic on slices too short for the stated shapes, like the
+// reference BLAS: that is a programming error, not a data error.
+package sgemm
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Cache blocking: a packed A block is mc x kc (fits L2), a packed B micro
+// panel kc x nr (fits L1).
+const (
+	kcBlock = 256
+	mcMul   = 8 // mc = mcMul * 12 rows for the AVX-512 kernel, etc.
+	ncBlock = 1536
+)
+
+// kernelSpec is the active micro-kernel.
+type kernelSpec struct {
+	name string
+	mr   int
+	nr   int
+	// run computes C[0:mr, 0:nr] += A*B where a is a packed mr-row panel
+	// (a[p*mr+i]), b a packed nr-column panel (b[p*nr+j]), over k steps,
+	// and c points at C[0,0] with row stride ldc.
+	run func(k int, a, b []float32, c []float32, ldc int)
+}
+
+// Kernel returns the name of the micro-kernel in use ("avx512", "avx2" or
+// "generic") and its tile size mr x nr.
+func Kernel() (name string, mr, nr int) {
+	return kern.name, kern.mr, kern.nr
+}
+
+func mcBlock() int { return mcMul * kern.mr }
+
+// WorkSize is the number of float32s of workspace GemmPacked needs (one packed
+// block of A plus a scratch tile).
+func WorkSize() int { return mcBlock()*kcBlock + kern.mr*kern.nr }
+
+// PackedB is a k x n matrix B packed for the active micro-kernel. It is
+// read-only after NewPackedB and safe for concurrent use.
+type PackedB struct {
+	k, n int
+	// data holds, for each kc block of rows (pc), for each nr panel of
+	// columns, kb*nr floats (columns past n are zero).
+	data []float32
+}
+
+// K returns the inner dimension of the packed matrix.
+func (p *PackedB) K() int { return p.k }
+
+// N returns the number of columns of the packed matrix.
+func (p *PackedB) N() int { return p.n }
+
+// NewPackedB packs op(B), a k x n matrix (B is k x n with row stride ldb, or
+// n x k when transB).
+func NewPackedB(transB bool, k, n int, b []float32, ldb int) *PackedB {
+	checkMat("B", transB, k, n, b, ldb)
+	nr := kern.nr
+	np := (n + nr - 1) / nr
+	p := &PackedB{k: k, n: n, data: make([]float32, k*np*nr)}
+	off := 0
+	for pc := 0; pc < k; pc += kcBlock {
+		kb := min(kcBlock, k-pc)
+		packB(transB, b, ldb, pc, kb, 0, n, p.data[off:off+kb*np*nr])
+		off += kb * np * nr
+	}
+	return p
+}
+
+// panel returns the packed B panel for rows pc..pc+kb and panel index jp.
+func (p *PackedB) panel(pc, kb, jp int) []float32 {
+	nr := kern.nr
+	np := (p.n + nr - 1) / nr
+	off := pc*np*nr + jp*kb*nr
+	return p.data[off : off+kb*nr]
+}
+
+// packB packs rows pc..pc+kb and columns jc..jc+nb of op(B) into nr-wide
+// panels: dst[jp*kb*nr + p*nr + j].
+func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32) {
+	nr := kern.nr
+	for jp := 0; jp*nr < nb; jp++ {
+		d := dst[jp*kb*nr : (jp+1)*kb*nr]
+		j0 := jc + jp*nr
+		w := min(nr, jc+nb-j0)
+		if !transB {
+			for p := 0; p < kb; p++ {
+				row := b[(pc+p)*ldb+j0 : (pc+p)*ldb+j0+w]
+				dp := d[p*nr : p*nr+nr]
+				copy(dp, row)
+				clear(dp[w:])
+			}
+		} else {
+			// op(B)[p][j] = B[j][p]
+			for j := 0; j < w; j++ {
+				row := b[(j0+j)*ldb+pc : (j0+j)*ldb+pc+kb]
+				for p, v := range row {
+					d[p*nr+j] = v
+				}
+			}
+			if w < nr {
+				for p := 0; p < kb; p++ {
+					clear(d[p*nr+w : p*nr+nr])
+				}
+			}
+		}
+	}
+}
+
+// packA packs rows ic..ic+mb and columns pc..pc+kb of alpha*op(A) into
+// mr-tall panels: dst[ip*kb*mr + p*mr + i]; rows past mb are zero.
+func packA(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst []float32) {
+	mr := kern.mr
+	for ip := 0; ip*mr < mb; ip++ {
+		d := dst[ip*kb*mr : (ip+1)*kb*mr]
+		i0 := ic + ip*mr
+		h := min(mr, ic+mb-i0)
+		if !transA {
+			for i := 0; i < h; i++ {
+				row := a[(i0+i)*lda+pc : (i0+i)*lda+pc+kb]
+				if alpha == 1 {
+					for p, v := range row {
+						d[p*mr+i] = v
+					}
+				} else {
+					for p, v := range row {
+						d[p*mr+i] = alpha * v
+					}
+				}
+			}
+		} else {
+			// op(A)[i][p] = A[p][i]
+			for p := 0; p < kb; p++ {
+				row := a[(pc+p)*lda+i0 : (pc+p)*lda+i0+h]
+				dp := d[p*mr : p*mr+h]
+				if alpha == 1 {
+					copy(dp, row)
+				} else {
+					for i, v := range row {
+						dp[i] = alpha * v
+					}
+				}
+			}
+		}
+		if h < mr {
+			for p := 0; p < kb; p++ {
+				clear(d[p*mr+h : p*mr+mr])
+			}
+		}
+	}
+}
+
+// scaleC sets C = beta*C over m x n.
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+		} else {
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}
+
+// macro multiplies a packed A block (mb x kb) by a packed B block (kb x nb,
+// panels from bpanel) and adds the result into C (mb x nb at c, row stride
+// ldc). tile is mr*nr scratch for edge tiles.
+func macro(mb, nb, kb int, apack []float32, bpanel func(jp int) []float32, c []float32, ldc int, tile []float32) {
+	mr, nr := kern.mr, kern.nr
+	for jp := 0; jp*nr < nb; jp++ {
+		bp := bpanel(jp)
+		j0 := jp * nr
+		w := min(nr, nb-j0)
+		for ip := 0; ip*mr < mb; ip++ {
+			ap := apack[ip*kb*mr : (ip+1)*kb*mr]
+			i0 := ip * mr
+			h := min(mr, mb-i0)
+			if h == mr && w == nr {
+				kern.run(kb, ap, bp, c[i0*ldc+j0:], ldc)
+				continue
+			}
+			clear(tile)
+			kern.run(kb, ap, bp, tile, nr)
+			for i := 0; i < h; i++ {
+				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
+				src := tile[i*nr : i*nr+w]
+				for j, v := range src {
+					dst[j] += v
+				}
+			}
+		}
+	}
+}
+
+// checkMat panics if x cannot hold op(X), rows x cols with stride ld.
+func checkMat(name string, trans bool, rows, cols int, x []float32, ld int) {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("sgemm: negative dimension for %s: %d x %d", name, rows, cols))
+	}
+	r, c := rows, cols
+	if trans {
+		r, c = cols, rows
+	}
+	if r == 0 || c == 0 {
+		return
+	}
+	if ld < c {
+		panic(fmt.Sprintf("sgemm: %s leading dimension %d < %d", name, ld, c))
+	}
+	if need := (r-1)*ld + c; len(x) < need {
+		panic(fmt.Sprintf("sgemm: %s has %d elements, need %d", name, len(x), need))
+	}
+}
+
+// GemmPacked computes C = alpha*op(A)*B + beta*C where op(A) is m x k (A is
+// m x k with row stride lda, or k x m when transA) and B is packed (k x n).
+// Rows of A may overlap (lda smaller than k), which lets a convolution's
+// input serve as its own im2col matrix. work must have at least WorkSize()
+// elements; GemmPacked then allocates nothing.
+func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
+	k, n := b.k, b.n
+	checkMatOverlap("A", transA, m, k, a, lda)
+	checkMat("C", false, m, n, c, ldc)
+	if len(work) < WorkSize() {
+		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), WorkSize()))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	scaleC(m, n, beta, c, ldc)
+	if k == 0 || alpha == 0 {
+		return
+	}
+	mc := mcBlock()
+	apack := work[:mc*kcBlock]
+	tile := work[mc*kcBlock : mc*kcBlock+kern.mr*kern.nr]
+	for pc := 0; pc < k; pc += kcBlock {
+		kb := min(kcBlock, k-pc)
+		bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
+		for ic := 0; ic < m; ic += mc {
+			mb := min(mc, m-ic)
+			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack)
+			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile)
+		}
+	}
+}
+
+// checkMatOverlap is checkMat allowing overlapping rows (ld < cols) for an
+// untransposed matrix.
+func checkMatOverlap(name string, trans bool, rows, cols int, x []float32, ld int) {
+	if trans || ld >= cols {
+		checkMat(name, trans, rows, cols, x, ld)
+		return
+	}
+	if rows < 0 || cols < 0 || ld < 0 {
+		panic(fmt.Sprintf("sgemm: bad dimensions for %s: %d x %d, ld %d", name, rows, cols, ld))
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if need := (rows-1)*ld + cols; len(x) < need {
+		panic(fmt.Sprintf("sgemm: %s has %d elements, need %d", name, len(x), need))
+	}
+}
+
+// buffers is one goroutine's packing space for Gemm.
+type buffers struct {
+	a, b, tile []float32
+}
+
+var pool = sync.Pool{New: func() any {
+	return &buffers{
+		a:    make([]float32, mcBlock()*kcBlock),
+		b:    make([]float32, kcBlock*((ncBlock+kern.nr-1)/kern.nr)*kern.nr),
+		tile: make([]float32, kern.mr*kern.nr),
+	}
+}}
+
+// Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where
+// op(A) is m x k (A is m x k with row stride lda, or k x m when transA),
+// op(B) is k x n (B is k x n with row stride ldb, or n x k when transB) and
+// C is m x n with row stride ldc. Packing buffers come from a pool, so
+// steady-state calls do not allocate.
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkMat("A", transA, m, k, a, lda)
+	checkMat("B", transB, k, n, b, ldb)
+	checkMat("C", false, m, n, c, ldc)
+	gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	scaleC(m, n, beta, c, ldc)
+	if k == 0 || alpha == 0 {
+		return
+	}
+	buf := pool.Get().(*buffers)
+	defer pool.Put(buf)
+	mc, nr := mcBlock(), kern.nr
+	for jc := 0; jc < n; jc += ncBlock {
+		nb := min(ncBlock, n-jc)
+		for pc := 0; pc < k; pc += kcBlock {
+			kb := min(kcBlock, k-pc)
+			bp := buf.b[:kb*((nb+nr-1)/nr)*nr]
+			packB(transB, b, ldb, pc, kb, jc, nb, bp)
+			bpanel := func(jp int) []float32 { return bp[jp*kb*nr : (jp+1)*kb*nr] }
+			for ic := 0; ic < m; ic += mc {
+				mb := min(mc, m-ic)
+				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a)
+				macro(mb, nb, kb, buf.a, bpanel, c[ic*ldc+jc:], ldc, buf.tile)
+			}
+		}
+	}
+}
+
+// GemmParallel is Gemm split over up to workers goroutines, each computing a
+// block of rows of C (or of columns, when C has few rows). workers <= 1 runs
+// Gemm on the calling goroutine.
+func GemmParallel(workers int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkMat("A", transA, m, k, a, lda)
+	checkMat("B", transB, k, n, b, ldb)
+	checkMat("C", false, m, n, c, ldc)
+	// Below this much work the goroutine hand-off costs more than it saves.
+	if workers <= 1 || int64(m)*int64(n)*int64(k) < 1<<16 {
+		gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	var wg sync.WaitGroup
+	if m >= n || m >= workers*kern.mr*4 {
+		// Split rows of C in multiples of mr.
+		step := (m + workers - 1) / workers
+		step = (step + kern.mr - 1) / kern.mr * kern.mr
+		for i0 := 0; i0 < m; i0 += step {
+			rows := min(step, m-i0)
+			aoff := i0 * lda
+			if transA {
+				aoff = i0
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemm(transA, transB, rows, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			}()
+		}
+	} else {
+		step := (n + workers - 1) / workers
+		step = (step + kern.nr - 1) / kern.nr * kern.nr
+		for j0 := 0; j0 < n; j0 += step {
+			cols := min(step, n-j0)
+			boff := j0
+			if transB {
+				boff = j0 * ldb
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemm(transA, transB, m, cols, k, alpha, a, lda, b[boff:], ldb, beta, c[j0:], ldc)
+			}()
+		}
+	}
+	wg.Wait()
+}

@@ -1,0 +1,232 @@
+package sgemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// naive is the reference: a triple loop in float64.
+func naive(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) []float32 {
+	out := append([]float32(nil), c...)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			out[i*ldc+j] = float32(float64(alpha)*s + float64(beta)*float64(c[i*ldc+j]))
+		}
+	}
+	return out
+}
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+type shape struct{ m, n, k int }
+
+var shapes = []shape{
+	{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 3, 0}, {0, 4, 4}, {4, 0, 2},
+	{4, 4, 4}, {12, 32, 17}, {13, 33, 19}, {11, 31, 5}, {6, 16, 8}, {7, 17, 9},
+	{25, 70, 300}, {97, 45, 257}, {128, 128, 896}, {200, 1600, 40}, {64, 64, 64},
+}
+
+// tolerance: float32 accumulation over k terms of unit-normal products has
+// error ~ k * 2^-24 * sqrt(k); we allow 1e-5 * (k+1) relative to the scale
+// sqrt(k) of the sum.
+func tol(k int) float64 { return 1e-5 * float64(k+1) * math.Sqrt(float64(k)+1) }
+
+func TestGemmMatchesNaive(t *testing.T) {
+	name, mr, nr := Kernel()
+	t.Logf("kernel %s %dx%d", name, mr, nr)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range shapes {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}} {
+				tA, tB := tr[0], tr[1]
+				alpha, beta := ab[0], ab[1]
+				// Leading dimensions with padding to catch stride bugs.
+				ar, ac := s.m, s.k
+				if tA {
+					ar, ac = s.k, s.m
+				}
+				br, bc := s.k, s.n
+				if tB {
+					br, bc = s.n, s.k
+				}
+				lda, ldb, ldc := ac+3, bc+1, s.n+2
+				a := randSlice(rng, ar*lda+1)
+				b := randSlice(rng, br*ldb+1)
+				c := randSlice(rng, s.m*ldc+1)
+				want := naive(tA, tB, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, c, ldc)
+				for _, workers := range []int{1, 2, 3} {
+					got := append([]float32(nil), c...)
+					GemmParallel(workers, tA, tB, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, got, ldc)
+					if err := compare(got, want, tol(s.k)); err != nil {
+						t.Fatalf("m=%d n=%d k=%d tA=%v tB=%v alpha=%v beta=%v workers=%d: %v", s.m, s.n, s.k, tA, tB, alpha, beta, workers, err)
+					}
+				}
+				if !tB {
+					got := append([]float32(nil), c...)
+					pb := NewPackedB(false, s.k, s.n, b, ldb)
+					GemmPacked(tA, s.m, alpha, a, lda, pb, beta, got, ldc, make([]float32, WorkSize()))
+					if err := compare(got, want, tol(s.k)); err != nil {
+						t.Fatalf("packed m=%d n=%d k=%d tA=%v: %v", s.m, s.n, s.k, tA, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func compare(got, want []float32, tol float64) error {
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); d > tol || math.IsNaN(float64(got[i])) {
+			return fmt.Errorf("element %d: got %v want %v (|diff| %g > %g)", i, got[i], want[i], d, tol)
+		}
+	}
+	return nil
+}
+
+// TestGemmPackedOverlappingRows checks the im2col-free convolution use: rows
+// of A overlap (lda < k).
+func TestGemmPackedOverlappingRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const in, kw, stride, out, L = 5, 21, 2, 16, 40
+	k := in * kw
+	m := L
+	x := randSlice(rng, (m-1)*stride*in+k)
+	w := randSlice(rng, k*out)
+	c := make([]float32, m*out)
+	want := make([]float32, m*out)
+	for i := 0; i < m; i++ {
+		for j := 0; j < out; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				s += float64(x[i*stride*in+p]) * float64(w[p*out+j])
+			}
+			want[i*out+j] = float32(s)
+		}
+	}
+	GemmPacked(false, m, 1, x, stride*in, NewPackedB(false, k, out, w, out), 0, c, out, make([]float32, WorkSize()))
+	if err := compare(c, want, tol(k)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKernelsAgree(t *testing.T) {
+	// Every kernel this CPU can run must match the generic one.
+	rng := rand.New(rand.NewPCG(5, 6))
+	orig := kern
+	defer func() { kern = orig }()
+	for _, spec := range availableKernels() {
+		kern = spec
+		a := randSlice(rng, 37*53)
+		b := randSlice(rng, 53*41)
+		c := randSlice(rng, 37*41)
+		want := naive(false, false, 37, 41, 53, 1, a, 53, b, 41, 1, c, 41)
+		Gemm(false, false, 37, 41, 53, 1, a, 53, b, 41, 1, c, 41)
+		if err := compare(c, want, tol(53)); err != nil {
+			t.Errorf("kernel %s: %v", spec.name, err)
+		}
+	}
+}
+
+func TestGemmPackedAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	a := randSlice(rng, 100*300)
+	pb := NewPackedB(false, 300, 70, randSlice(rng, 300*70), 70)
+	c := make([]float32, 100*70)
+	work := make([]float32, WorkSize())
+	allocs := testing.AllocsPerRun(10, func() {
+		GemmPacked(false, 100, 1, a, 300, pb, 0, c, 70, work)
+	})
+	if allocs != 0 {
+		t.Errorf("GemmPacked: %v allocations per call, want 0", allocs)
+	}
+}
+
+func TestGemmPanicsOnShortSlices(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Gemm with a short A did not panic")
+		}
+	}()
+	Gemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+}
+
+var benchSizes = []int{64, 128, 256, 512}
+
+func BenchmarkGemm(b *testing.B) {
+	name, _, _ := Kernel()
+	for _, n := range benchSizes {
+		rng := rand.New(rand.NewPCG(1, 1))
+		x, y, z := randSlice(rng, n*n), randSlice(rng, n*n), make([]float32, n*n)
+		flops := 2 * float64(n) * float64(n) * float64(n)
+		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+			for b.Loop() {
+				Gemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run(fmt.Sprintf("parallel2/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				GemmParallel(2, false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run(fmt.Sprintf("gonum/%d", n), func(b *testing.B) {
+			A := blas32.General{Rows: n, Cols: n, Stride: n, Data: x}
+			B := blas32.General{Rows: n, Cols: n, Stride: n, Data: y}
+			C := blas32.General{Rows: n, Cols: n, Stride: n, Data: z}
+			for b.Loop() {
+				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, A, B, 0, C)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		if n <= 256 {
+			b.Run(fmt.Sprintf("naive/%d", n), func(b *testing.B) {
+				for b.Loop() {
+					naiveLoop(n, x, y, z)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// naiveLoop is the plain i-k-j triple loop in float32, the speed baseline.
+func naiveLoop(n int, a, b, c []float32) {
+	clear(c)
+	for i := 0; i < n; i++ {
+		ci := c[i*n : i*n+n]
+		for p := 0; p < n; p++ {
+			av := a[i*n+p]
+			bp := b[p*n : p*n+n]
+			for j := range ci {
+				ci[j] += av * bp[j]
+			}
+		}
+	}
+}
