@@ -24,6 +24,7 @@ func commands() map[string]command {
 	return map[string]command{
 		// Add one line per subcommand, e.g.
 		// "inspect": {"summarise a recording", runInspect},
+		"inspect": {"summarise a recording", runInspect},
 	}
 }
 
