@@ -95,7 +95,7 @@ func TestLogMixProbsAgainstIntegration(t *testing.T) {
 		params := make([]float32, 3*m)
 		for i := 0; i < m; i++ {
 			params[i] = float32(rng.NormFloat64())
-			params[m+i] = float32(rng.Float64()*5 - 0.5)         // median tau from 0.6 to 90 bins
+			params[m+i] = float32(rng.Float64()*5 - 0.5)           // median tau from 0.6 to 90 bins
 			params[2*m+i] = float32(math.Log(0.2 + rng.Float64())) // sigma 0.2..1.2
 		}
 		out := make([]float32, 81)
