@@ -1,0 +1,214 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Publisher is the device side of the protocol: it publishes stimulus frames
+// and control messages for one device and receives the daemon's decisions.
+// It is safe for concurrent use.
+type Publisher struct {
+	nc     *nats.Conn
+	device string
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+// NewPublisher returns a publisher for device over an open connection.
+func NewPublisher(nc *nats.Conn, device string) (*Publisher, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("stream: new publisher: nil connection")
+	}
+	if err := CheckDevice(device); err != nil {
+		return nil, fmt.Errorf("stream: new publisher: %w", err)
+	}
+	return &Publisher{nc: nc, device: device, buf: make([]byte, 0, FramesHeaderLen+MaxFramesPerMsg*FrameLen)}, nil
+}
+
+// Device returns the publisher's device name.
+func (p *Publisher) Device() string { return p.device }
+
+// Conn returns the publisher's NATS connection.
+func (p *Publisher) Conn() *nats.Conn { return p.nc }
+
+// PublishFrames publishes one frames message (1 to MaxFramesPerMsg
+// consecutive frames). It allocates nothing after warm-up beyond what the
+// NATS client does.
+func (p *Publisher) PublishFrames(f *Frames) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, err := AppendFrames(p.buf[:0], f)
+	if err != nil {
+		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
+	}
+	p.buf = b
+	if err := p.nc.Publish(StimSubject(p.device), b); err != nil {
+		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
+	}
+	return nil
+}
+
+// PublishRaw publishes an arbitrary payload on one of the device's subjects
+// (kind "stim", "ctl", ...). Tests use it to send hostile payloads.
+func (p *Publisher) PublishRaw(kind string, payload []byte) error {
+	if err := p.nc.Publish("rgc."+p.device+"."+kind, payload); err != nil {
+		return fmt.Errorf("stream: publish raw on %s.%s: %w", p.device, kind, err)
+	}
+	return nil
+}
+
+// SendHistory sends initial spike histories, split into messages of at most
+// MaxCellsPerMsg cells. A history must reach the daemon before the cell's
+// first window is due (before frame first+rgc.WindowBins-1 of the stream or
+// of the stream after a reset).
+func (p *Publisher) SendHistory(h []History) error {
+	for len(h) > 0 {
+		n := min(len(h), MaxCellsPerMsg)
+		if err := p.sendControl(&Control{Op: OpHistory, Histories: h[:n]}); err != nil {
+			return err
+		}
+		h = h[n:]
+	}
+	return nil
+}
+
+// Reset asks the daemon to forget the device's stimulus and every cell's
+// state (including histories sent before); the next frame starts a new
+// stream at any sequence number.
+func (p *Publisher) Reset() error { return p.sendControl(&Control{Op: OpReset}) }
+
+func (p *Publisher) sendControl(c *Control) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, err := AppendControl(nil, c)
+	if err != nil {
+		return fmt.Errorf("stream: control for %s: %w", p.device, err)
+	}
+	if err := p.nc.Publish(ControlSubject(p.device), b); err != nil {
+		return fmt.Errorf("stream: control for %s: %w", p.device, err)
+	}
+	return nil
+}
+
+// Flush waits until the server has processed everything published so far.
+func (p *Publisher) Flush(ctx context.Context) error {
+	if err := p.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("stream: flush %s: %w", p.device, err)
+	}
+	return nil
+}
+
+// Status asks a daemon serving the device for its status. With no daemon
+// serving the device it returns an error wrapping nats.ErrNoResponders; with
+// several (shards) it returns the first answer.
+func (p *Publisher) Status(ctx context.Context) (*Status, error) {
+	m, err := p.nc.RequestWithContext(ctx, StatusSubject(p.device), nil)
+	if err != nil {
+		return nil, fmt.Errorf("stream: status of %s: %w", p.device, err)
+	}
+	var s Status
+	if err := DecodeStatus(m.Data, &s); err != nil {
+		return nil, fmt.Errorf("stream: status of %s: %w", p.device, err)
+	}
+	return &s, nil
+}
+
+// SubscribeDecisions calls fn for every decisions message on the device's
+// spikes subject, from the NATS client's delivery goroutine. fn gets a
+// reused value (copy what it keeps) and a non-nil error for a payload that
+// does not decode.
+func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
+	var d Decisions
+	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
+		if err := DecodeDecisions(m.Data, &d); err != nil {
+			fn(nil, err)
+			return
+		}
+		fn(&d, nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
+	}
+	return sub, nil
+}
+
+// Collector gathers every decision a daemon publishes for a device; tests,
+// the replay tool and the bench use it.
+type Collector struct {
+	sub *nats.Subscription
+
+	mu     sync.Mutex
+	got    []Decision
+	errs   int
+	notify chan struct{}
+}
+
+// Collect subscribes to the publisher's decisions. Call Flush on the
+// publisher's connection before publishing frames to be sure the
+// subscription is in place.
+func (p *Publisher) Collect() (*Collector, error) {
+	c := &Collector{notify: make(chan struct{}, 1)}
+	sub, err := p.SubscribeDecisions(func(d *Decisions, err error) {
+		c.mu.Lock()
+		if err != nil {
+			c.errs++
+		} else {
+			c.got = append(c.got, d.Decisions...)
+		}
+		c.mu.Unlock()
+		select {
+		case c.notify <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.sub = sub
+	return c, nil
+}
+
+// Decisions returns a copy of the decisions received so far, in arrival
+// order.
+func (c *Collector) Decisions() []Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Decision(nil), c.got...)
+}
+
+// Errors returns the number of payloads that did not decode.
+func (c *Collector) Errors() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errs
+}
+
+// WaitFor waits until done(decisions so far) is true or ctx ends.
+func (c *Collector) WaitFor(ctx context.Context, done func([]Decision) bool) error {
+	for {
+		c.mu.Lock()
+		ok := done(c.got)
+		c.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream: waiting for decisions: %w", ctx.Err())
+		case <-c.notify:
+		}
+	}
+}
+
+// Close unsubscribes.
+func (c *Collector) Close() error {
+	if err := c.sub.Unsubscribe(); err != nil {
+		return fmt.Errorf("stream: close collector: %w", err)
+	}
+	return nil
+}
