@@ -1,0 +1,127 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"rgcpred/rgc"
+)
+
+// InputFree is implemented by predictors whose output depends only on a
+// batch's Cells and Ends, never on its Inputs (such as the zero-input
+// baseline). The NLL evaluation then leaves Inputs unfilled, which makes
+// scoring every window of a split cheap.
+type InputFree interface {
+	InputFree() bool
+}
+
+// MinProb is the floor applied to the true class's probability before taking
+// its logarithm, so a predictor that gives a class probability 0 scores a
+// large finite NLL (-ln 1e-12 = 27.6) instead of +Inf.
+const MinProb = 1e-12
+
+// ClassNLL returns the negative log-likelihood (natural log) of class k
+// under probs, with the probability floored at MinProb.
+func ClassNLL(probs []float32, k int) float64 {
+	return -math.Log(math.Max(float64(probs[k]), MinProb))
+}
+
+// NLL returns each cell's mean negative log-likelihood of the true class
+// (docs/spike-prediction.md section 5) over the windows of split opts.Split
+// that rgc.Recording.WindowRange lists (window and target both inside the
+// split), taking every stride-th window end (stride 1: every window). The
+// windows hold the recorded spikes (teacher forcing). Windows are predicted
+// in batches of opts.MaxBatch (default 256) spanning cells; the result is in
+// the order of opts.Cells.
+func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options, stride int) ([]float64, error) {
+	if len(opts.Cells) == 0 {
+		return nil, errors.New("nll: no cells")
+	}
+	if stride < 1 {
+		return nil, fmt.Errorf("nll: stride %d, want at least 1", stride)
+	}
+	for _, c := range opts.Cells {
+		if c < 0 || c >= len(rec.Cells) {
+			return nil, fmt.Errorf("nll: cell index %d out of range (recording %s has %d cells)", c, rec.Name, len(rec.Cells))
+		}
+	}
+	first, last, nw := rec.WindowRange(opts.Split)
+	if nw == 0 {
+		return nil, fmt.Errorf("nll: split %s of %s holds no window", opts.Split, rec.Name)
+	}
+	maxBatch := opts.MaxBatch
+	if maxBatch <= 0 {
+		maxBatch = 256
+	}
+	fill := true
+	if f, ok := p.(InputFree); ok && f.InputFree() {
+		fill = false
+	}
+	b := &rgc.Batch{
+		Inputs: make([]float32, maxBatch*rgc.WindowLen),
+		Cells:  make([]int, maxBatch),
+		Ends:   make([]int, maxBatch),
+	}
+	out := make([]float32, maxBatch*rgc.NumClasses)
+	owner := make([]int, maxBatch)   // position in opts.Cells of each window
+	targets := make([]int, maxBatch) // true class of each window
+	sum := make([]float64, len(opts.Cells))
+	count := make([]int, len(opts.Cells))
+	total := ((nw-1)/stride + 1) * len(opts.Cells)
+	done := 0
+	m := 0
+	flush := func() error {
+		if m == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("nll: %w", err)
+		}
+		b.Inputs, b.Cells, b.Ends = b.Inputs[:m*rgc.WindowLen], b.Cells[:m], b.Ends[:m]
+		if err := p.Predict(b, out[:m*rgc.NumClasses]); err != nil {
+			return fmt.Errorf("nll: predict %d windows: %w", m, err)
+		}
+		for j := 0; j < m; j++ {
+			sum[owner[j]] += ClassNLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
+			count[owner[j]]++
+		}
+		done += m
+		m = 0
+		if opts.Progress != nil {
+			opts.Progress(Progress{Windows: done, Done: done, Total: total})
+		}
+		return nil
+	}
+	b.Inputs, b.Cells, b.Ends = b.Inputs[:cap(b.Inputs)], b.Cells[:cap(b.Cells)], b.Ends[:cap(b.Ends)]
+	for t := first; t <= last; t += stride {
+		for pos, c := range opts.Cells {
+			sb := rec.Cells[c].SpikeBins
+			if fill {
+				win := b.Inputs[m*rgc.WindowLen : (m+1)*rgc.WindowLen]
+				rec.StimulusWindow(t, win)
+				rgc.FillSpikeRow(win, sb, t)
+			}
+			targets[m] = rgc.Target(sb, t)
+			b.Cells[m] = rec.Cells[c].ClusterID
+			b.Ends[m] = t
+			owner[m] = pos
+			m++
+			if m == maxBatch {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+				b.Inputs, b.Cells, b.Ends = b.Inputs[:cap(b.Inputs)], b.Cells[:cap(b.Cells)], b.Ends[:cap(b.Ends)]
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	res := make([]float64, len(opts.Cells))
+	for i := range res {
+		res[i] = sum[i] / float64(count[i])
+	}
+	return res, nil
+}
