@@ -149,10 +149,14 @@ func stimKernelCum() []float64 {
 // after the last). It is low-pass filtered with a zero-phase windowed-sinc
 // FIR filter - Hamming window, 2*16*18+1 = 577 taps at the sensor rate
 // (+-16 bins), cutoff 0.8 x the bin Nyquist frequency (about 397 Hz),
-// normalised to unit DC gain, as scipy's decimate does by default with an
-// IIR filter - and then sampled at each bin's centre, sample 18b+9, so LED
-// edges are not aliased. The result has numSamples/Decimation bins per
-// channel.
+// normalised to unit DC gain (gain below 1% from the bin Nyquist
+// frequency up) - and then sampled at each bin's centre, sample 18b+9, so LED
+// edges are not aliased. Zero phase means no delay, as with scipy's default
+// decimate (an IIR filter run forwards and backwards); the price is that an
+// edge starts to show up to 16 bins (mostly within 1-2 bins) before it
+// happens, and a sharp low-pass rings at edges (Gibbs: about 8.8% over- and
+// undershoot), so intensities lie in about [-0.09, 1.09]. The result has
+// numSamples/Decimation bins per channel.
 //
 // Because the input is piecewise constant, each output is computed exactly
 // from the kernel's cumulative sum over the (at most a few) frames the
