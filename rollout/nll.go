@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
+	"rgcpred/model"
 	"rgcpred/rgc"
 )
 
@@ -17,21 +17,11 @@ type InputFree interface {
 	InputFree() bool
 }
 
-// MinProb is the floor applied to the true class's probability before taking
-// its logarithm, so a predictor that gives a class probability 0 scores a
-// large finite NLL (-ln 1e-12 = 27.6) instead of +Inf.
-const MinProb = 1e-12
-
-// ClassNLL returns the negative log-likelihood (natural log) of class k
-// under probs, with the probability floored at MinProb.
-func ClassNLL(probs []float32, k int) float64 {
-	return -math.Log(math.Max(float64(probs[k]), MinProb))
-}
-
 // NLL returns each cell's mean negative log-likelihood of the true class
 // (docs/spike-prediction.md section 5) over the windows of split opts.Split
 // that rgc.Recording.WindowRange lists (window and target both inside the
-// split), taking every stride-th window end (stride 1: every window). The
+// split), taking every stride-th window end (stride 1: every window), each
+// scored by model.NLL (probabilities floored at model.ProbFloor). The
 // windows hold the recorded spikes (teacher forcing). Windows are predicted
 // in batches of opts.MaxBatch (default 256) spanning cells; the result is in
 // the order of opts.Cells.
@@ -84,7 +74,7 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 			return fmt.Errorf("nll: predict %d windows: %w", m, err)
 		}
 		for j := 0; j < m; j++ {
-			sum[owner[j]] += ClassNLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
+			sum[owner[j]] += model.NLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
 			count[owner[j]]++
 		}
 		done += m

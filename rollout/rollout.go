@@ -5,23 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"rgcpred/model"
 	"rgcpred/rgc"
 )
-
-// Median returns the median class of the distribution probs (rgc.NumClasses
-// probabilities): the first class whose cumulative probability reaches 0.5
-// (docs/spike-prediction.md section 2). If rounding keeps the total below
-// 0.5 it returns rgc.NoSpikeClass.
-func Median(probs []float32) int {
-	var cum float64
-	for k, p := range probs[:rgc.NumClasses] {
-		cum += float64(p)
-		if cum >= 0.5 {
-			return k
-		}
-	}
-	return rgc.NoSpikeClass
-}
 
 // Options configure a rollout or an NLL evaluation.
 type Options struct {
@@ -88,7 +74,7 @@ func Bins(rec *rgc.Recording, s rgc.Split) (first, from, to int, err error) {
 // comes only from its own generated train, its stimulus rows from the
 // recording. A cell is active while its window end t is before the split's
 // last bin (to-1), so the stimulus it reads always lies inside the split;
-// each prediction's median class moves t by Step. A step whose spike would
+// each prediction's median class (model.Median) moves t by Step. A step whose spike would
 // fall past the split's last bin ends the cell without that spike. So every
 // cell's generated train covers exactly the bins [first+1, to).
 //
@@ -165,7 +151,7 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 			for j, i := range batchIdx {
 				c := &cells[i]
 				prev := c.Next
-				bin, spike := c.Advance(Median(out[j*rgc.NumClasses : (j+1)*rgc.NumClasses]))
+				bin, spike := c.Advance(model.Median(out[j*rgc.NumClasses : (j+1)*rgc.NumClasses]))
 				if spike && bin <= last {
 					res.Trains[i].Generated[bin-from] = 1
 				}

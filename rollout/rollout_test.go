@@ -280,23 +280,6 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	p := make([]float32, rgc.NumClasses)
-	p[3], p[10], p[80] = 0.25, 0.25, 0.5
-	if k := Median(p); k != 10 {
-		t.Errorf("median of 0.25@3 0.25@10 0.5@80 = %d, want 10 (cumulative reaches 0.5 there)", k)
-	}
-	clear(p)
-	p[0], p[1] = 0.49, 0.51
-	if k := Median(p); k != 1 {
-		t.Errorf("median = %d, want 1", k)
-	}
-	clear(p)
-	if k := Median(p); k != rgc.NoSpikeClass {
-		t.Errorf("median of all zeros = %d, want %d", k, rgc.NoSpikeClass)
-	}
-}
-
 // TestHistory compares the ring buffer with a plain train over many steps,
 // including jumps longer than a window.
 func TestHistory(t *testing.T) {
