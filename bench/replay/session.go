@@ -1,0 +1,488 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"rgcpred/rgc"
+	"rgcpred/stream"
+)
+
+// Config describes one replay of a stretch of a recording to a daemon.
+type Config struct {
+	// Rec is the recording whose stimulus is played.
+	Rec *rgc.Recording
+	// From and To delimit the stretch [From, To) in recording bins. Its
+	// first rgc.WindowBins bins are the history: their frames are sent at
+	// once, and each cell starts with its recorded spikes there, as the
+	// offline rollout does (rollout.Run); the first prediction is for the
+	// window ending at From+1023.
+	From, To int
+	// Cells are the cluster ids to replay.
+	Cells []int
+	// Speed is the pacing: 1 plays at 991.82 frames per second against the
+	// wall clock, N at N times that. 0 plays as fast as the daemon takes it
+	// (see Run for the flow control).
+	Speed float64
+	// Clock is the pacing clock; nil means SystemClock.
+	Clock Clock
+	// MaxFramesPerMsg bounds the frames of one message when a paced replay
+	// catches up after a late wake-up (default 32).
+	MaxFramesPerMsg int
+	// DecisionTimeout bounds the wait for an outstanding decision (the
+	// unpaced replay's flow control and the final drain); default 10 s.
+	DecisionTimeout time.Duration
+	// Progress, if not nil, is called about once a second with the number of
+	// frames sent and the total.
+	Progress func(sent, total int)
+}
+
+// Result is the outcome of a replay.
+type Result struct {
+	// First is the end bin of every cell's first window (From+1023); the
+	// predicted trains cover [First+1, To), the bins rollout.Run compares.
+	First, To int
+	// Cells are the replayed cluster ids; Spikes[i] holds the bins of the
+	// predicted spikes of Cells[i] inside [First+1, To), ascending.
+	Cells  []int
+	Spikes [][]int
+	// Decisions is the number of decisions received for the replayed cells
+	// (spikes and silences); Windows[i] those of cell i.
+	Decisions int64
+	Windows   []int
+	// Foreign counts decisions for cells not replayed (the daemon serves
+	// more); Stale counts repeated or out-of-date decisions (ignored);
+	// Skipped counts decisions that jumped past the cell's expected window
+	// (the daemon skipped predictions, e.g. under overload).
+	Foreign, Stale, Skipped int64
+	// Missing counts cells whose last expected decision never came.
+	Missing int
+	// Latency is the frame-to-decision latency: from publishing the frame
+	// that completed a window to receiving the decision for it, on this
+	// process's monotonic clock. Samples holds it per decision.
+	Latency DurationSummary
+	Samples Durations `json:"-"`
+	// DeadlineMisses counts decisions received after the end of their
+	// prediction period (frame End+rgc.Horizon was due): the device had no
+	// prediction for part of the period. Only defined when paced.
+	DeadlineMisses int64
+	// Late is the late-spike account (only defined when paced).
+	Late LateSummary
+	// Pace reports how late the frames left (paced replays).
+	Pace PaceStats
+	// Frames is the number of frames sent; Wall the replay's duration from
+	// the first frame to the last frame or decision, whichever came later.
+	Frames int64
+	Wall   time.Duration
+	// Speed is the pacing (0: as fast as possible).
+	Speed float64
+}
+
+// cellState is the device-side view of one cell: the window end of the
+// next expected decision and the predicted spikes so far.
+type cellState struct {
+	idx     int
+	next    int64
+	spikes  []int
+	windows int
+}
+
+// session holds a replay in progress.
+type session struct {
+	cfg   Config
+	pub   *stream.Publisher
+	first int64 // end bin of the first window
+	last  int64 // last bin of the stretch (To-1)
+	t0    time.Time
+	pacer *Pacer
+
+	pubNs []atomic.Int64 // publish time (ns since t0) of frame From+i
+
+	mu     sync.Mutex
+	cells  map[int32]*cellState
+	res    *Result
+	late   *LateTracker
+	notify chan struct{}
+	lastRx time.Time
+	lastTx time.Duration // publish time of the last frame, since t0
+}
+
+// Run replays cfg's stretch through the daemon serving pub's device and
+// collects the predicted spikes.
+//
+// Order: a reset of the device (so that a previous replay's state does not
+// linger), the recorded spike history of every cell on the control subject,
+// then the history frames From..From+1022 at once; from frame From+1023 on
+// the frames are paced. With Speed > 0 frame From+1023+i is due at
+// start + i/(991.82 Hz * Speed) (absolute deadlines, no drift). With Speed 0
+// the replay runs as fast as possible under flow control: it sends frames
+// up to the earliest window end any cell still waits for, then waits for
+// that window's decisions before sending more. So the daemon never has more
+// than one outstanding window per cell and never falls behind, and every
+// decision sees the same inputs as the offline rollout.
+func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error) {
+	if cfg.Rec == nil {
+		return nil, errors.New("replay: no recording")
+	}
+	if cfg.From < 0 || cfg.To > cfg.Rec.Bins || cfg.To-cfg.From < rgc.WindowBins+1 {
+		return nil, fmt.Errorf("replay: stretch %d..%d of %s (%d bins) cannot hold a %d-bin window and a step", cfg.From, cfg.To, cfg.Rec.Name, cfg.Rec.Bins, rgc.WindowBins)
+	}
+	if len(cfg.Cells) == 0 {
+		return nil, errors.New("replay: no cells")
+	}
+	if cfg.Speed < 0 {
+		return nil, fmt.Errorf("replay: speed %v must be positive (or 0 for as fast as possible)", cfg.Speed)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.MaxFramesPerMsg <= 0 {
+		cfg.MaxFramesPerMsg = 32
+	}
+	cfg.MaxFramesPerMsg = min(cfg.MaxFramesPerMsg, stream.MaxFramesPerMsg)
+	if cfg.DecisionTimeout <= 0 {
+		cfg.DecisionTimeout = 10 * time.Second
+	}
+	s := &session{
+		cfg:    cfg,
+		pub:    pub,
+		first:  int64(cfg.From + rgc.WindowBins - 1),
+		last:   int64(cfg.To - 1),
+		pubNs:  make([]atomic.Int64, cfg.To-cfg.From),
+		cells:  make(map[int32]*cellState, len(cfg.Cells)),
+		notify: make(chan struct{}, 1),
+		res: &Result{
+			First: cfg.From + rgc.WindowBins - 1, To: cfg.To,
+			Cells:   slices.Clone(cfg.Cells),
+			Spikes:  make([][]int, len(cfg.Cells)),
+			Windows: make([]int, len(cfg.Cells)),
+			Speed:   cfg.Speed,
+		},
+	}
+	hist := make([]stream.History, len(cfg.Cells))
+	row := make([]float32, rgc.WindowBins)
+	for i, id := range cfg.Cells {
+		ci, ok := cfg.Rec.CellIndex(id)
+		if !ok {
+			return nil, fmt.Errorf("replay: recording %s has no cluster %d", cfg.Rec.Name, id)
+		}
+		if id < 0 || id > stream.MaxCellID {
+			return nil, fmt.Errorf("replay: cluster id %d outside 0..%d", id, stream.MaxCellID)
+		}
+		if _, dup := s.cells[int32(id)]; dup {
+			return nil, fmt.Errorf("replay: cluster %d listed twice", id)
+		}
+		s.cells[int32(id)] = &cellState{idx: i, next: s.first}
+		rgc.FillSpikeRow(row, cfg.Rec.Cells[ci].SpikeBins, int(s.first))
+		hist[i].Cell = int32(id)
+		for j, v := range row {
+			hist[i].Spikes[j] = v != 0
+		}
+	}
+
+	sub, err := pub.SubscribeDecisions(s.onDecisions)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := pub.Reset(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if err := pub.SendHistory(hist); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = pub.Flush(fctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	// A status round trip orders the reset and histories before the frames
+	// on the daemon's side and checks that it serves our cells.
+	if err := s.checkServed(ctx); err != nil {
+		return nil, err
+	}
+
+	s.t0 = time.Now()
+	if cfg.Speed > 0 {
+		err = s.runPaced(ctx)
+	} else {
+		err = s.runFlow(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.drain(ctx); err != nil {
+		return nil, err
+	}
+	return s.finish(), nil
+}
+
+// checkServed asks the daemon for its status and fails when it does not
+// serve every replayed cell.
+func (s *session) checkServed(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := s.pub.Status(sctx)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("replay: no daemon serves device %s (is predictord running on this NATS server?): %w", s.pub.Device(), err)
+		}
+		return fmt.Errorf("replay: %w", err)
+	}
+	served := make(map[int32]bool, len(st.Cells))
+	for _, c := range st.Cells {
+		served[c] = true
+	}
+	var missing []int
+	for _, id := range s.cfg.Cells {
+		if !served[int32(id)] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 && st.Shards <= 1 {
+		return fmt.Errorf("replay: the daemon on device %s does not serve cells %v (it serves %d cells)", s.pub.Device(), missing, len(st.Cells))
+	}
+	return nil
+}
+
+// publish sends frames [lo, hi) (recording bins) in messages of at most
+// maxN frames, stamping each frame's publish time.
+func (s *session) publish(lo, hi int64, maxN int, f *stream.Frames) error {
+	for lo < hi {
+		n := min(hi-lo, int64(maxN))
+		f.FirstSeq = lo
+		f.Frames = f.Frames[:n]
+		now := time.Since(s.t0)
+		wall := s.t0.Add(now).UnixNano()
+		for i := range f.Frames {
+			b := int(lo) + i
+			fr := &f.Frames[i]
+			fr.Time = wall
+			for c := range fr.LED {
+				fr.LED[c] = s.cfg.Rec.Stimulus[c][b]
+			}
+			s.pubNs[b-s.cfg.From].Store(max(int64(now), 1))
+		}
+		if err := s.pub.PublishFrames(f); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		s.res.Frames += n
+		s.lastTx = now
+		lo += n
+	}
+	return nil
+}
+
+// runPaced sends the history frames at once, then the rest against the
+// pacer.
+func (s *session) runPaced(ctx context.Context) error {
+	f := &stream.Frames{Frames: make([]stream.Frame, stream.MaxFramesPerMsg)}
+	if err := s.publish(int64(s.cfg.From), s.first, stream.MaxFramesPerMsg, f); err != nil {
+		return err
+	}
+	undo := PrepareThread()
+	defer undo()
+	p, err := NewPacer(s.cfg.Clock, s.cfg.Clock.Now(), s.cfg.Speed)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	s.mu.Lock()
+	s.pacer = p
+	s.late = NewLateTracker(p)
+	s.mu.Unlock()
+	total := s.cfg.To - s.cfg.From
+	nextReport := time.Now().Add(time.Second)
+	st, err := p.Run(ctx, 0, s.last-s.first+1, s.cfg.MaxFramesPerMsg, func(lo, hi int64, _ time.Time) error {
+		if err := s.publish(s.first+lo, s.first+hi, s.cfg.MaxFramesPerMsg, f); err != nil {
+			return err
+		}
+		if s.cfg.Progress != nil && time.Now().After(nextReport) {
+			nextReport = nextReport.Add(time.Second)
+			s.cfg.Progress(int(s.first+hi)-s.cfg.From, total)
+		}
+		return nil
+	})
+	s.res.Pace = st
+	return err
+}
+
+// minNext returns the earliest window end a cell still waits for, or -1
+// when every cell is done (its next window ends at or after the stretch's
+// last bin, where the offline rollout stops too). Callers hold s.mu.
+func (s *session) minNext() int64 {
+	m := int64(-1)
+	for _, c := range s.cells {
+		if c.next < s.last && (m < 0 || c.next < m) {
+			m = c.next
+		}
+	}
+	return m
+}
+
+// runFlow sends frames as fast as the daemon decides: up to the earliest
+// outstanding window end, then waits for its decisions.
+func (s *session) runFlow(ctx context.Context) error {
+	s.late = NewLateTracker(nil)
+	f := &stream.Frames{Frames: make([]stream.Frame, stream.MaxFramesPerMsg)}
+	sent := int64(s.cfg.From)
+	end := int64(s.cfg.To)
+	total := s.cfg.To - s.cfg.From
+	nextReport := time.Now().Add(time.Second)
+	for sent < end {
+		s.mu.Lock()
+		lim := s.minNext()
+		s.mu.Unlock()
+		hi := end
+		if lim >= 0 {
+			hi = min(lim+1, end)
+		}
+		if sent < hi {
+			if err := s.publish(sent, hi, stream.MaxFramesPerMsg, f); err != nil {
+				return err
+			}
+			sent = hi
+			if s.cfg.Progress != nil && time.Now().After(nextReport) {
+				nextReport = nextReport.Add(time.Second)
+				s.cfg.Progress(int(sent)-s.cfg.From, total)
+			}
+			continue
+		}
+		if err := s.waitUntil(ctx, func() bool { m := s.minNext(); return m < 0 || m > lim }); err != nil {
+			return fmt.Errorf("replay: waiting for the decisions at bin %d: %w", lim, err)
+		}
+	}
+	return nil
+}
+
+// waitUntil waits until cond (called with s.mu held) holds, a decision
+// timeout passes without any decision arriving, or ctx ends.
+func (s *session) waitUntil(ctx context.Context, cond func() bool) error {
+	timer := time.NewTimer(s.cfg.DecisionTimeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return s.timeoutError()
+		case <-s.notify:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(s.cfg.DecisionTimeout)
+		}
+	}
+}
+
+func (s *session) timeoutError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var waiting []string
+	for id, c := range s.cells {
+		if c.next < s.last && len(waiting) < 8 {
+			waiting = append(waiting, fmt.Sprintf("cell %d at bin %d", id, c.next))
+		}
+	}
+	slices.Sort(waiting)
+	return fmt.Errorf("no decision for %v within %v (does the daemon serve these cells?)", waiting, s.cfg.DecisionTimeout)
+}
+
+// drain waits for the decisions of windows already sent; cells still
+// waiting after the timeout are counted as missing.
+func (s *session) drain(ctx context.Context) error {
+	err := s.waitUntil(ctx, func() bool { return s.minNext() < 0 })
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("replay: draining decisions: %w", err)
+	}
+	return nil
+}
+
+// onDecisions handles one decisions message (NATS delivery goroutine).
+func (s *session) onDecisions(d *stream.Decisions, err error) {
+	rx := time.Since(s.t0)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRx = s.t0.Add(rx)
+	for i := range d.Decisions {
+		x := &d.Decisions[i]
+		c, ok := s.cells[x.Cell]
+		if !ok {
+			s.res.Foreign++
+			continue
+		}
+		if x.End < c.next {
+			s.res.Stale++
+			continue
+		}
+		if x.End > c.next {
+			s.res.Skipped++
+		}
+		s.res.Decisions++
+		c.windows++
+		c.next = x.Bin // spike: the next window ends at the spike; silence: at End+Horizon
+		if x.End >= int64(s.cfg.From) && x.End < int64(s.cfg.To) {
+			if pn := s.pubNs[x.End-int64(s.cfg.From)].Load(); pn > 0 {
+				s.res.Samples.Add(rx - time.Duration(pn))
+			}
+		}
+		if s.pacer != nil {
+			arrived := s.t0.Add(rx)
+			if arrived.After(s.pacer.Due(x.End + rgc.Horizon - s.first)) {
+				s.res.DeadlineMisses++
+			}
+		}
+		if x.Kind == stream.KindSpike && x.Bin <= s.last {
+			c.spikes = append(c.spikes, int(x.Bin))
+			if s.late != nil {
+				s.late.Spike(x.Bin-s.first, s.t0.Add(rx))
+			}
+		}
+	}
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// finish assembles the result.
+func (s *session) finish() *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.res
+	for _, c := range s.cells {
+		r.Spikes[c.idx] = c.spikes
+		r.Windows[c.idx] = c.windows
+		if c.next < s.last {
+			r.Missing++
+		}
+	}
+	if s.late != nil {
+		r.Late = s.late.Summary()
+	}
+	r.Latency = r.Samples.Summary()
+	r.Wall = s.lastTx
+	if !s.lastRx.IsZero() {
+		r.Wall = max(r.Wall, s.lastRx.Sub(s.t0))
+	}
+	return r
+}
