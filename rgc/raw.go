@@ -164,6 +164,14 @@ func LoadRaw(dir string) (*Raw, error) {
 }
 
 func loadRaw(dir string) (*Raw, error) {
+	if st, err := os.Stat(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errors.New("no such directory")
+		}
+		return nil, err
+	} else if !st.IsDir() {
+		return nil, errors.New("not a directory")
+	}
 	files := map[string][]byte{}
 	for _, name := range []string{FileJSON, FilePattern, FileTriggers, FileSamples, FileOffsets} {
 		data, err := readFile(dir, name)

@@ -263,3 +263,12 @@ func FuzzLoadRaw(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadNotADirectory(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope")); err == nil || !strings.Contains(err.Error(), "no such directory") {
+		t.Errorf("missing dir: err = %v", err)
+	}
+	if _, err := Load(filepath.Join(shippedDir, FileJSON)); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("file as dir: err = %v", err)
+	}
+}
