@@ -1,0 +1,510 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"rgcpred/internal/fakepred"
+	"rgcpred/rgc"
+	"rgcpred/rollout"
+	"rgcpred/stream"
+)
+
+var (
+	recOnce sync.Once
+	recFull *rgc.Recording
+	recErr  error
+)
+
+// smallRecording is the first bins bins of the shipped recording.
+func smallRecording(t testing.TB, bins int) *rgc.Recording {
+	recOnce.Do(func() { recFull, recErr = rgc.Load("../../data/chicken-17-08-21") })
+	if recErr != nil {
+		t.Fatal(recErr)
+	}
+	r := &rgc.Recording{Name: recFull.Name, SampleRateHz: recFull.SampleRateHz, Bins: bins}
+	for c := range r.Stimulus {
+		r.Stimulus[c] = recFull.Stimulus[c][:bins]
+	}
+	for _, c := range recFull.Cells {
+		nc := rgc.Cell{ClusterID: c.ClusterID, Quality: c.Quality}
+		for _, b := range c.SpikeBins {
+			if int(b) < bins {
+				nc.SpikeBins = append(nc.SpikeBins, b)
+			}
+		}
+		r.Cells = append(r.Cells, nc)
+	}
+	return r
+}
+
+// collect is a Sink that records every decision.
+type collect struct {
+	got     []stream.Decision
+	batches []int
+}
+
+func (c *collect) Decisions(t int64, ds []stream.Decision) {
+	for _, d := range ds {
+		if d.End != t {
+			panic("decision end differs from frame")
+		}
+	}
+	c.got = append(c.got, ds...)
+}
+func (c *collect) Batch(n int, _ time.Duration) { c.batches = append(c.batches, n) }
+
+func (c *collect) spikes(cell int) []int64 {
+	var out []int64
+	for _, d := range c.got {
+		if int(d.Cell) == cell && d.Kind == stream.KindSpike {
+			out = append(out, d.Bin)
+		}
+	}
+	return out
+}
+
+// frames returns the recording's bins [from, to) as frames messages of
+// chunk frames each.
+func frames(rec *rgc.Recording, from, to, chunk int) []*stream.Frames {
+	var out []*stream.Frames
+	for lo := from; lo < to; lo += chunk {
+		hi := min(lo+chunk, to)
+		f := &stream.Frames{FirstSeq: int64(lo), Frames: make([]stream.Frame, hi-lo)}
+		for b := lo; b < hi; b++ {
+			fr := &f.Frames[b-lo]
+			fr.Time = int64(b) * 1_008_264
+			for c := range fr.LED {
+				fr.LED[c] = rec.Stimulus[c][b]
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// recordedHistory is the recorded spike row of the window ending at t.
+func recordedHistory(cell *rgc.Cell, t int) stream.History {
+	h := stream.History{Cell: int32(cell.ClusterID)}
+	lo := t - (rgc.WindowBins - 1)
+	for _, b := range cell.SpikeBins {
+		if int(b) >= lo && int(b) <= t {
+			h.Spikes[int(b)-lo] = true
+		}
+	}
+	return h
+}
+
+func TestCoreEqualsOfflineRollout(t *testing.T) {
+	rec := smallRecording(t, 60000)
+	idx := rec.QualityCells()[:6]
+	ids := make([]int, len(idx))
+	for i, c := range idx {
+		ids[i] = rec.Cells[c].ClusterID
+	}
+	off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := rec.SplitRange(rgc.Test)
+	for _, tc := range []struct {
+		name            string
+		chunk, maxBatch int
+	}{{"chunk 1, one batch", 1, 0}, {"chunk 37, batch 4", 37, 4}, {"chunk 1024, batch 1", 1024, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &collect{}
+			core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ctl stream.Control
+			ctl.Op = stream.OpHistory
+			for _, c := range idx {
+				ctl.Histories = append(ctl.Histories, recordedHistory(&rec.Cells[c], lo+rgc.WindowBins-1))
+			}
+			core.Control(&ctl)
+			for _, f := range frames(rec, lo, hi, tc.chunk) {
+				core.Frames(f, f.LastSeq())
+			}
+			total := 0
+			for i, tr := range off.Trains {
+				var want []int64
+				for j, v := range tr.Generated {
+					if v == 1 {
+						want = append(want, int64(off.From+j))
+					}
+				}
+				var got []int64
+				for _, b := range sink.spikes(ids[i]) {
+					if b < int64(off.To) {
+						got = append(got, b)
+					}
+				}
+				if len(want) < 10 {
+					t.Fatalf("cell %d: only %d offline spikes, test too weak", ids[i], len(want))
+				}
+				if !equal(got, want) {
+					t.Fatalf("cell %d: daemon spikes differ from offline rollout:\n got %v\nwant %v", ids[i], got, want)
+				}
+				total += len(want)
+			}
+			st := core.Stats()
+			if st.Stale+st.GapBins+st.Clamped+st.DeadlineMisses+st.PredictErrors != 0 || st.Histories != uint64(len(ids)) {
+				t.Fatalf("unexpected stats %+v", st)
+			}
+			for _, n := range sink.batches {
+				if tc.maxBatch > 0 && n > tc.maxBatch {
+					t.Fatalf("batch of %d > max %d", n, tc.maxBatch)
+				}
+			}
+			t.Logf("%d spikes over %d cells, %d predictions", total, len(ids), st.Predictions)
+		})
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// synthFrames makes n frames from seq first with a deterministic pattern.
+func synthFrames(first int64, n int) *stream.Frames {
+	f := &stream.Frames{FirstSeq: first, Frames: make([]stream.Frame, n)}
+	for i := range f.Frames {
+		s := first + int64(i)
+		for c := range f.Frames[i].LED {
+			f.Frames[i].LED[c] = float32((s*int64(c+3))%7) / 7
+		}
+		f.Frames[i].Time = s
+	}
+	return f
+}
+
+func newCore(t testing.TB, cells []int, cfg Config) (*Core, *collect) {
+	t.Helper()
+	sink := &collect{}
+	if cfg.Known == nil {
+		cfg.Known = cells
+	}
+	cfg.Cells = cells
+	c, err := New(fakepred.New(cfg.Known), sink, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sink
+}
+
+func TestCoreFirstWindowAndStepping(t *testing.T) {
+	core, sink := newCore(t, []int{5, 9}, Config{PublishSilence: true})
+	core.Frames(synthFrames(100, 1023), 1122)
+	if len(sink.got) != 0 || sink.batches != nil {
+		t.Fatalf("decisions before a whole window: %+v", sink.got)
+	}
+	core.Frames(synthFrames(1123, 1), 1123)
+	if len(sink.got) != 2 || len(sink.batches) != 1 || sink.batches[0] != 2 {
+		t.Fatalf("first window (end 1123): %d decisions in batches %v, want 2 in one batch", len(sink.got), sink.batches)
+	}
+	// Every decision follows rollout.Step from its window end, and the next
+	// decision of a cell is at the bin the previous one stepped to.
+	core.Frames(synthFrames(1124, 3000), 4123)
+	next := map[int32]int64{5: 1123, 9: 1123}
+	for _, d := range sink.got {
+		if d.End != next[d.Cell] {
+			t.Fatalf("cell %d decided at %d, want %d", d.Cell, d.End, next[d.Cell])
+		}
+		if d.Kind == stream.KindSpike && (d.Bin <= d.End || d.Bin > d.End+rgc.Horizon) || d.Kind == stream.KindSilence && d.Bin != d.End+rgc.Horizon {
+			t.Fatalf("bad decision %+v", d)
+		}
+		if d.Prob != fakepred.Peak || d.FrameTime != d.End {
+			t.Fatalf("decision %+v: prob or frame time", d)
+		}
+		next[d.Cell] = d.Bin
+	}
+	for cell, n := range next {
+		got, _ := core.Next(int(cell))
+		if got != n {
+			t.Fatalf("cell %d next %d, want %d", cell, got, n)
+		}
+	}
+}
+
+// TestCoreZeroAllocs proves the per-frame path allocates nothing, also when
+// every cell is due at once.
+func TestCoreZeroAllocs(t *testing.T) {
+	cells := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	sink := &countSink{}
+	core, err := New(fakepred.New(cells), sink, Config{Known: cells, Cells: cells, MaxBatch: 3, PublishSilence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core.Frames(synthFrames(0, 1024), 1023)
+	one := synthFrames(1024, 1)
+	allocs := testing.AllocsPerRun(3000, func() {
+		core.Frames(one, one.FirstSeq)
+		one.FirstSeq++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per frame, want 0", allocs)
+	}
+	if sink.n < 100 {
+		t.Fatalf("only %d decisions in 3000 frames: the measured path did not predict", sink.n)
+	}
+	// All cells due at one frame: right after a reset, the first window.
+	core.Control(&stream.Control{Op: stream.OpReset})
+	seq := int64(1 << 20)
+	allocs = testing.AllocsPerRun(5, func() {
+		core.Control(&stream.Control{Op: stream.OpReset})
+		for range 1024 {
+			one.FirstSeq = seq
+			core.Frames(one, seq)
+			seq++
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per window of frames with all cells due, want 0", allocs)
+	}
+}
+
+type countSink struct{ n, batches int }
+
+func (c *countSink) Decisions(_ int64, ds []stream.Decision) { c.n += len(ds) }
+func (c *countSink) Batch(int, time.Duration)                { c.batches++ }
+
+// reference runs a fresh core on clean frames first..last.
+func reference(t *testing.T, f *stream.Frames) []stream.Decision {
+	core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+	core.Frames(f, f.LastSeq())
+	return sink.got
+}
+
+func TestCoreRobustness(t *testing.T) {
+	clean := synthFrames(0, 4000)
+	want := reference(t, clean)
+	sub := func(lo, hi int) *stream.Frames {
+		return &stream.Frames{FirstSeq: int64(lo), Frames: clean.Frames[lo:hi]}
+	}
+	t.Run("duplicates and out-of-order frames are dropped", func(t *testing.T) {
+		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+		core.Frames(sub(0, 2000), 1999)
+		core.Frames(sub(1500, 1900), 1999) // duplicates
+		core.Frames(sub(1999, 2000), 1999) // duplicate of the last
+		core.Frames(sub(2000, 4000), 3999)
+		if !sameDecisions(sink.got, want) {
+			t.Fatal("decisions changed by duplicates")
+		}
+		if st := core.Stats(); st.Stale != 401 || st.Frames != 4000 {
+			t.Fatalf("stats %+v, want 401 stale, 4000 frames", st)
+		}
+	})
+	t.Run("gaps are filled by holding the last frame", func(t *testing.T) {
+		held := synthFrames(0, 4000)
+		for b := 2001; b < 2011; b++ {
+			held.Frames[b] = held.Frames[2000]
+		}
+		wantHeld := reference(t, held)
+		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+		core.Frames(sub(0, 2001), 2000)
+		core.Frames(sub(2011, 4000), 3999)
+		if !sameDecisions(sink.got, wantHeld) {
+			t.Fatal("gap-filled run differs from a run on held frames")
+		}
+		if st := core.Stats(); st.GapBins != 10 {
+			t.Fatalf("gap bins %d, want 10", st.GapBins)
+		}
+	})
+	t.Run("a gap longer than a window restarts the stream", func(t *testing.T) {
+		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+		core.Frames(sub(0, 1500), 1499)
+		n := len(sink.got)
+		core.Frames(synthFrames(5000, 1023), 6022)
+		if len(sink.got) != n {
+			t.Fatal("decisions before the restarted stream has a whole window")
+		}
+		core.Frames(synthFrames(6023, 1), 6023)
+		if st := core.Stats(); st.Restarts != 1 || st.GapBins != 0 || len(sink.got) != n+3 {
+			t.Fatalf("stats %+v, %d new decisions, want a restart and 3 decisions at 6023", st, len(sink.got)-n)
+		}
+	})
+	t.Run("out-of-range intensities are clamped", func(t *testing.T) {
+		core, _ := newCore(t, []int{1}, Config{})
+		f := synthFrames(0, 3)
+		f.Frames[1].LED = [4]float32{-5, 3, 1e30, 0.5}
+		core.Frames(f, 2)
+		if got := core.stim; got[0][1] != stream.MinIntensity || got[1][1] != stream.MaxIntensity || got[2][1] != stream.MaxIntensity || got[3][1] != 0.5 {
+			t.Fatalf("ring after clamping: %v %v %v %v", got[0][1], got[1][1], got[2][1], got[3][1])
+		}
+		if st := core.Stats(); st.Clamped != 1 {
+			t.Fatalf("clamped %d, want 1", st.Clamped)
+		}
+	})
+	t.Run("reset starts over with histories", func(t *testing.T) {
+		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+		core.Frames(sub(0, 3000), 2999)
+		core.Control(&stream.Control{Op: stream.OpReset})
+		core.Frames(clean, clean.LastSeq())
+		if !sameDecisions(sink.got[len(sink.got)-len(want):], want) || core.Stats().Resets != 1 {
+			t.Fatal("after a reset the core does not behave like a fresh one")
+		}
+	})
+	t.Run("histories: unknown, other shard, late", func(t *testing.T) {
+		core, _ := newCore(t, []int{1, 2}, Config{Known: []int{1, 2, 3}})
+		h := stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 1}, {Cell: 3}, {Cell: 77}}}
+		core.Control(&h)
+		core.Frames(sub(0, 1000), 999)
+		core.Control(&stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 2}}}) // before the first window: applied
+		core.Frames(sub(1000, 1100), 1099)
+		core.Control(&stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 2}}}) // late
+		st := core.Stats()
+		if st.Histories != 2 || st.UnknownCell != 1 || st.HistoryLate != 1 {
+			t.Fatalf("stats %+v: want 2 histories, 1 unknown (77), 1 late; cell 3 is another shard's", st)
+		}
+	})
+	t.Run("history changes the first window", func(t *testing.T) {
+		h := stream.History{Cell: 2}
+		for j := 0; j < rgc.WindowBins; j += 3 {
+			h.Spikes[j] = true
+		}
+		var first [2][]stream.Decision
+		for i, ctl := range []*stream.Control{nil, {Op: stream.OpHistory, Histories: []stream.History{h}}} {
+			core, sink := newCore(t, []int{2}, Config{PublishSilence: true})
+			if ctl != nil {
+				core.Control(ctl)
+			}
+			core.Frames(sub(0, 1024), 1023)
+			first[i] = sink.got
+		}
+		win := make([]float32, rgc.WindowLen)
+		for c := range rgc.StimChannels {
+			for j := range rgc.WindowBins {
+				win[c*rgc.WindowBins+j] = clean.Frames[j].LED[c]
+			}
+		}
+		for j, s := range h.Spikes {
+			if s {
+				win[rgc.SpikeRow*rgc.WindowBins+j] = 1
+			}
+		}
+		k := fakepred.Class(win, 2)
+		next, _ := rollout.Step(1023, k)
+		if len(first[1]) != 1 || first[1][0].Bin != int64(next) {
+			t.Fatalf("with history: %+v, want bin %d (class %d)", first[1], next, k)
+		}
+	})
+}
+
+func sameDecisions(a, b []stream.Decision) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Cell != y.Cell || x.Kind != y.Kind || x.End != y.End || x.Bin != y.Bin || x.Prob != y.Prob {
+			return false
+		}
+	}
+	return true
+}
+
+func TestCoreOverloadSkipsStaleDeadlines(t *testing.T) {
+	core, sink := newCore(t, []int{1, 2, 3}, Config{MaxLag: 40, PublishSilence: true})
+	core.Frames(synthFrames(0, 1023), 1022)
+	// The newest frame received is 100 bins past the first window's end:
+	// the decisions due at 1023 are stale.
+	core.Frames(synthFrames(1023, 1), 1123)
+	st := core.Stats()
+	if st.DeadlineMisses != 3 || st.Predictions != 0 || len(sink.got) != 0 {
+		t.Fatalf("stats %+v, %d decisions: want 3 misses, no predictions", st, len(sink.got))
+	}
+	for _, c := range []int{1, 2, 3} {
+		if n, _ := core.Next(c); n != 1023+rgc.Horizon {
+			t.Fatalf("cell %d next %d, want %d (stepped as no spike)", c, n, 1023+rgc.Horizon)
+		}
+	}
+	// Caught up (lag within 40): decisions are computed again.
+	core.Frames(synthFrames(1024, 80), 1103+40)
+	if st := core.Stats(); st.Predictions != 3 || st.DeadlineMisses != 3 {
+		t.Fatalf("after catching up: %+v", st)
+	}
+}
+
+type failing struct {
+	err   error
+	panic bool
+	nan   bool
+}
+
+func (f *failing) Predict(b *rgc.Batch, out []float32) error {
+	if f.panic {
+		panic("boom")
+	}
+	if f.nan {
+		for i := range out[:b.Len()*rgc.NumClasses] {
+			out[i] = float32(math.NaN())
+		}
+	}
+	return f.err
+}
+
+func TestCorePredictorFailures(t *testing.T) {
+	for _, f := range []*failing{{err: errors.New("gpu on fire")}, {panic: true}, {nan: true}} {
+		sink := &collect{}
+		core, err := New(f, sink, Config{Known: []int{1, 2}, Cells: []int{1, 2}, PublishSilence: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		core.Frames(synthFrames(0, 1200), 1199)
+		st := core.Stats()
+		if st.PredictErrors != 6 || len(sink.got) != 0 || core.LastError() == nil {
+			t.Fatalf("%+v: stats %+v, %d decisions, want 6 errors (2 cells at 1023, 1103, 1183)", f, st, len(sink.got))
+		}
+		if n, _ := core.Next(1); n != 1023+3*rgc.Horizon {
+			t.Fatalf("next %d after failures", n)
+		}
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	p := fakepred.New([]int{1})
+	s := &collect{}
+	for _, cfg := range []Config{
+		{Known: []int{1}},
+		{Known: []int{1}, Cells: []int{2}},
+		{Known: []int{1}, Cells: []int{1, 1}},
+		{Known: []int{1}, Cells: []int{1}, MaxLag: -1},
+	} {
+		if _, err := New(p, s, cfg); err == nil {
+			t.Errorf("config %+v accepted", cfg)
+		}
+	}
+}
+
+// BenchmarkCoreFrame measures the per-frame cost of the core for 64 cells
+// with the fake predictor (its hashing dominates whenever a cell is due).
+func BenchmarkCoreFrame(b *testing.B) {
+	cells := make([]int, 64)
+	for i := range cells {
+		cells[i] = i
+	}
+	core, err := New(fakepred.New(cells), &countSink{}, Config{Known: cells, Cells: cells})
+	if err != nil {
+		b.Fatal(err)
+	}
+	core.Frames(synthFrames(0, 1024), 1023)
+	one := synthFrames(1024, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		core.Frames(one, one.FirstSeq)
+		one.FirstSeq++
+	}
+}
