@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// processCPU is not measured outside Linux (reported as 0).
+func processCPU() time.Duration { return 0 }

@@ -1,0 +1,156 @@
+// Package bench is the latency benchmark of the real-time predictor: it runs
+// predictord's core and the replay device in one process over loopback NATS
+// (an embedded server), for a rising number of cells, each at real time for
+// a stretch of the shipped recording, and reports frame-to-decision latency
+// percentiles, predictions per second, deadline misses, late spikes and CPU
+// use, and the largest number of cells served in real time. The command is
+// bench/cmd/latency.
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"rgcpred/bench/replay"
+	"rgcpred/internal/plot"
+)
+
+// Real-time criterion of the benchmark (issue 8): a cell count is served in
+// real time when the 99th percentile of the frame-to-decision latency is at
+// most RealTimeP99 and no decision missed its prediction period.
+const RealTimeP99 = 2 * time.Millisecond
+
+// Point is the measurement at one number of cells.
+type Point struct {
+	// Cells is the number of cells served; Devices the number of devices
+	// they were spread over (cells beyond the checkpoint's count reuse ids on
+	// further devices).
+	Cells   int `json:"cells"`
+	Devices int `json:"devices"`
+	// Seconds is the real-time stimulus played (after the 1024-bin history).
+	Seconds float64 `json:"seconds"`
+	// Latency is the frame-to-decision latency over every decision: from
+	// publishing the frame that completed a window to receiving the decision.
+	Latency replay.DurationSummary `json:"latency"`
+	// Predictions is the number of windows predicted (from the daemon's
+	// counters); PredictionsPerSec per wall-clock second.
+	Predictions       uint64  `json:"predictions"`
+	PredictionsPerSec float64 `json:"predictions_per_sec"`
+	// Decisions is the number of decisions the device received.
+	Decisions int64 `json:"decisions"`
+	// DeadlineMisses counts decisions the daemon skipped under overload
+	// (its MaxLag policy) plus decisions that reached the device after their
+	// 80-bin prediction period ended.
+	DeadlineMisses      int64 `json:"deadline_misses"`
+	DaemonSkipped       int64 `json:"daemon_skipped"`
+	DeviceLateDecisions int64 `json:"device_late_decisions"`
+	// LateSpikes counts predicted spikes that arrived after their bin was
+	// due; Spikes all predicted spikes.
+	LateSpikes int64                  `json:"late_spikes"`
+	Spikes     int64                  `json:"spikes"`
+	Lateness   replay.DurationSummary `json:"lateness"`
+	// CPU is the process's CPU time (user + system) over wall time: 1.0 is
+	// one core busy. It includes the replay device and the NATS server.
+	CPU float64 `json:"cpu"`
+	// PaceMaxLagMs is the largest delay of a frame behind its deadline on
+	// the device side.
+	PaceMaxLagMs float64 `json:"pace_max_lag_ms"`
+	// RealTime reports whether the point meets the real-time criterion.
+	RealTime bool `json:"real_time"`
+}
+
+// Report is the benchmark's output.
+type Report struct {
+	// Started is when the run began; Machine describes where it ran.
+	Started time.Time `json:"started"`
+	Machine string    `json:"machine"`
+	// Model is the checkpoint, Recording the recording and Split its split.
+	Model     string `json:"model"`
+	ModelInfo string `json:"model_info"`
+	Recording string `json:"recording"`
+	Split     string `json:"split"`
+	// Threads is the engine's thread count; MaxBatch its batch limit.
+	Threads  int `json:"threads"`
+	MaxBatch int `json:"max_batch"`
+	// CellPolicy says how cells were chosen.
+	CellPolicy string `json:"cell_policy"`
+	// CriterionP99Ms is the real-time criterion's latency bound.
+	CriterionP99Ms float64 `json:"criterion_p99_ms"`
+	// Points holds one measurement per cell count, ascending.
+	Points []Point `json:"points"`
+	// MaxRealTimeCells is the largest cell count meeting the criterion (0 if
+	// none did).
+	MaxRealTimeCells int `json:"max_real_time_cells"`
+}
+
+// realTime applies the criterion to a point.
+func realTime(p Point) bool {
+	return p.Latency.N > 0 && p.Latency.P99Ms <= float64(RealTimeP99)/float64(time.Millisecond) && p.DeadlineMisses == 0
+}
+
+// finish sets the RealTime flags and MaxRealTimeCells.
+func (r *Report) finish() {
+	r.MaxRealTimeCells = 0
+	for i := range r.Points {
+		r.Points[i].RealTime = realTime(r.Points[i])
+		if r.Points[i].RealTime && r.Points[i].Cells > r.MaxRealTimeCells {
+			r.MaxRealTimeCells = r.Points[i].Cells
+		}
+	}
+}
+
+// Chart returns the plot of latency percentiles against cells (log latency
+// axis), with the real-time bound as a reference line.
+func (r *Report) Chart() *plot.Chart {
+	n := len(r.Points)
+	x := make([]float64, n)
+	p50, p99, p999, mx := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i, p := range r.Points {
+		x[i] = float64(p.Cells)
+		p50[i], p99[i], p999[i], mx[i] = pos(p.Latency.P50Ms), pos(p.Latency.P99Ms), pos(p.Latency.P999Ms), pos(p.Latency.MaxMs)
+	}
+	bound := []float64{float64(RealTimeP99) / float64(time.Millisecond), float64(RealTimeP99) / float64(time.Millisecond)}
+	var bx []float64
+	if n > 0 {
+		bx = []float64{x[0], x[n-1]}
+	} else {
+		bound = nil
+	}
+	return &plot.Chart{
+		Title:  fmt.Sprintf("Frame-to-decision latency, %s, %d threads", r.ModelInfo, r.Threads),
+		XLabel: "cells served (real time, 992 Hz)",
+		YLabel: "latency (ms)",
+		LogY:   true,
+		Series: []plot.Series{
+			{Name: "p50", X: x, Y: p50},
+			{Name: "p99", X: x, Y: p99},
+			{Name: "p99.9", X: x, Y: p999},
+			{Name: "max", X: x, Y: mx},
+			{Name: "2 ms bound", X: bx, Y: bound},
+		},
+	}
+}
+
+// pos maps non-positive values (no samples) to NaN so the log axis skips
+// them.
+func pos(v float64) float64 {
+	if v <= 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+// WriteTable prints the report as a text table.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d; %s\n", r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Machine)
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %8s %9s %11s %6s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "misses", "late/spk", "late p99 ms", "cpu", "real time")
+	for _, p := range r.Points {
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %8d %4d/%-4d %11.3f %6.2f %9v\n",
+			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
+			p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.Lateness.P99Ms, p.CPU, p.RealTime)
+	}
+	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
+}

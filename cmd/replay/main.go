@@ -1,0 +1,209 @@
+// Command replay is the device simulator: it streams a recording's stimulus
+// over NATS to a running predictord at 992 Hz against the wall clock (or
+// faster, or as fast as the daemon takes it), starting each cell with its
+// recorded spike history, collects the predicted spikes, reports late ones,
+// writes the predicted spike trains and scores them against the recorded
+// spikes with the evaluator's metrics (package rollout).
+//
+//	replay --data data/chicken-17-08-21 [--nats-url nats://127.0.0.1:4222]
+//	       [--device dev0] [--split test|train|val|all] [--speed 1 | --as-fast-as-possible]
+//	       [--cells quality|all|ID,ID,...] [--seconds S] [--out DIR]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"rgcpred/bench/replay"
+	"rgcpred/rgc"
+	"rgcpred/stream"
+)
+
+// options are the command's flags.
+type options struct {
+	data      string
+	natsURL   string
+	device    string
+	split     string
+	speed     float64
+	afap      bool
+	cells     string
+	seconds   float64
+	out       string
+	timeout   time.Duration
+	seed      uint64
+	quiet     bool
+	maxFrames int
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a `trainer synth` output")
+	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
+	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")
+	fs.StringVar(&o.split, "split", "test", "stretch to replay: train, val, test or all")
+	fs.Float64Var(&o.speed, "speed", 1, "pacing: 1 = real time (991.82 frames/s), N = N times faster")
+	fs.BoolVar(&o.afap, "as-fast-as-possible", false, "no pacing: send frames as fast as the daemon decides (flow control: wait for the outstanding window's decisions)")
+	fs.StringVar(&o.cells, "cells", "quality", "cells to replay: quality, all, or comma-separated cluster ids")
+	fs.Float64Var(&o.seconds, "seconds", 0, "replay only the first S seconds after the 1024-bin history (0: the whole stretch)")
+	fs.StringVar(&o.out, "out", "", "directory for the predicted and recorded spike trains (.npy) and summary.json")
+	fs.DurationVar(&o.timeout, "decision-timeout", 10*time.Second, "how long to wait for an outstanding decision")
+	fs.Uint64Var(&o.seed, "seed", 1, "bootstrap seed of the metric summaries")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
+	fs.IntVar(&o.maxFrames, "max-frames-per-msg", 32, "most frames per message when a paced replay catches up")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.data == "" {
+		return nil, errors.New("--data is required")
+	}
+	if o.afap {
+		o.speed = 0
+	} else if !(o.speed > 0) {
+		return nil, fmt.Errorf("--speed %v must be positive (or use --as-fast-as-possible)", o.speed)
+	}
+	if o.seconds < 0 {
+		return nil, fmt.Errorf("--seconds %v must not be negative", o.seconds)
+	}
+	if err := stream.CheckDevice(o.device); err != nil {
+		return nil, fmt.Errorf("--device: %w", err)
+	}
+	return o, nil
+}
+
+// stretch returns the bins [from, to) of the split to replay.
+func stretch(rec *rgc.Recording, split string, seconds float64) (from, to int, err error) {
+	if split == "all" {
+		from, to = 0, rec.Bins
+	} else {
+		s, err := rgc.ParseSplit(split)
+		if err != nil {
+			return 0, 0, fmt.Errorf("--split: %w (or all)", err)
+		}
+		from, to = rec.SplitRange(s)
+	}
+	if seconds > 0 {
+		to = min(to, from+rgc.WindowBins+int(seconds*rgc.BinRateHz))
+	}
+	if to-from < rgc.WindowBins+1 {
+		return 0, 0, fmt.Errorf("split %s of %s has %d bins, too short for a %d-bin history and a step", split, rec.Name, to-from, rgc.WindowBins)
+	}
+	return from, to, nil
+}
+
+// selectCells resolves --cells.
+func selectCells(rec *rgc.Recording, spec string) ([]int, error) {
+	switch spec {
+	case "quality":
+		ids := rec.QualityClusterIDs()
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("recording %s has no quality cells (use --cells all)", rec.Name)
+		}
+		return ids, nil
+	case "all":
+		return rec.ClusterIDs(), nil
+	}
+	var ids []int
+	for _, f := range strings.Split(spec, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--cells: %q is not quality, all or a cluster id", f)
+		}
+		if _, ok := rec.CellIndex(id); !ok {
+			return nil, fmt.Errorf("--cells: recording %s has no cluster %d", rec.Name, id)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	rec, err := rgc.Load(o.data)
+	if err != nil {
+		return err
+	}
+	from, to, err := stretch(rec, o.split, o.seconds)
+	if err != nil {
+		return err
+	}
+	ids, err := selectCells(rec, o.cells)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(o.natsURL, nats.Name("replay "+o.device))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s (is predictord or nats-server running?): %w", o.natsURL, err)
+	}
+	defer nc.Close()
+	pub, err := stream.NewPublisher(nc, o.device)
+	if err != nil {
+		return err
+	}
+	mode := fmt.Sprintf("at %gx real time", o.speed)
+	if o.speed == 0 {
+		mode = "as fast as possible (flow control)"
+	}
+	fmt.Fprintf(stderr, "replay: %s, split %s (bins %d..%d, %.1f s after the %d-bin history), %d cells, device %s, %s\n",
+		rec.Name, o.split, from, to, float64(to-from-rgc.WindowBins)/rgc.BinRateHz, rgc.WindowBins, len(ids), o.device, mode)
+	cfg := replay.Config{
+		Rec: rec, From: from, To: to, Cells: ids, Speed: o.speed,
+		MaxFramesPerMsg: o.maxFrames, DecisionTimeout: o.timeout,
+	}
+	if !o.quiet {
+		start := time.Now()
+		cfg.Progress = func(sent, total int) {
+			fmt.Fprintf(stderr, "\rreplay: %5.1f%% of %d frames, %.0f s", 100*float64(sent)/float64(total), total, time.Since(start).Seconds())
+		}
+	}
+	res, err := replay.Run(ctx, pub, cfg)
+	if !o.quiet && cfg.Progress != nil {
+		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		return err
+	}
+	ev, err := evaluate(rec, res, o.seed)
+	if err != nil {
+		return err
+	}
+	printReport(stdout, rec, o, res, ev)
+	if o.out != "" {
+		if err := writeOutputs(o, rec, res, ev); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s/predicted/cell_<id>.npy, %s/recorded/cell_<id>.npy and %s/summary.json\n", o.out, o.out, o.out)
+	}
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "replay: %v\n", err)
+		os.Exit(1)
+	}
+}

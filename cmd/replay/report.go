@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"rgcpred/bench/replay"
+	"rgcpred/rgc"
+	"rgcpred/rollout"
+)
+
+// cellScore is one cell's outcome.
+type cellScore struct {
+	Cell          int            `json:"cell"`
+	Windows       int            `json:"windows"`
+	Predicted     int            `json:"predicted_spikes"`
+	Recorded      int            `json:"recorded_spikes"`
+	Scores        rollout.Scores `json:"scores"`
+	predicted     []float64
+	recordedTrain []float64
+}
+
+// evaluation is the metric summary of a replay.
+type evaluation struct {
+	Cells     []cellScore     `json:"cells"`
+	VanRossum rollout.Summary `json:"van_rossum"`
+	Schreiber rollout.Summary `json:"schreiber"`
+	Pearson   rollout.Summary `json:"pearson"`
+	From      int             `json:"from"`
+	To        int             `json:"to"`
+}
+
+// evaluate scores the predicted trains against the recorded ones over the
+// bins the offline rollout compares ([First+1, To)), with the evaluator's
+// metrics at the default 60 ms smoothing and its IQM bootstrap summaries.
+func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation, error) {
+	m, err := rollout.NewMetrics(rollout.DefaultSigmaMs, rollout.DefaultBinMs)
+	if err != nil {
+		return nil, err
+	}
+	from, to := res.First+1, res.To
+	ev := &evaluation{From: from, To: to}
+	var vr, sc, pe []float64
+	for i, id := range res.Cells {
+		ci, _ := rec.CellIndex(id)
+		pred := replay.CountVector(res.Spikes[i], from, to)
+		recd := rec.Cells[ci].Counts(from, to)
+		s, err := m.Compare(pred, recd)
+		if err != nil {
+			return nil, fmt.Errorf("cell %d: %w", id, err)
+		}
+		nrec := 0
+		for _, c := range recd {
+			nrec += int(c)
+		}
+		ev.Cells = append(ev.Cells, cellScore{Cell: id, Windows: res.Windows[i], Predicted: len(res.Spikes[i]), Recorded: nrec, Scores: s, predicted: pred, recordedTrain: recd})
+		vr, sc, pe = append(vr, s.VanRossum), append(sc, s.Schreiber), append(pe, s.Pearson)
+	}
+	for _, x := range []struct {
+		dst  *rollout.Summary
+		vals []float64
+		name string
+	}{{&ev.VanRossum, vr, "van rossum"}, {&ev.Schreiber, sc, "schreiber"}, {&ev.Pearson, pe, "pearson"}} {
+		s, err := rollout.Bootstrap(x.vals, rollout.DefaultResamples, seed)
+		if err != nil {
+			return nil, fmt.Errorf("summarise %s: %w", x.name, err)
+		}
+		*x.dst = s
+	}
+	return ev, nil
+}
+
+// printReport prints the timing account and the metric table.
+func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev *evaluation) {
+	fmt.Fprintf(w, "frames sent         %d in %.2f s (%.0f frames/s)\n", res.Frames, res.Wall.Seconds(), float64(res.Frames)/max(res.Wall.Seconds(), 1e-9))
+	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, other cells %d, cells missing their last decision %d)\n",
+		res.Decisions, res.Stale, res.Skipped, res.Foreign, res.Missing)
+	l := res.Latency
+	fmt.Fprintf(w, "frame-to-decision   p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms  max %.3f ms  (n %d)\n", l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, l.N)
+	if res.Late.Paced {
+		fmt.Fprintf(w, "late spikes         %d of %d (arrived after their bin was due; p99 lateness %.3f ms)\n", res.Late.Late, res.Late.Spikes, res.Late.Lateness.P99Ms)
+		fmt.Fprintf(w, "deadline misses     %d (decisions received after their 80-bin period ended)\n", res.DeadlineMisses)
+		fmt.Fprintf(w, "frame send lag      mean %.3f ms  max %.3f ms  (%d frames more than one bin late)\n",
+			float64(res.Pace.MeanLag())/1e6, float64(res.Pace.MaxLag)/1e6, res.Pace.LagOver1Bin)
+	} else {
+		fmt.Fprintf(w, "late spikes         n/a (not paced)\n")
+	}
+	fmt.Fprintf(w, "\n%s, %d cells, bins %d..%d\n", rec.Name, len(ev.Cells), ev.From, ev.To)
+	writeTable(w, ev)
+}
+
+// writeTable prints the metric summaries: per metric the IQM over cells and
+// its 95% bootstrap confidence interval.
+func writeTable(w io.Writer, ev *evaluation) {
+	fmt.Fprintf(w, "%-12s %9s  %-21s\n", "metric", "IQM", "95% CI")
+	for _, r := range []struct {
+		name string
+		s    rollout.Summary
+	}{{"van_rossum", ev.VanRossum}, {"schreiber", ev.Schreiber}, {"pearson", ev.Pearson}} {
+		fmt.Fprintf(w, "%-12s %9.4f  [%.4f, %.4f]\n", r.name, r.s.IQM, r.s.Lo, r.s.Hi)
+	}
+}
+
+// summary is the JSON written to --out.
+type summary struct {
+	Recording string         `json:"recording"`
+	Data      string         `json:"data"`
+	Split     string         `json:"split"`
+	Device    string         `json:"device"`
+	Speed     float64        `json:"speed"`
+	Result    *replay.Result `json:"result"`
+	Metrics   *evaluation    `json:"metrics"`
+}
+
+func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev *evaluation) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", o.out, err)
+	}
+	pred := make([][]float64, len(ev.Cells))
+	recd := make([][]float64, len(ev.Cells))
+	for i, c := range ev.Cells {
+		pred[i], recd[i] = c.predicted, c.recordedTrain
+	}
+	if err := replay.WriteTrains(o.out, res.Cells, pred, recd); err != nil {
+		return err
+	}
+	return replay.WriteJSON(o.out+"/summary.json", summary{
+		Recording: rec.Name, Data: o.data, Split: o.split, Device: o.device, Speed: o.speed, Result: res, Metrics: ev,
+	})
+}
