@@ -25,6 +25,8 @@ func commands() map[string]command {
 		// Add one line per subcommand, e.g.
 		// "inspect": {"summarise a recording", runInspect},
 		"inspect": {"summarise a recording", runInspect},
+		"eval":    {"roll models out on a split and score them (NLL, Van Rossum, Schreiber, Pearson)", runEval},
+		"metrics": {"spike-train metrics between two .npy count vectors", runMetrics},
 	}
 }
 
