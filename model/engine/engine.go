@@ -1,0 +1,473 @@
+// Package engine is the real-time inference engine: it loads a checkpoint
+// of the model of docs/spike-prediction.md section 2,
+// head(gpt(cnn(input) + embed(cell))), and computes the 81 class
+// probabilities for batches of windows on the CPU, with nothing wasted.
+//
+// At load time batch norm (running statistics, eps 1e-5) is folded into the
+// convolutions, every weight matrix is packed for the SGEMM micro-kernel
+// (rgcpred/internal/sgemm), and every buffer is allocated, so that a call
+// allocates nothing. Activations are kept channels-last ([positions,
+// channels]), which makes a strided, zero-padded convolution input its own
+// im2col matrix: the GEMM reads overlapping rows in place.
+//
+// A batch is split across threads window by window; each thread owns its
+// buffers and runs the whole forward pass of its windows.
+//
+// # Backend seam
+//
+// The daemon, the rollout and the evaluator depend only on rgc.Predictor
+// (Predict(batch, out)); Backend adds what a serving loop needs (MaxBatch,
+// Close). Engine is the CPU Backend. A GPU backend would implement Backend
+// too, taking the same *model.Checkpoint (model.Weights hold every tensor by
+// name with the layouts documented on model.Config.Params), and be chosen at
+// start-up where the daemon now calls engine.New.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"rgcpred/internal/sgemm"
+	"rgcpred/model"
+	"rgcpred/rgc"
+)
+
+// Backend is anything that can serve predictions: the CPU Engine here, a
+// GPU implementation later. Implementations need not be safe for concurrent
+// use.
+type Backend interface {
+	rgc.Predictor
+	// MaxBatch is the largest batch processed in one pass; larger batches
+	// are processed in chunks of this size.
+	MaxBatch() int
+	// Close releases the backend's threads and memory.
+	Close() error
+}
+
+var _ Backend = (*Engine)(nil)
+
+// bnEps is the batch-norm epsilon of the training graph (PyTorch default).
+const bnEps = 1e-5
+
+// lnEps is the layer-norm epsilon (GPT-2).
+const lnEps = 1e-5
+
+// Engine runs the model's forward pass. It is not safe for concurrent use:
+// give each serving goroutine its own Engine (they can share nothing but
+// the checkpoint).
+type Engine struct {
+	cfg      model.Config
+	net      *network
+	rowOf    map[int]int // cluster id -> embedding row
+	maxBatch int
+
+	workers []*worker      // workers[0] runs on the calling goroutine
+	jobs    []chan span    // jobs[i] feeds workers[i], i >= 1
+	done    chan struct{}  // one receive per finished span
+	wg      sync.WaitGroup // helper goroutines, for Close
+
+	// The call in progress, read by the workers.
+	cur struct {
+		inputs []float32
+		rows   []int     // embedding row of each window of the chunk
+		out    []float32 // per-window outputs of width outW
+		outW   int
+		probs  bool
+	}
+	rows   []int // maxBatch embedding rows
+	closed bool
+}
+
+// span is a range of windows of the current chunk.
+type span struct{ lo, hi int }
+
+// New returns an engine for a checkpoint, processing up to maxBatch windows
+// per pass on threads threads (both at least 1).
+func New(ck *model.Checkpoint, maxBatch, threads int) (*Engine, error) {
+	if ck == nil {
+		return nil, errors.New("engine: nil checkpoint")
+	}
+	if err := ck.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return NewFromWeights(ck.Weights, ck.CellIDs, maxBatch, threads)
+}
+
+// NewFromWeights returns an engine for weights whose embedding row i belongs
+// to the cell with cluster id cellIDs[i].
+func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*Engine, error) {
+	if w == nil {
+		return nil, errors.New("engine: nil weights")
+	}
+	if err := w.Check(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	cfg := w.Config
+	if len(cellIDs) != cfg.NumCells {
+		return nil, fmt.Errorf("engine: %d cell ids for %d embedding rows", len(cellIDs), cfg.NumCells)
+	}
+	if maxBatch < 1 || threads < 1 {
+		return nil, fmt.Errorf("engine: maxBatch %d and threads %d must be >= 1", maxBatch, threads)
+	}
+	rowOf := make(map[int]int, len(cellIDs))
+	for i, id := range cellIDs {
+		if j, dup := rowOf[id]; dup {
+			return nil, fmt.Errorf("engine: cell id %d on embedding rows %d and %d", id, j, i)
+		}
+		rowOf[id] = i
+	}
+	threads = min(threads, maxBatch)
+	e := &Engine{
+		cfg: cfg, net: newNetwork(w), rowOf: rowOf, maxBatch: maxBatch,
+		rows: make([]int, maxBatch), done: make(chan struct{}, threads),
+	}
+	for i := 0; i < threads; i++ {
+		e.workers = append(e.workers, newWorker(e.net))
+	}
+	for i := 1; i < threads; i++ {
+		ch := make(chan span, 1)
+		e.jobs = append(e.jobs, ch)
+		e.wg.Add(1)
+		go func(wk *worker) {
+			defer e.wg.Done()
+			for s := range ch {
+				e.run(wk, s)
+				e.done <- struct{}{}
+			}
+		}(e.workers[i])
+	}
+	return e, nil
+}
+
+// Config returns the model configuration the engine runs.
+func (e *Engine) Config() model.Config { return e.cfg }
+
+// MaxBatch returns the largest number of windows processed in one pass.
+func (e *Engine) MaxBatch() int { return e.maxBatch }
+
+// Threads returns the number of threads a batch is split across.
+func (e *Engine) Threads() int { return len(e.workers) }
+
+// Close stops the engine's helper goroutines. The engine must not be used
+// afterwards.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for _, ch := range e.jobs {
+		close(ch)
+	}
+	e.wg.Wait()
+	return nil
+}
+
+// Predict implements rgc.Predictor: it writes the NumClasses class
+// probabilities of window i to out[i*NumClasses:(i+1)*NumClasses].
+func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
+	return e.do(b, out, true)
+}
+
+// Logits writes the raw head outputs of each window (Config.HeadOut values:
+// 81 logits for cat, 3 x Mixtures mixture parameters for logmix) to
+// out[i*HeadOut:(i+1)*HeadOut].
+func (e *Engine) Logits(b *rgc.Batch, out []float32) error {
+	return e.do(b, out, false)
+}
+
+func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
+	if e.closed {
+		return errors.New("engine: closed")
+	}
+	if err := b.Check(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	outW := e.cfg.HeadOut()
+	if probs {
+		outW = e.cfg.Classes
+	}
+	n := b.Len()
+	if len(out) < n*outW {
+		return fmt.Errorf("engine: output of %d floats for %d windows x %d", len(out), n, outW)
+	}
+	for lo := 0; lo < n; lo += e.maxBatch {
+		hi := min(lo+e.maxBatch, n)
+		for i := lo; i < hi; i++ {
+			r, ok := e.rowOf[b.Cells[i]]
+			if !ok {
+				return fmt.Errorf("engine: window %d: unknown cell id %d (model %s knows %d cells)", i, b.Cells[i], e.cfg.Name(), len(e.rowOf))
+			}
+			e.rows[i-lo] = r
+		}
+		e.cur.inputs = b.Inputs[lo*rgc.WindowLen : hi*rgc.WindowLen]
+		e.cur.rows = e.rows[:hi-lo]
+		e.cur.out = out[lo*outW : hi*outW]
+		e.cur.outW = outW
+		e.cur.probs = probs
+		e.dispatch(hi - lo)
+	}
+	return nil
+}
+
+// dispatch splits windows 0..n of the current chunk across the workers and
+// waits for them.
+func (e *Engine) dispatch(n int) {
+	t := min(len(e.workers), n)
+	per := (n + t - 1) / t
+	sent := 0
+	for i := 1; i < t; i++ {
+		lo := i * per
+		if lo >= n {
+			break
+		}
+		e.jobs[i-1] <- span{lo, min(lo+per, n)}
+		sent++
+	}
+	e.run(e.workers[0], span{0, min(per, n)})
+	for ; sent > 0; sent-- {
+		<-e.done
+	}
+}
+
+// run computes windows s.lo..s.hi of the current chunk on worker wk.
+func (e *Engine) run(wk *worker, s span) {
+	c := &e.cur
+	for i := s.lo; i < s.hi; i++ {
+		window := c.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
+		dst := c.out[i*c.outW : (i+1)*c.outW]
+		if !c.probs {
+			e.net.forward(wk, window, c.rows[i], dst)
+			continue
+		}
+		e.net.forward(wk, window, c.rows[i], wk.logits)
+		if e.cfg.Head == model.HeadLogMix {
+			model.LogMixProbs(wk.logits, e.cfg.Mixtures, dst)
+		} else {
+			model.CatProbs(wk.logits, dst)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Prepared weights.
+
+// conv is a 1-D convolution with batch norm folded in, as a GEMM over
+// channels-last activations: out[l, o] = bias[o] + sum over (t, i) of
+// in[l*stride + t, i] * w[t*cin + i, o], where in is zero-padded by pad
+// positions on both sides.
+type conv struct {
+	k, stride, pad, cin, cout int
+	w                         *sgemm.PackedB // [k*cin, cout]
+	bias                      []float32      // [cout]
+}
+
+// newConv folds batch norm prefix (weight, bias, running_mean, running_var)
+// into the kernel [cout, cin, k] called name.
+func newConv(w *model.Weights, name, bn string, stride int) conv {
+	spec := paramSpec(w.Config, name)
+	cout, cin, k := spec.Shape[0], spec.Shape[1], spec.Shape[2]
+	kern := w.Get(name)
+	gamma, beta := w.Get(bn+".weight"), w.Get(bn+".bias")
+	mean, vr := w.Get(bn+".running_mean"), w.Get(bn+".running_var")
+	b := make([]float32, k*cin*cout)
+	bias := make([]float32, cout)
+	for o := 0; o < cout; o++ {
+		scale := float64(gamma[o]) / math.Sqrt(float64(vr[o])+bnEps)
+		bias[o] = float32(float64(beta[o]) - float64(mean[o])*scale)
+		for i := 0; i < cin; i++ {
+			for t := 0; t < k; t++ {
+				b[(t*cin+i)*cout+o] = float32(float64(kern[(o*cin+i)*k+t]) * scale)
+			}
+		}
+	}
+	return conv{k: k, stride: stride, pad: k / 2, cin: cin, cout: cout,
+		w: sgemm.NewPackedB(false, k*cin, cout, b, cout), bias: bias}
+}
+
+// apply computes lOut output positions from the padded input in (row 0 is
+// the first padding row) into out (lOut x cout, row stride cout).
+func (c *conv) apply(in []float32, lOut int, out []float32, work []float32) {
+	for l := 0; l < lOut; l++ {
+		copy(out[l*c.cout:(l+1)*c.cout], c.bias)
+	}
+	sgemm.GemmPacked(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
+}
+
+// linear is y = x W + b with W [in, out].
+type linear struct {
+	in, out int
+	w       *sgemm.PackedB
+	bias    []float32
+}
+
+func newLinear(w *model.Weights, prefix string) linear {
+	spec := paramSpec(w.Config, prefix+".weight")
+	in, out := spec.Shape[0], spec.Shape[1]
+	return linear{in: in, out: out, w: sgemm.NewPackedB(false, in, out, w.Get(prefix+".weight"), out),
+		bias: append([]float32(nil), w.Get(prefix+".bias")...)}
+}
+
+// apply computes rows x (rows x in, row stride ldx) into y (rows x out, row
+// stride ldy).
+func (f *linear) apply(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
+	for r := 0; r < rows; r++ {
+		copy(y[r*ldy:r*ldy+f.out], f.bias)
+	}
+	sgemm.GemmPacked(false, rows, 1, x, ldx, f.w, 1, y, ldy, work)
+}
+
+// matvec computes y = x W + b for one row with a plain loop (cheaper than a
+// GEMM for the tiny squeeze-excite layers).
+func (f *linear) matvec(x, y []float32, w []float32) {
+	copy(y[:f.out], f.bias)
+	for i := 0; i < f.in; i++ {
+		xi := x[i]
+		row := w[i*f.out : (i+1)*f.out]
+		for j, v := range row {
+			y[j] += xi * v
+		}
+	}
+}
+
+// block is a bottleneck block with squeeze-excite.
+type block struct {
+	stride, in, mid, out, lIn, lOut int
+	conv1, conv2, conv3            conv
+	shortcut                       *conv // nil: identity
+	se1, se2                       linear
+	se1w, se2w                     []float32 // raw [in, out] weights for matvec
+}
+
+// layer is a GPT-2 transformer block.
+type layer struct {
+	ln1w, ln1b, ln2w, ln2b []float32
+	qkv, proj, fc, mproj   linear
+}
+
+// network holds the prepared weights; read-only, shared by the workers.
+type network struct {
+	cfg                     model.Config
+	conv1, conv2            conv
+	blocks                  []block
+	proj                    *linear // nil unless Config.HasProj
+	cellEmb, posEmb         []float32
+	layers                  []layer
+	lnfw, lnfb              []float32
+	head                    linear
+	tokens, width, headDim  int
+	conv1Out, stemLen, bins int
+}
+
+func paramSpec(c model.Config, name string) model.ParamSpec {
+	for _, p := range c.Params() {
+		if p.Name == name {
+			return p
+		}
+	}
+	panic("engine: no parameter " + name) // Weights.Check passed: unreachable
+}
+
+func newNetwork(w *model.Weights) *network {
+	c := w.Config
+	n := &network{cfg: c, tokens: c.Tokens(), width: c.Width(), headDim: c.HeadDim, bins: c.InBins}
+	n.conv1 = newConv(w, "cnn.conv1.weight", "cnn.bn1", 2)
+	n.conv2 = newConv(w, "cnn.conv2.weight", "cnn.bn2", 1)
+	n.stemLen = c.InBins / 2
+	l := n.stemLen
+	for i := 0; i < c.NumBlocks(); i++ {
+		p := fmt.Sprintf("cnn.blocks.%d", i)
+		s := c.BlockStride(i)
+		b := block{stride: s, in: c.BlockIn(i), mid: c.BlockMid, out: c.BlockOut, lIn: l, lOut: l / s,
+			conv1: newConv(w, p+".conv1.weight", p+".bn1", 1),
+			conv2: newConv(w, p+".conv2.weight", p+".bn2", s),
+			conv3: newConv(w, p+".conv3.weight", p+".bn3", 1),
+			se1:   newLinear(w, p+".se.fc1"), se2: newLinear(w, p+".se.fc2"),
+			se1w: w.Get(p + ".se.fc1.weight"), se2w: w.Get(p + ".se.fc2.weight"),
+		}
+		if c.BlockHasShortcut(i) {
+			sc := newConv(w, p+".shortcut.conv.weight", p+".shortcut.bn", s)
+			b.shortcut = &sc
+		}
+		n.blocks = append(n.blocks, b)
+		l /= s
+	}
+	if c.HasProj() {
+		pr := newLinear(w, "gpt.proj")
+		n.proj = &pr
+	}
+	n.cellEmb = w.Get("gpt.cell_emb")
+	n.posEmb = w.Get("gpt.pos_emb")
+	for i := 0; i < c.Layers; i++ {
+		p := fmt.Sprintf("gpt.blocks.%d", i)
+		n.layers = append(n.layers, layer{
+			ln1w: w.Get(p + ".ln1.weight"), ln1b: w.Get(p + ".ln1.bias"),
+			ln2w: w.Get(p + ".ln2.weight"), ln2b: w.Get(p + ".ln2.bias"),
+			qkv: newLinear(w, p+".attn.qkv"), proj: newLinear(w, p+".attn.proj"),
+			fc: newLinear(w, p+".mlp.fc"), mproj: newLinear(w, p+".mlp.proj"),
+		})
+	}
+	n.lnfw, n.lnfb = w.Get("gpt.ln_f.weight"), w.Get("gpt.ln_f.bias")
+	n.head = newLinear(w, "head")
+	return n
+}
+
+// ---------------------------------------------------------------------------
+// Per-thread buffers.
+
+type blockBuf struct {
+	h1  []float32 // [pad + lIn + pad, mid], padding rows stay zero
+	h2  []float32 // [lOut, mid]
+	h3  []float32 // [lOut, out]
+	sc  []float32 // [lOut, out] shortcut branch
+	out []float32 // [lOut, out]
+}
+
+type worker struct {
+	work   []float32 // sgemm workspace
+	in     []float32 // [pad + bins + pad, InRows]
+	c1     []float32 // [pad + stemLen + pad, stemCh]
+	c2     []float32 // [stemLen, stemCh]
+	blocks []blockBuf
+	pool   []float32 // squeeze-excite: channel means
+	seHid  []float32
+	seGate []float32
+
+	x, h  []float32 // [tokens, width] residual stream and normalised copy
+	qkv   []float32 // [tokens, 3 width]
+	att   []float32 // [tokens, tokens] attention weights of one head
+	y     []float32 // [tokens, width] attention output (heads concatenated)
+	mlp   []float32 // [tokens, 4 width]
+	tmp   []float32 // [tokens, width]
+	last  []float32 // [width] final normalised last token
+	emb   []float32 // [tokens, block out] CNN output when a projection follows
+	// logits is the head output of one window (Predict converts it).
+	logits []float32
+}
+
+func newWorker(n *network) *worker {
+	c := n.cfg
+	d, t := n.width, n.tokens
+	wk := &worker{
+		work: make([]float32, sgemm.WorkSize()),
+		in:   make([]float32, (n.bins+2*n.conv1.pad)*c.InRows),
+		c1:   make([]float32, (n.stemLen+2*n.conv2.pad)*c.StemCh),
+		c2:   make([]float32, n.stemLen*c.StemCh),
+		pool: make([]float32, c.BlockOut), seHid: make([]float32, c.BlockOut/c.SEReduction),
+		seGate: make([]float32, c.BlockOut),
+		x:      make([]float32, t*d), h: make([]float32, t*d), qkv: make([]float32, t*3*d),
+		att: make([]float32, t*t), y: make([]float32, t*d), mlp: make([]float32, t*4*d),
+		tmp: make([]float32, t*d), last: make([]float32, d),
+		emb:    make([]float32, t*c.BlockOut),
+		logits: make([]float32, c.HeadOut()),
+	}
+	for _, b := range n.blocks {
+		wk.blocks = append(wk.blocks, blockBuf{
+			h1: make([]float32, (b.lIn+2*b.conv2.pad)*b.mid),
+			h2: make([]float32, b.lOut*b.mid), h3: make([]float32, b.lOut*b.out),
+			sc: make([]float32, b.lOut*b.out), out: make([]float32, b.lOut*b.out),
+		})
+	}
+	return wk
+}

@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"rgcpred/model"
+	"rgcpred/rgc"
+)
+
+// randomWeights returns weights with every tensor random and large enough
+// that each layer matters for the output: He-initialised convolutions,
+// random batch-norm statistics, transformer weights at std 0.15 and
+// embeddings at 0.5 (InitWeights' 0.02 would make the transformer nearly an
+// identity and the test blind to it).
+func randomWeights(t testing.TB, name string, cells int, seed uint64) *model.Weights {
+	t.Helper()
+	cfg, err := model.ParseConfigName(name, cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	w := model.InitWeights(cfg, rng)
+	for _, p := range cfg.Params() {
+		ts := w.Tensors[p.Name]
+		for i := range ts {
+			switch {
+			case strings.HasSuffix(p.Name, "running_mean"):
+				ts[i] = float32(0.2 * rng.NormFloat64())
+			case strings.HasSuffix(p.Name, "running_var"):
+				ts[i] = float32(0.5 + rng.Float64())
+			case p.Kind == model.KindNorm && strings.HasSuffix(p.Name, ".weight"):
+				ts[i] = float32(0.5 + rng.Float64())
+			case p.Kind == model.KindNorm || p.Kind == model.KindBias:
+				ts[i] = float32(0.1 * rng.NormFloat64())
+			case p.Kind == model.KindEmbed:
+				ts[i] = float32(0.5 * rng.NormFloat64())
+			case p.Kind == model.KindWeight && !strings.HasPrefix(p.Name, "cnn."):
+				ts[i] = float32(0.15 * rng.NormFloat64())
+			}
+		}
+	}
+	return w
+}
+
+// randomBatch returns n windows: stimulus rows uniform in [0,1], spike row
+// Bernoulli(0.05), cells drawn from ids.
+func randomBatch(n int, ids []int, seed uint64) *rgc.Batch {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	b := &rgc.Batch{Inputs: make([]float32, n*rgc.WindowLen), Cells: make([]int, n), Ends: make([]int, n)}
+	for i := 0; i < n; i++ {
+		win := b.Inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
+		for j := range win {
+			if j/rgc.WindowBins == rgc.SpikeRow {
+				if rng.Float64() < 0.05 {
+					win[j] = 1
+				}
+			} else {
+				win[j] = float32(rng.Float64())
+			}
+		}
+		b.Cells[i] = ids[rng.IntN(len(ids))]
+		b.Ends[i] = 1023 + i
+	}
+	return b
+}
+
+var cellIDs = []int{12, 40, 7}
+
+// TestEngineMatchesReference checks logits and probabilities against the
+// float64 reference forward pass, for all four stem/head combinations of the
+// paper CNN and the CPU preset: logits within 1e-4 (relative to their scale
+// when above 1), probabilities within 1e-4 absolute.
+func TestEngineMatchesReference(t *testing.T) {
+	for i, name := range []string{"gpt-a-cat", "gpt-a-logmix", "gpt-b-cat", "gpt-b-logmix", "gpt-a-cat-cpu", "gpt-b-logmix-cpu"} {
+		t.Run(name, func(t *testing.T) {
+			w := randomWeights(t, name, len(cellIDs), uint64(i+1))
+			// maxBatch 1 with 2 windows exercises chunking; 2 threads the split.
+			e, err := NewFromWeights(w, cellIDs, 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			b := randomBatch(2, cellIDs, uint64(i+10))
+			cfg := w.Config
+			logits := make([]float32, b.Len()*cfg.HeadOut())
+			probs := make([]float32, b.Len()*rgc.NumClasses)
+			if err := e.Logits(b, logits); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Predict(b, probs); err != nil {
+				t.Fatal(err)
+			}
+			ref := refNet{c: cfg, w: w}
+			rows := map[int]int{12: 0, 40: 1, 7: 2}
+			var maxLogit, maxProbDiff float64
+			for k := 0; k < b.Len(); k++ {
+				want := ref.forward(b.Inputs[k*rgc.WindowLen:(k+1)*rgc.WindowLen], rows[b.Cells[k]])
+				got := logits[k*cfg.HeadOut() : (k+1)*cfg.HeadOut()]
+				var spread float64
+				for j, v := range want {
+					maxLogit = math.Max(maxLogit, math.Abs(v))
+					spread = math.Max(spread, math.Abs(v-want[0]))
+					if d := math.Abs(float64(got[j]) - v); d > 1e-4*math.Max(1, math.Abs(v)) {
+						t.Fatalf("window %d output %d: engine %v, reference %v (|diff| %g)", k, j, got[j], v, d)
+					}
+				}
+				if spread < 0.1 {
+					t.Fatalf("window %d: reference outputs nearly constant (spread %g): test is blind", k, spread)
+				}
+				// Reference probabilities from the float64 logits.
+				wantP := make([]float32, rgc.NumClasses)
+				w32 := make([]float32, len(want))
+				for j, v := range want {
+					w32[j] = float32(v)
+				}
+				if cfg.Head == model.HeadCat {
+					model.CatProbs(w32, wantP)
+				} else {
+					model.LogMixProbs(w32, cfg.Mixtures, wantP)
+				}
+				for j, v := range wantP {
+					d := math.Abs(float64(probs[k*rgc.NumClasses+j] - v))
+					maxProbDiff = math.Max(maxProbDiff, d)
+					if d > 1e-4 {
+						t.Fatalf("window %d class %d: engine p %v, reference %v", k, j, probs[k*rgc.NumClasses+j], v)
+					}
+				}
+			}
+			t.Logf("max |logit| %.3g, max prob diff %.2g", maxLogit, maxProbDiff)
+		})
+	}
+}
+
+// TestEngineThreadsAndChunksAgree: the split across threads and chunks must
+// not change any output bit.
+func TestEngineThreadsAndChunksAgree(t *testing.T) {
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 5)
+	b := randomBatch(7, cellIDs, 6)
+	var first []float32
+	for _, tc := range [][2]int{{8, 1}, {3, 2}, {1, 1}, {7, 3}} {
+		e, err := NewFromWeights(w, cellIDs, tc[0], tc[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, b.Len()*rgc.NumClasses)
+		if err := e.Predict(b, out); err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		if first == nil {
+			first = out
+			continue
+		}
+		for i := range out {
+			if out[i] != first[i] {
+				t.Fatalf("maxBatch %d threads %d: output %d = %v, want %v", tc[0], tc[1], i, out[i], first[i])
+			}
+		}
+	}
+}
+
+func TestEngineZeroAllocs(t *testing.T) {
+	for _, threads := range []int{1, 2} {
+		w := randomWeights(t, "gpt-a-logmix-cpu", len(cellIDs), 8)
+		e, err := NewFromWeights(w, cellIDs, 4, threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := randomBatch(6, cellIDs, 9)
+		out := make([]float32, b.Len()*rgc.NumClasses)
+		allocs := testing.AllocsPerRun(5, func() {
+			if err := e.Predict(b, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		e.Close()
+		if allocs != 0 {
+			t.Errorf("threads %d: %v allocations per Predict, want 0", threads, allocs)
+		}
+	}
+}
+
+func TestEngineErrors(t *testing.T) {
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 1)
+	e, err := NewFromWeights(w, cellIDs, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := randomBatch(2, cellIDs, 1)
+	out := make([]float32, 2*rgc.NumClasses)
+	cases := []struct {
+		name string
+		b    *rgc.Batch
+		out  []float32
+		want string
+	}{
+		{"unknown cell", &rgc.Batch{Inputs: b.Inputs, Cells: []int{12, 999}, Ends: b.Ends}, out, "unknown cell id 999"},
+		{"short inputs", &rgc.Batch{Inputs: b.Inputs[:100], Cells: b.Cells, Ends: b.Ends}, out, "inputs"},
+		{"short output", b, out[:90], "output of 90"},
+	}
+	for _, c := range cases {
+		if err := e.Predict(c.b, c.out); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+	e.Close()
+	if err := e.Predict(b, out); err == nil {
+		t.Error("Predict after Close succeeded")
+	}
+	if _, err := NewFromWeights(w, []int{1, 2}, 4, 1); err == nil {
+		t.Error("NewFromWeights with too few cell ids succeeded")
+	}
+	if _, err := NewFromWeights(w, []int{1, 1, 2}, 4, 1); err == nil {
+		t.Error("NewFromWeights with duplicate cell ids succeeded")
+	}
+	if _, err := New(&model.Checkpoint{Weights: w, CellIDs: cellIDs}, 4, 1); err == nil {
+		t.Error("New with an invalid checkpoint (no time base) succeeded")
+	}
+}
