@@ -29,18 +29,23 @@ type evaluation struct {
 	Pearson   rollout.Summary `json:"pearson"`
 	From      int             `json:"from"`
 	To        int             `json:"to"`
+	SigmaMs   float64         `json:"sigma_ms"`
+	TauBins   float64         `json:"tau_bins"`
+	Resamples int             `json:"resamples"`
+	Seed      uint64          `json:"seed"`
 }
 
 // evaluate scores the predicted trains against the recorded ones over the
 // bins the offline rollout compares ([First+1, To)), with the evaluator's
 // metrics at the default 60 ms smoothing and its IQM bootstrap summaries.
 func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation, error) {
-	m, err := rollout.NewMetrics(rollout.DefaultSigmaMs, rollout.DefaultBinMs)
+	// The same smoothing and bin length as `trainer eval`.
+	m, err := rollout.NewMetrics(rollout.DefaultSigmaMs, rgc.BinMs)
 	if err != nil {
 		return nil, err
 	}
 	from, to := res.First+1, res.To
-	ev := &evaluation{From: from, To: to}
+	ev := &evaluation{From: from, To: to, SigmaMs: rollout.DefaultSigmaMs, TauBins: m.TauBins(), Resamples: rollout.DefaultResamples, Seed: seed}
 	var vr, sc, pe []float64
 	for i, id := range res.Cells {
 		ci, _ := rec.CellIndex(id)
@@ -86,20 +91,24 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 	} else {
 		fmt.Fprintf(w, "late spikes         n/a (not paced)\n")
 	}
-	fmt.Fprintf(w, "\n%s, %d cells, bins %d..%d\n", rec.Name, len(ev.Cells), ev.From, ev.To)
-	writeTable(w, ev)
+	fmt.Fprintln(w)
+	writeTable(w, rec.Name, o.split, "replay "+o.device, ev)
 }
 
-// writeTable prints the metric summaries: per metric the IQM over cells and
-// its 95% bootstrap confidence interval.
-func writeTable(w io.Writer, ev *evaluation) {
-	fmt.Fprintf(w, "%-12s %9s  %-21s\n", "metric", "IQM", "95% CI")
-	for _, r := range []struct {
-		name string
-		s    rollout.Summary
-	}{{"van_rossum", ev.VanRossum}, {"schreiber", ev.Schreiber}, {"pearson", ev.Pearson}} {
-		fmt.Fprintf(w, "%-12s %9.4f  [%.4f, %.4f]\n", r.name, r.s.IQM, r.s.Lo, r.s.Hi)
+// writeTable prints the metric summaries in the layout of `trainer eval`'s
+// table: per metric the IQM over cells [95% bootstrap CI]. NLL is not an
+// autoregressive metric (it scores every window of the split with the
+// recorded history), so the replay leaves it out.
+func writeTable(w io.Writer, recName, split, name string, ev *evaluation) {
+	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); IQM over cells [95%% bootstrap CI, %d resamples]\n",
+		recName, split, ev.From, ev.To, ev.SigmaMs, ev.TauBins, ev.Resamples)
+	nameW := max(len("model"), len(name))
+	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
+	fmt.Fprintf(w, "%-*s  %5d  %-26s", nameW, name, len(ev.Cells), "n/a")
+	for _, s := range []rollout.Summary{ev.VanRossum, ev.Schreiber, ev.Pearson} {
+		fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
 	}
+	fmt.Fprintln(w)
 }
 
 // summary is the JSON written to --out.

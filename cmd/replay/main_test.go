@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"rgcpred/rgc"
+)
+
+const shipped = "../../data/chicken-17-08-21"
+
+func TestParseFlags(t *testing.T) {
+	cases := []struct {
+		args    []string
+		wantErr string
+		speed   float64
+	}{
+		{[]string{"--data", "d"}, "", 1},
+		{[]string{"--data", "d", "--speed", "4"}, "", 4},
+		{[]string{"--data", "d", "--as-fast-as-possible"}, "", 0},
+		{[]string{}, "--data is required", 0},
+		{[]string{"--data", "d", "--speed", "0"}, "must be positive", 0},
+		{[]string{"--data", "d", "--speed", "-2"}, "must be positive", 0},
+		{[]string{"--data", "d", "--seconds", "-1"}, "must not be negative", 0},
+		{[]string{"--data", "d", "--device", "a.b"}, "not allowed", 0},
+		{[]string{"--data", "d", "extra"}, "unexpected arguments", 0},
+	}
+	for _, c := range cases {
+		var stderr bytes.Buffer
+		o, err := parseFlags(c.args, &stderr)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: error %v, want %q", c.args, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if o.speed != c.speed {
+			t.Errorf("%v: speed %v, want %v", c.args, o.speed, c.speed)
+		}
+	}
+}
+
+func TestStretchAndCells(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to, err := stretch(rec, "test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf, wt := rec.SplitRange(rgc.Test); from != wf || to != wt {
+		t.Fatalf("test stretch %d..%d, want %d..%d", from, to, wf, wt)
+	}
+	rate := rgc.BinRateHz
+	if from, to, err = stretch(rec, "all", 10); err != nil || from != 0 || to != rgc.WindowBins+int(10*rate) {
+		t.Fatalf("all, 10 s: %d..%d, %v", from, to, err)
+	}
+	if _, _, err := stretch(rec, "bogus", 0); err == nil {
+		t.Fatal("bogus split accepted")
+	}
+	ids, err := selectCells(rec, "quality")
+	if err != nil || len(ids) != 60 {
+		t.Fatalf("quality cells: %d, %v; want 60", len(ids), err)
+	}
+	if ids, err := selectCells(rec, "all"); err != nil || len(ids) != len(rec.Cells) {
+		t.Fatalf("all cells: %d, %v", len(ids), err)
+	}
+	if ids, err := selectCells(rec, " 13 ,"+strconv.Itoa(rec.Cells[5].ClusterID)); err != nil || len(ids) != 2 || ids[0] != 13 {
+		t.Fatalf("explicit cells: %v, %v", ids, err)
+	}
+	for _, bad := range []string{"x", "99999", "1,,2"} {
+		if _, err := selectCells(rec, bad); err == nil {
+			t.Errorf("--cells %q accepted", bad)
+		}
+	}
+}
