@@ -357,3 +357,11 @@ func BenchmarkFillBatch64(b *testing.B) {
 		rec.FillBatch(refs, &batch, targets)
 	}
 }
+
+func BenchmarkLoad(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := Load(shippedDir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
