@@ -1,0 +1,123 @@
+package synth
+
+import (
+	"math"
+	"testing"
+
+	"rgcpred/rgc"
+)
+
+// bruteLevel returns LED c's centred state at bin v of the stimulus known up
+// to bin known (the frame covering known continues after it): 0 before the
+// first frame.
+func bruteLevel(f *frames, v, known, c int) float64 {
+	if v > known {
+		v = known
+	}
+	if v < f.start[0] {
+		return 0
+	}
+	return level(f.pat[f.frameAt(v)], c)
+}
+
+// bruteDrive is the stimulus drive by direct convolution.
+func bruteDrive(p *CellParams, f *frames, u, known int) float64 {
+	d := 0.0
+	for c := range p.StimFilter {
+		for j, k := range p.StimFilter[c] {
+			if u-j < 0 {
+				break
+			}
+			d += k * bruteLevel(f, u-j, known, c)
+		}
+	}
+	return d
+}
+
+func TestStimDriveMatchesConvolution(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cell CellParams
+		dist []FrameLength
+	}{
+		{"drawn cell, default frames", DrawCell(7, 0, 0), DefaultFrameLengths()},
+		{"opponent-ish cell, short frames", DrawCell(7, 4, 4), []FrameLength{{3, 0.5}, {11, 0.5}}},
+		{"short filter", shortCell(0, 2, 12), []FrameLength{{5, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := drawFrames(newRand(3, streamStimulus), tc.dist, 1500)
+			m := newCellModel(&tc.cell)
+			for u := 0; u < 1500; u += 7 {
+				want := bruteDrive(&tc.cell, f, u, u)
+				if got := m.stimDrive(f, u, f.frameAt(u)); math.Abs(got-want) > 1e-9 {
+					t.Fatalf("bin %d: drive %g, direct convolution %g", u, got, want)
+				}
+				// Known only up to an earlier bin, the current frame held.
+				known := u - 1 - u%60
+				if known < 0 {
+					continue
+				}
+				want = bruteDrive(&tc.cell, f, u, known)
+				if got := m.stimDrive(f, u, f.frameAt(known)); math.Abs(got-want) > 1e-9 {
+					t.Fatalf("bin %d known to %d: drive %g, direct convolution %g", u, known, got, want)
+				}
+			}
+		})
+	}
+}
+
+// shortCell is a cell with a short stimulus filter starting at lag latency
+// (so several future frames matter to the oracle) and a refractory history.
+func shortCell(id, latency, n int) CellParams {
+	c := CellParams{ClusterID: id, Type: "test", Bias: math.Log(20 / rgc.BinRateHz)}
+	gains := [rgc.StimChannels]float64{1.5, -1, 0.7, 2}
+	for ch := range c.StimFilter {
+		c.StimFilter[ch] = make([]float64, n)
+		for j := latency; j < n; j++ {
+			c.StimFilter[ch][j] = gains[ch] / float64(n-latency) * (1 + 0.1*float64(j-latency))
+		}
+	}
+	c.HistFilter = []float64{-5, -2, -0.5, 0.8, 0.5}
+	return c
+}
+
+func TestDrawCellRanges(t *testing.T) {
+	for i := 0; i < 40; i++ {
+		c := DrawCell(11, i, i)
+		m := newCellModel(&c)
+		if m.latency < MinLatencyBins {
+			t.Errorf("cell %d: latency %d bins, want >= %d", i, m.latency, MinLatencyBins)
+		}
+		if c.NominalRateHz < 0.8 || c.NominalRateHz > 8 {
+			t.Errorf("cell %d: nominal rate %g Hz outside [0.8, 8]", i, c.NominalRateHz)
+		}
+		// Most of the filter's absolute weight lies 40-300 ms back.
+		in, all := 0.0, 0.0
+		for ch := range c.StimFilter {
+			for j, k := range c.StimFilter[ch] {
+				ms := float64(j) * rgc.BinMs
+				all += math.Abs(k)
+				if ms >= 40 && ms <= 300 {
+					in += math.Abs(k)
+				}
+			}
+		}
+		if in < 0.9*all {
+			t.Errorf("cell %d: only %.2f of the filter weight lies 40-300 ms back", i, in/all)
+		}
+		if c.HistFilter[0] > -3 {
+			t.Errorf("cell %d: history filter at lag 1 is %g, want a strong refractory dip", i, c.HistFilter[0])
+		}
+		sd := math.Sqrt(driveVariance(c.StimFilter, 50))
+		if sd < 0.79 || sd > 1.51 {
+			t.Errorf("cell %d: drive standard deviation %g, want 0.8-1.5", i, sd)
+		}
+	}
+	a, b := DrawCell(5, 3, 3), DrawCell(5, 3, 3)
+	if a.Bias != b.Bias || a.StimFilter[2][60] != b.StimFilter[2][60] || a.HistFilter[7] != b.HistFilter[7] {
+		t.Error("the same seed and index drew different cells")
+	}
+	if c := DrawCell(6, 3, 3); c.Bias == a.Bias {
+		t.Error("different seeds drew the same bias")
+	}
+}
