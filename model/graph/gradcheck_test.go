@@ -1,0 +1,207 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"rgcpred/model"
+)
+
+// TestGraphGradient checks the gradients that gorgonia's symbolic
+// differentiation builds for the whole tiny model (training mode) against
+// central finite differences of the loss, for both heads, with and without
+// the projection. ReLU is replaced by softplus here (finite differences
+// across ReLU kinks are inexact); TestKernelGradients checks every kernel
+// on its own.
+func TestGraphGradient(t *testing.T) {
+	for _, tc := range []struct {
+		head string
+		proj bool
+	}{{model.HeadCat, false}, {model.HeadCat, true}, {model.HeadLogMix, false}, {model.HeadLogMix, true}} {
+		t.Run(fmt.Sprintf("%s/proj=%v", tc.head, tc.proj), func(t *testing.T) {
+			c := tinyConfig(tc.head, tc.proj)
+			w := randomWeights(t, c, 7)
+			g, err := New(w, 4, Options{Training: true, Threads: 2, smooth: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			x, cells, tg := randomBatch(c, 4, 3)
+			if err := g.SetInputs(x, cells, tg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Run(); err != nil {
+				t.Fatal(err)
+			}
+			grads := map[string][]float32{}
+			for _, n := range g.TrainableNames() {
+				gv := g.Grad(n)
+				if gv == nil {
+					t.Fatalf("no gradient for %s", n)
+				}
+				grads[n] = append([]float32(nil), gv...)
+			}
+			// Directional derivatives, one random direction per tensor: the
+			// ReLU kinks and float32 rounding average out over many
+			// coordinates, while any wrongly chained gradient shows.
+			rng := rand.New(rand.NewPCG(5, 5))
+			const eps = 1e-3
+			checked := 0
+			for _, n := range g.TrainableNames() {
+				v := w.Tensors[n]
+				old := append([]float32(nil), v...)
+				d := make([]float64, len(v))
+				var an, norm float64
+				for i := range d {
+					d[i] = rng.NormFloat64()
+					an += d[i] * float64(grads[n][i])
+					norm += d[i] * d[i]
+				}
+				run := func(sign float64) float64 {
+					for i := range v {
+						v[i] = old[i] + float32(sign*eps*d[i])
+					}
+					l, err := g.Run()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return float64(l)
+				}
+				num := (run(1) - run(-1)) / (2 * eps)
+				copy(v, old)
+				checked++
+				if math.Abs(num-an) > 0.03*math.Abs(num)+1.5e-3+2e-3*math.Sqrt(norm) {
+					t.Errorf("%s: directional derivative analytic %.6g, numeric %.6g", n, an, num)
+				}
+			}
+			t.Logf("%d tensors checked", checked)
+		})
+	}
+}
+
+// kernelCase is one kernel with inputs for a finite-difference check.
+type kernelCase struct {
+	name string
+	k    kernel
+	in   []*tensor.Dense
+}
+
+func randTensor(rng *rand.Rand, scale float64, shape ...int) *tensor.Dense {
+	t := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(shape...))
+	for i, d := 0, f32(t); i < len(d); i++ {
+		d[i] = float32(rng.NormFloat64() * scale)
+	}
+	return t
+}
+
+func constTensor(vals ...float32) *tensor.Dense {
+	return tensor.New(tensor.WithBacking(vals), tensor.WithShape(len(vals)))
+}
+
+// TestKernelGradients checks every kernel's vector-Jacobian products
+// against central differences of a random projection of its output,
+// evaluated in float64.
+func TestKernelGradients(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 9))
+	pos := func(n int) *tensor.Dense {
+		t := randTensor(rng, 0.3, n)
+		for i, d := 0, f32(t); i < len(d); i++ {
+			d[i] = 0.5 + float32(math.Abs(float64(d[i])))
+		}
+		return t
+	}
+	cases := []kernelCase{
+		{"conv k5 s2 p2", &conv1d{stride: 2, pad: 2, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 3, 2, 11), randTensor(rng, 1, 4, 2, 5)}},
+		{"conv k3 s1 p1", &conv1d{stride: 1, pad: 1, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 8), randTensor(rng, 1, 2, 3, 3)}},
+		{"conv 1x1", &conv1d{stride: 1, par: parallel{1}}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 6), randTensor(rng, 1, 4, 3, 1)}},
+		{"conv 1x1 s2", &conv1d{stride: 2, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 6), randTensor(rng, 1, 4, 3, 1)}},
+		{"batchnorm train", &batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: parallel{2}},
+			[]*tensor.Dense{randTensor(rng, 1, 3, 2, 5), randTensor(rng, 1, 2), randTensor(rng, 1, 2), randTensor(rng, 1, 2), pos(2)}},
+		{"batchnorm eval", &batchNorm{eps: 1e-5, momentum: 0.1, par: parallel{2}},
+			[]*tensor.Dense{randTensor(rng, 1, 3, 2, 5), randTensor(rng, 1, 2), randTensor(rng, 1, 2), randTensor(rng, 1, 2), pos(2)}},
+		{"meanlen", meanLen{}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4)}},
+		{"chanscale", chanScale{}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4), randTensor(rng, 1, 2, 3)}},
+		{"linear", linear{}, []*tensor.Dense{randTensor(rng, 1, 3, 4), randTensor(rng, 1, 4, 5), randTensor(rng, 1, 5)}},
+		{"totokens", toTokens{}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4)}},
+		{"embed", embed{}, []*tensor.Dense{randTensor(rng, 1, 6, 2), randTensor(rng, 1, 3, 2), randTensor(rng, 1, 4, 2), constTensor(3, 1)}},
+		{"layernorm", layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 3, 5), randTensor(rng, 1, 5), randTensor(rng, 1, 5)}},
+		{"attention", &attention{t: 4, heads: 2, hd: 3, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 8, 18)}},
+		{"gelu", gelu{}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
+		{"lasttoken", lastToken{t: 3}, []*tensor.Dense{randTensor(rng, 1, 6, 2)}},
+		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 3, 3, 81), constTensor(0, 40, 80)}},
+		{"logmixnll", logMixNLL{m: 3, horizon: 80}, []*tensor.Dense{logMixParams(rng, 4, 3), constTensor(0, 7, 79, 80)}},
+		{"logmixnll far tail", logMixNLL{m: 2, horizon: 80}, []*tensor.Dense{constTensor(0.3, -0.2, 0, 0.5, -1.5, -1), constTensor(80)}},
+	}
+	// The far-tail case needs a [1, 6] matrix.
+	cases[len(cases)-1].in[0].Reshape(1, 6)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkKernel(t, tc) })
+	}
+}
+
+func logMixParams(rng *rand.Rand, b, m int) *tensor.Dense {
+	p := randTensor(rng, 1, b, 3*m)
+	d := f32(p)
+	for r := 0; r < b; r++ {
+		for c := 0; c < m; c++ {
+			d[r*3*m+m+c] = float32(1 + 3*rng.Float64())      // mu: medians e^1..e^4 bins
+			d[r*3*m+2*m+c] = float32(-1 + 1.2*rng.Float64()) // log sigma
+		}
+	}
+	return p
+}
+
+func checkKernel(t *testing.T, tc kernelCase) {
+	shapes := make([]tensor.Shape, len(tc.in))
+	for i, x := range tc.in {
+		shapes[i] = x.Shape()
+	}
+	os, err := tc.k.outShape(shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, os.TotalSize())
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := make([]float32, len(out))
+	for i := range r {
+		r[i] = float32(rng.NormFloat64())
+	}
+	loss := func() float64 {
+		tc.k.forward(tc.in, out)
+		var s float64
+		for i, v := range out {
+			s += float64(v) * float64(r[i])
+		}
+		return s
+	}
+	loss()
+	fwd := append([]float32(nil), out...)
+	for i, d := range tc.k.diffWRT() {
+		if !d {
+			continue
+		}
+		gin := make([]float32, tc.in[i].Shape().TotalSize())
+		for j := range gin {
+			gin[j] = float32(math.NaN()) // must be fully written
+		}
+		tc.k.backward(i, tc.in, fwd, r, gin)
+		x := f32(tc.in[i])
+		const eps = 1e-3
+		for j := range x {
+			old := x[j]
+			x[j] = old + eps
+			lp := loss()
+			x[j] = old - eps
+			lm := loss()
+			x[j] = old
+			num := (lp - lm) / (2 * eps)
+			if an := float64(gin[j]); !(math.Abs(an-num) <= 2e-3*math.Max(1, math.Abs(num))) {
+				t.Errorf("input %d [%d]: analytic %.6g, numeric %.6g", i, j, an, num)
+			}
+		}
+	}
+}

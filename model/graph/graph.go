@@ -1,0 +1,330 @@
+// Package graph builds the spike-prediction network (docs/spike-prediction.md
+// section 2) as a gorgonia expression graph for training: the forward pass
+// of model.Config with its weights bound by name, the loss of either head,
+// and the gradients of every trainable weight by gorgonia's symbolic
+// differentiation.
+//
+// The layers run as gorgonia operations backed by hand-written kernels
+// (im2col + SGEMM convolution, batch norm, squeeze-excite, causal attention,
+// layer norm, GELU, embeddings, the two heads' losses); each kernel supplies
+// its local vector-Jacobian products and gorgonia's Grad chains them. The
+// weight tensors of the graph share memory with model.Weights, so an
+// optimiser updating the Weights updates the graph, and batch-norm running
+// statistics updated by a training step land in the Weights.
+package graph
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"rgcpred/model"
+)
+
+// Options select the graph's mode.
+type Options struct {
+	// Training uses batch statistics in batch norm (updating the running
+	// statistics) and builds the gradient of the loss.
+	Training bool
+	// Threads is the number of goroutines the heavy kernels use (>= 1).
+	Threads int
+	// GorgoniaConv runs the convolutions with gorgonia's own Conv2d (kernel
+	// height 1) instead of the im2col + SGEMM kernel; for benchmarks.
+	GorgoniaConv bool
+
+	// smooth replaces ReLU by softplus (tests only: finite differences
+	// across ReLU kinks are inexact).
+	smooth bool
+}
+
+// BN constants (as PyTorch's defaults, which the reference used).
+const (
+	bnEps      = 1e-5
+	bnMomentum = 0.1
+	lnEps      = 1e-5
+)
+
+// Graph is the model for a fixed batch size, ready to run.
+type Graph struct {
+	cfg   model.Config
+	w     *model.Weights
+	batch int
+	opts  Options
+
+	g      *G.ExprGraph
+	params map[string]*G.Node
+	grads  map[string]*G.Node
+	names  []string // trainable parameter names, in Config.Params order
+
+	x, cell, tgt *tensor.Dense
+	out, loss    *G.Node
+	vm           G.VM
+}
+
+// New builds the graph for w's configuration and batch size batch. The
+// graph reads and (in training, for batch-norm running statistics) writes
+// w's tensors directly.
+func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
+	if err := w.Check(); err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("graph: batch %d < 1", batch)
+	}
+	if opts.Threads < 1 {
+		opts.Threads = 1
+	}
+	c := w.Config
+	gr := &Graph{cfg: c, w: w, batch: batch, opts: opts, g: G.NewGraph(),
+		params: make(map[string]*G.Node), grads: make(map[string]*G.Node)}
+	for _, p := range c.Params() {
+		t := tensor.New(tensor.WithBacking(w.Tensors[p.Name]), tensor.WithShape(p.Shape...))
+		gr.params[p.Name] = G.NewTensor(gr.g, G.Float32, len(p.Shape), G.WithShape(p.Shape...), G.WithName(p.Name), G.WithValue(t))
+		if p.Kind != model.KindStat {
+			gr.names = append(gr.names, p.Name)
+		}
+	}
+	gr.x = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, c.InRows, c.InBins))
+	gr.cell = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch))
+	gr.tgt = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch))
+	xn := G.NewTensor(gr.g, G.Float32, 3, G.WithShape(batch, c.InRows, c.InBins), G.WithName("input"), G.WithValue(gr.x))
+	cn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("cell_index"), G.WithValue(gr.cell))
+	tn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("target"), G.WithValue(gr.tgt))
+
+	b := builder{gr: gr, par: parallel{opts.Threads}}
+	out := b.forward(xn, cn)
+	var nll *G.Node
+	if c.Head == model.HeadLogMix {
+		nll = b.op(logMixNLL{m: c.Mixtures, horizon: c.Classes - 1}, "nll", out, tn)
+	} else {
+		nll = b.op(catNLL{}, "nll", out, tn)
+	}
+	var loss *G.Node
+	if b.err == nil {
+		loss, b.err = G.Mean(nll)
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("graph: build %s: %w", c.Name(), b.err)
+	}
+	gr.out, gr.loss = out, loss
+	if opts.Training {
+		wrt := make(G.Nodes, len(gr.names))
+		for i, n := range gr.names {
+			wrt[i] = gr.params[n]
+		}
+		gs, err := G.Grad(loss, wrt...)
+		if err != nil {
+			return nil, fmt.Errorf("graph: gradients of %s: %w", c.Name(), err)
+		}
+		for i, n := range gr.names {
+			gr.grads[n] = gs[i]
+		}
+	}
+	gr.vm = G.NewTapeMachine(gr.g)
+	return gr, nil
+}
+
+// builder adds layers to a graph, keeping the first error.
+type builder struct {
+	gr  *Graph
+	par parallel
+	err error
+}
+
+func (b *builder) p(name string) *G.Node { return b.gr.params[name] }
+
+func (b *builder) op(k kernel, name string, in ...*G.Node) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	n, err := apply(k, name, in...)
+	b.err = err
+	return n
+}
+
+func (b *builder) gop(f func() (*G.Node, error)) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	n, err := f()
+	b.err = err
+	return n
+}
+
+func (b *builder) relu(x *G.Node) *G.Node {
+	if b.gr.opts.smooth {
+		return b.op(softplus{}, "softplus", x)
+	}
+	return b.gop(func() (*G.Node, error) { return G.Rectify(x) })
+}
+
+func (b *builder) add(x, y *G.Node) *G.Node {
+	return b.gop(func() (*G.Node, error) { return G.Add(x, y) })
+}
+
+func (b *builder) conv(x *G.Node, name string, stride, pad int) *G.Node {
+	if b.gr.opts.GorgoniaConv {
+		return b.gorgoniaConv(x, name, stride, pad)
+	}
+	return b.op(&conv1d{stride: stride, pad: pad, par: b.par}, name, x, b.p(name+".weight"))
+}
+
+// gorgoniaConv is the baseline: gorgonia's Conv2d on [B, C, 1, L].
+func (b *builder) gorgoniaConv(x *G.Node, name string, stride, pad int) *G.Node {
+	return b.gop(func() (*G.Node, error) {
+		xs, ws := x.Shape(), b.p(name+".weight").Shape()
+		x4, err := G.Reshape(x, tensor.Shape{xs[0], xs[1], 1, xs[2]})
+		if err != nil {
+			return nil, err
+		}
+		w4, err := G.Reshape(b.p(name+".weight"), tensor.Shape{ws[0], ws[1], 1, ws[2]})
+		if err != nil {
+			return nil, err
+		}
+		y, err := G.Conv2d(x4, w4, tensor.Shape{1, ws[2]}, []int{0, pad}, []int{1, stride}, []int{1, 1})
+		if err != nil {
+			return nil, err
+		}
+		ys := y.Shape()
+		return G.Reshape(y, tensor.Shape{ys[0], ys[1], ys[3]})
+	})
+}
+
+func (b *builder) bn(x *G.Node, prefix string) *G.Node {
+	k := &batchNorm{training: b.gr.opts.Training, eps: bnEps, momentum: bnMomentum, par: b.par}
+	return b.op(k, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"), b.p(prefix+".running_mean"), b.p(prefix+".running_var"))
+}
+
+func (b *builder) linear(x *G.Node, prefix string) *G.Node {
+	return b.op(linear{}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
+}
+
+func (b *builder) ln(x *G.Node, prefix string) *G.Node {
+	return b.op(layerNorm{eps: lnEps}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
+}
+
+// forward returns the head's output [B, HeadOut].
+func (b *builder) forward(x, cell *G.Node) *G.Node {
+	c := b.gr.cfg
+	pad := c.StemKernel / 2
+	h := b.relu(b.bn(b.conv(x, "cnn.conv1", 2, pad), "cnn.bn1"))
+	h = b.relu(b.bn(b.conv(h, "cnn.conv2", 1, pad), "cnn.bn2"))
+	for i := 0; i < c.NumBlocks(); i++ {
+		h = b.block(h, i)
+	}
+	t := b.op(toTokens{}, "tokens", h)
+	if c.HasProj() {
+		t = b.linear(t, "gpt.proj")
+	}
+	t = b.op(embed{}, "embed", t, b.p("gpt.pos_emb"), b.p("gpt.cell_emb"), cell)
+	for i := 0; i < c.Layers; i++ {
+		p := fmt.Sprintf("gpt.blocks.%d", i)
+		a := b.ln(t, p+".ln1")
+		a = b.linear(a, p+".attn.qkv")
+		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par}, p+".attn", a)
+		a = b.linear(a, p+".attn.proj")
+		t = b.add(t, a)
+		m := b.ln(t, p+".ln2")
+		m = b.linear(m, p+".mlp.fc")
+		m = b.op(gelu{}, p+".mlp.gelu", m)
+		m = b.linear(m, p+".mlp.proj")
+		t = b.add(t, m)
+	}
+	last := b.op(lastToken{t: c.Tokens()}, "last", t)
+	last = b.ln(last, "gpt.ln_f")
+	return b.linear(last, "head")
+}
+
+// block is bottleneck block i: 1x1 -> BN -> ReLU -> k x k strided -> BN ->
+// ReLU -> 1x1 -> BN -> squeeze-excite, plus the shortcut, then ReLU (He et
+// al., "Deep residual learning", 2016; Hu et al., 2018).
+func (b *builder) block(x *G.Node, i int) *G.Node {
+	c := b.gr.cfg
+	p := fmt.Sprintf("cnn.blocks.%d", i)
+	s := c.BlockStride(i)
+	h := b.relu(b.bn(b.conv(x, p+".conv1", 1, 0), p+".bn1"))
+	h = b.relu(b.bn(b.conv(h, p+".conv2", s, c.BlockKernel/2), p+".bn2"))
+	h = b.bn(b.conv(h, p+".conv3", 1, 0), p+".bn3")
+	sq := b.op(meanLen{}, p+".se.squeeze", h)
+	sq = b.relu(b.linear(sq, p+".se.fc1"))
+	sq = b.linear(sq, p+".se.fc2")
+	sq = b.gop(func() (*G.Node, error) { return G.Sigmoid(sq) })
+	h = b.op(chanScale{}, p+".se.scale", h, sq)
+	sc := x
+	if c.BlockHasShortcut(i) {
+		sc = b.bn(b.conv(x, p+".shortcut.conv", s, 0), p+".shortcut.bn")
+	}
+	return b.relu(b.add(h, sc))
+}
+
+// Batch returns the graph's batch size.
+func (gr *Graph) Batch() int { return gr.batch }
+
+// Config returns the model configuration.
+func (gr *Graph) Config() model.Config { return gr.cfg }
+
+// SetInputs copies a batch into the graph: inputs [B][InRows][InBins],
+// cell indices (rows of the cell embedding, 0..NumCells-1) and target
+// classes (0..Classes-1; may be nil when only outputs are wanted).
+func (gr *Graph) SetInputs(inputs []float32, cellIdx, targets []int) error {
+	c := gr.cfg
+	if len(inputs) != gr.batch*c.InRows*c.InBins || len(cellIdx) != gr.batch || (targets != nil && len(targets) != gr.batch) {
+		return fmt.Errorf("graph: batch of %d inputs, %d cells, %d targets for batch size %d", len(inputs), len(cellIdx), len(targets), gr.batch)
+	}
+	copy(f32(gr.x), inputs)
+	cs, ts := f32(gr.cell), f32(gr.tgt)
+	for i, ci := range cellIdx {
+		if ci < 0 || ci >= c.NumCells {
+			return fmt.Errorf("graph: cell index %d out of range [0,%d)", ci, c.NumCells)
+		}
+		cs[i] = float32(ci)
+		ts[i] = 0
+		if targets != nil {
+			if targets[i] < 0 || targets[i] >= c.Classes {
+				return fmt.Errorf("graph: target class %d out of range [0,%d)", targets[i], c.Classes)
+			}
+			ts[i] = float32(targets[i])
+		}
+	}
+	return nil
+}
+
+// Run executes the graph once (forward, and backward in training) and
+// returns the mean loss over the batch.
+func (gr *Graph) Run() (float32, error) {
+	defer gr.vm.Reset()
+	if err := gr.vm.RunAll(); err != nil {
+		return 0, fmt.Errorf("graph: run: %w", err)
+	}
+	v, ok := gr.loss.Value().Data().(float32)
+	if !ok {
+		return 0, fmt.Errorf("graph: loss is %T", gr.loss.Value().Data())
+	}
+	return v, nil
+}
+
+// Output returns the head's outputs of the last run, [B][HeadOut] (logits
+// for cat; mixture logits, means and log standard deviations for logmix).
+// The slice is overwritten by the next run.
+func (gr *Graph) Output() []float32 {
+	return gr.out.Value().Data().([]float32)
+}
+
+// TrainableNames lists the trainable parameters (all but batch-norm
+// running statistics), in Config.Params order.
+func (gr *Graph) TrainableNames() []string { return gr.names }
+
+// Grad returns the gradient of the mean loss with respect to the named
+// trainable parameter after a training run (nil otherwise). The slice is
+// overwritten by the next run.
+func (gr *Graph) Grad(name string) []float32 {
+	n, ok := gr.grads[name]
+	if !ok || n.Value() == nil {
+		return nil
+	}
+	return n.Value().Data().([]float32)
+}
+
+// Close releases the graph's machine.
+func (gr *Graph) Close() error { return gr.vm.Close() }

@@ -1,0 +1,420 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+
+	"rgcpred/internal/sgemm"
+)
+
+// linear is y = x W + b for x [N, in], W [in, out], b [out].
+type linear struct{}
+
+func (linear) name() string    { return "linear" }
+func (linear) diffWRT() []bool { return []bool{true, true, true} }
+func (linear) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 3 || len(in[0]) != 2 || len(in[1]) != 2 || len(in[2]) != 1 || in[0][1] != in[1][0] || in[1][1] != in[2][0] {
+		return nil, fmt.Errorf("want x [N,in], W [in,out], b [out], got %v", in)
+	}
+	return tensor.Shape{in[0][0], in[1][1]}, nil
+}
+func (linear) forward(in []*tensor.Dense, out []float32) {
+	n, k, m := in[0].Shape()[0], in[1].Shape()[0], in[1].Shape()[1]
+	b := f32(in[2])
+	for r := 0; r < n; r++ {
+		copy(out[r*m:(r+1)*m], b)
+	}
+	sgemm.Gemm(false, false, n, m, k, 1, f32(in[0]), k, f32(in[1]), m, 1, out, m)
+}
+func (linear) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+	n, k, m := in[0].Shape()[0], in[1].Shape()[0], in[1].Shape()[1]
+	switch i {
+	case 0: // dx = gy W^T
+		sgemm.Gemm(false, true, n, k, m, 1, gout, m, f32(in[1]), m, 0, gin, k)
+	case 1: // dW = x^T gy
+		sgemm.Gemm(true, false, k, m, n, 1, f32(in[0]), k, gout, m, 0, gin, m)
+	case 2:
+		clear(gin)
+		for r := 0; r < n; r++ {
+			for j, v := range gout[r*m : (r+1)*m] {
+				gin[j] += v
+			}
+		}
+	}
+}
+
+// toTokens reads the encoder output x [B, C, T] as tokens [B*T, C].
+type toTokens struct{}
+
+func (toTokens) name() string    { return "totokens" }
+func (toTokens) diffWRT() []bool { return []bool{true} }
+func (toTokens) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || len(in[0]) != 3 {
+		return nil, fmt.Errorf("want x [B,C,T], got %v", in)
+	}
+	return tensor.Shape{in[0][0] * in[0][2], in[0][1]}, nil
+}
+func (toTokens) forward(in []*tensor.Dense, out []float32) {
+	s := in[0].Shape()
+	nb, c, t := s[0], s[1], s[2]
+	x := f32(in[0])
+	for b := 0; b < nb; b++ {
+		for ch := 0; ch < c; ch++ {
+			for p, v := range x[(b*c+ch)*t : (b*c+ch+1)*t] {
+				out[(b*t+p)*c+ch] = v
+			}
+		}
+	}
+}
+func (toTokens) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	s := in[0].Shape()
+	nb, c, t := s[0], s[1], s[2]
+	for b := 0; b < nb; b++ {
+		for ch := 0; ch < c; ch++ {
+			r := gin[(b*c+ch)*t : (b*c+ch+1)*t]
+			for p := range r {
+				r[p] = gout[(b*t+p)*c+ch]
+			}
+		}
+	}
+}
+
+// embed adds the positional embedding pos [T, D] and the cell embedding
+// rows cell[idx[b]] ([cells, D]) to the tokens x [B*T, D]; idx [B] holds
+// cell indices as float32 (not differentiable).
+type embed struct{}
+
+func (embed) name() string    { return "embed" }
+func (embed) diffWRT() []bool { return []bool{true, true, true, false} }
+func (embed) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 4 || len(in[0]) != 2 || len(in[1]) != 2 || len(in[2]) != 2 || len(in[3]) != 1 ||
+		in[0][1] != in[1][1] || in[0][1] != in[2][1] || in[0][0] != in[3][0]*in[1][0] {
+		return nil, fmt.Errorf("want x [B*T,D], pos [T,D], cell [N,D], idx [B], got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+
+func cellIndex(v float32, n int) int {
+	i := int(v)
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("graph: cell index %v out of range [0,%d)", v, n))
+	}
+	return i
+}
+
+func (embed) forward(in []*tensor.Dense, out []float32) {
+	t, d := in[1].Shape()[0], in[1].Shape()[1]
+	ncell := in[2].Shape()[0]
+	x, pos, cell, idx := f32(in[0]), f32(in[1]), f32(in[2]), f32(in[3])
+	for b, iv := range idx {
+		ce := cell[cellIndex(iv, ncell)*d:][:d]
+		for p := 0; p < t; p++ {
+			r := (b*t + p) * d
+			for j := 0; j < d; j++ {
+				out[r+j] = x[r+j] + pos[p*d+j] + ce[j]
+			}
+		}
+	}
+}
+func (embed) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+	t, d := in[1].Shape()[0], in[1].Shape()[1]
+	ncell := in[2].Shape()[0]
+	idx := f32(in[3])
+	switch i {
+	case 0:
+		copy(gin, gout)
+	case 1:
+		clear(gin)
+		for b := range idx {
+			for p := 0; p < t; p++ {
+				for j, v := range gout[(b*t+p)*d : (b*t+p+1)*d] {
+					gin[p*d+j] += v
+				}
+			}
+		}
+	case 2:
+		clear(gin)
+		for b, iv := range idx {
+			ce := gin[cellIndex(iv, ncell)*d:][:d]
+			for p := 0; p < t; p++ {
+				for j, v := range gout[(b*t+p)*d : (b*t+p+1)*d] {
+					ce[j] += v
+				}
+			}
+		}
+	}
+}
+
+// layerNorm normalises each row of x [N, D] (Ba et al., "Layer
+// normalization", 2016) with weight and bias [D].
+type layerNorm struct{ eps float64 }
+
+func (layerNorm) name() string    { return "layernorm" }
+func (layerNorm) diffWRT() []bool { return []bool{true, true, true} }
+func (layerNorm) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 3 || len(in[0]) != 2 || len(in[1]) != 1 || len(in[2]) != 1 || in[1][0] != in[0][1] || in[2][0] != in[0][1] {
+		return nil, fmt.Errorf("want x [N,D], weight [D], bias [D], got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+
+func (ln layerNorm) rowStats(r []float32) (m, is float64) {
+	for _, v := range r {
+		m += float64(v)
+	}
+	m /= float64(len(r))
+	var ss float64
+	for _, v := range r {
+		ss += (float64(v) - m) * (float64(v) - m)
+	}
+	return m, 1 / math.Sqrt(ss/float64(len(r))+ln.eps)
+}
+
+func (ln layerNorm) forward(in []*tensor.Dense, out []float32) {
+	d := in[0].Shape()[1]
+	x, g, b := f32(in[0]), f32(in[1]), f32(in[2])
+	for r := 0; r < len(x)/d; r++ {
+		xr := x[r*d : (r+1)*d]
+		m, is := ln.rowStats(xr)
+		for j, v := range xr {
+			out[r*d+j] = float32((float64(v)-m)*is)*g[j] + b[j]
+		}
+	}
+}
+func (ln layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+	d := in[0].Shape()[1]
+	x, g := f32(in[0]), f32(in[1])
+	n := len(x) / d
+	switch i {
+	case 2:
+		clear(gin)
+		for r := 0; r < n; r++ {
+			for j, v := range gout[r*d : (r+1)*d] {
+				gin[j] += v
+			}
+		}
+	case 1:
+		clear(gin)
+		for r := 0; r < n; r++ {
+			xr := x[r*d : (r+1)*d]
+			m, is := ln.rowStats(xr)
+			for j, v := range gout[r*d : (r+1)*d] {
+				gin[j] += v * float32((float64(xr[j])-m)*is)
+			}
+		}
+	case 0:
+		for r := 0; r < n; r++ {
+			xr := x[r*d : (r+1)*d]
+			m, is := ln.rowStats(xr)
+			var a, bb float64
+			for j, v := range gout[r*d : (r+1)*d] {
+				dxh := float64(v) * float64(g[j])
+				a += dxh
+				bb += dxh * (float64(xr[j]) - m) * is
+			}
+			a /= float64(d)
+			bb /= float64(d)
+			for j, v := range gout[r*d : (r+1)*d] {
+				dxh := float64(v) * float64(g[j])
+				xh := (float64(xr[j]) - m) * is
+				gin[r*d+j] = float32(is * (dxh - a - xh*bb))
+			}
+		}
+	}
+}
+
+// attention is causal multi-head self-attention (Vaswani et al., 2017;
+// GPT-2, Radford et al., 2019) on qkv [B*T, 3D] with columns [q | k | v]
+// and head h owning columns h*hd .. (h+1)*hd of each; output [B*T, D],
+// before the output projection. Scores are scaled by 1/sqrt(hd).
+type attention struct {
+	t, heads, hd int
+	par          parallel
+	probs        [][]float32 // per-worker T x T scratch
+	dprobs       [][]float32
+}
+
+func (a *attention) name() string {
+	return fmt.Sprintf("attention(t%d,h%d,d%d)", a.t, a.heads, a.hd)
+}
+func (a *attention) diffWRT() []bool { return []bool{true} }
+func (a *attention) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	d := a.heads * a.hd
+	if len(in) != 1 || len(in[0]) != 2 || in[0][1] != 3*d || in[0][0]%a.t != 0 {
+		return nil, fmt.Errorf("want qkv [B*%d,%d], got %v", a.t, 3*d, in)
+	}
+	return tensor.Shape{in[0][0], d}, nil
+}
+
+func (a *attention) scratch() {
+	n := max(a.par.n, 1)
+	if len(a.probs) < n {
+		a.probs, a.dprobs = make([][]float32, n), make([][]float32, n)
+		for i := range a.probs {
+			a.probs[i] = make([]float32, a.t*a.t)
+			a.dprobs[i] = make([]float32, a.t*a.t)
+		}
+	}
+}
+
+// softmaxRows fills p [T,T] with the causal attention probabilities of
+// window b, head h.
+func (a *attention) softmaxRows(qkv []float32, b, h int, p []float32) {
+	d := a.heads * a.hd
+	scale := 1 / math.Sqrt(float64(a.hd))
+	for i := 0; i < a.t; i++ {
+		q := qkv[(b*a.t+i)*3*d+h*a.hd:][:a.hd]
+		row := p[i*a.t : (i+1)*a.t]
+		mx := math.Inf(-1)
+		for j := 0; j <= i; j++ {
+			k := qkv[(b*a.t+j)*3*d+d+h*a.hd:][:a.hd]
+			var s float32
+			for e, qv := range q {
+				s += qv * k[e]
+			}
+			v := float64(s) * scale
+			row[j] = float32(v)
+			mx = math.Max(mx, v)
+		}
+		var z float64
+		for j := 0; j <= i; j++ {
+			e := math.Exp(float64(row[j]) - mx)
+			row[j] = float32(e)
+			z += e
+		}
+		for j := 0; j <= i; j++ {
+			row[j] = float32(float64(row[j]) / z)
+		}
+		for j := i + 1; j < a.t; j++ {
+			row[j] = 0
+		}
+	}
+}
+
+func (a *attention) forward(in []*tensor.Dense, out []float32) {
+	a.scratch()
+	qkv := f32(in[0])
+	d := a.heads * a.hd
+	nb := len(qkv) / (a.t * 3 * d)
+	a.par.run(nb, func(lo, hi, w int) {
+		p := a.probs[w]
+		for b := lo; b < hi; b++ {
+			for h := 0; h < a.heads; h++ {
+				a.softmaxRows(qkv, b, h, p)
+				for i := 0; i < a.t; i++ {
+					o := out[(b*a.t+i)*d+h*a.hd:][:a.hd]
+					clear(o)
+					for j := 0; j <= i; j++ {
+						pv := p[i*a.t+j]
+						v := qkv[(b*a.t+j)*3*d+2*d+h*a.hd:][:a.hd]
+						for e := range o {
+							o[e] += pv * v[e]
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	a.scratch()
+	qkv := f32(in[0])
+	d := a.heads * a.hd
+	nb := len(qkv) / (a.t * 3 * d)
+	scale := float32(1 / math.Sqrt(float64(a.hd)))
+	clear(gin)
+	a.par.run(nb, func(lo, hi, w int) {
+		p, dp := a.probs[w], a.dprobs[w]
+		for b := lo; b < hi; b++ {
+			for h := 0; h < a.heads; h++ {
+				a.softmaxRows(qkv, b, h, p)
+				row := func(i, part int) []float32 { return qkv[(b*a.t+i)*3*d+part*d+h*a.hd:][:a.hd] }
+				grow := func(i, part int) []float32 { return gin[(b*a.t+i)*3*d+part*d+h*a.hd:][:a.hd] }
+				for i := 0; i < a.t; i++ {
+					do := gout[(b*a.t+i)*d+h*a.hd:][:a.hd]
+					// dV_j += P_ij dO_i; dP_ij = dO_i . V_j
+					var dot float32
+					for j := 0; j <= i; j++ {
+						pv := p[i*a.t+j]
+						v, dv := row(j, 2), grow(j, 2)
+						var s float32
+						for e, g := range do {
+							dv[e] += pv * g
+							s += g * v[e]
+						}
+						dp[i*a.t+j] = s
+						dot += s * pv
+					}
+					// dS_ij = P_ij (dP_ij - sum_j P dP); dQ_i += dS_ij K_j s; dK_j += dS_ij Q_i s
+					q, dq := row(i, 0), grow(i, 0)
+					for j := 0; j <= i; j++ {
+						ds := p[i*a.t+j] * (dp[i*a.t+j] - dot) * scale
+						k, dk := row(j, 1), grow(j, 1)
+						for e := range dq {
+							dq[e] += ds * k[e]
+							dk[e] += ds * q[e]
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// gelu is the tanh approximation of the Gaussian error linear unit
+// (Hendrycks & Gimpel, 2016), as in GPT-2.
+type gelu struct{}
+
+const geluC = 0.7978845608028654 // sqrt(2/pi)
+
+func (gelu) name() string    { return "gelu" }
+func (gelu) diffWRT() []bool { return []bool{true} }
+func (gelu) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("want one input, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (gelu) forward(in []*tensor.Dense, out []float32) {
+	for i, v := range f32(in[0]) {
+		x := float64(v)
+		out[i] = float32(0.5 * x * (1 + math.Tanh(geluC*(x+0.044715*x*x*x))))
+	}
+}
+func (gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	for i, v := range f32(in[0]) {
+		x := float64(v)
+		t := math.Tanh(geluC * (x + 0.044715*x*x*x))
+		dy := 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x)
+		gin[i] = float32(dy) * gout[i]
+	}
+}
+
+// lastToken picks the last of every window's T tokens: [B*T, D] -> [B, D].
+type lastToken struct{ t int }
+
+func (l lastToken) name() string  { return fmt.Sprintf("lasttoken(%d)", l.t) }
+func (lastToken) diffWRT() []bool { return []bool{true} }
+func (l lastToken) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || len(in[0]) != 2 || in[0][0]%l.t != 0 {
+		return nil, fmt.Errorf("want x [B*%d,D], got %v", l.t, in)
+	}
+	return tensor.Shape{in[0][0] / l.t, in[0][1]}, nil
+}
+func (l lastToken) forward(in []*tensor.Dense, out []float32) {
+	d := in[0].Shape()[1]
+	x := f32(in[0])
+	for b := 0; b < len(out)/d; b++ {
+		copy(out[b*d:(b+1)*d], x[((b+1)*l.t-1)*d:][:d])
+	}
+}
+func (l lastToken) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	d := in[0].Shape()[1]
+	clear(gin)
+	for b := 0; b < len(gout)/d; b++ {
+		copy(gin[((b+1)*l.t-1)*d:][:d], gout[b*d:(b+1)*d])
+	}
+}

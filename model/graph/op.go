@@ -1,0 +1,238 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"sync"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// kernel is one layer's maths on float32 tensors: a forward function and,
+// for every differentiable input, the vector-Jacobian product. fwdOp and
+// bwdOp wrap a kernel as gorgonia operations, so gorgonia's symbolic
+// differentiation (Grad / Backpropagate) chains the kernels into the
+// backward pass of the whole graph.
+type kernel interface {
+	// name identifies the kernel and its hyper-parameters (used for hashing).
+	name() string
+	// outShape returns the output shape for the input shapes.
+	outShape(in []tensor.Shape) (tensor.Shape, error)
+	// diffWRT reports which inputs are differentiable.
+	diffWRT() []bool
+	// forward writes the whole output.
+	forward(in []*tensor.Dense, out []float32)
+	// backward writes the whole gradient of input i given the forward inputs,
+	// the forward output and the output gradient.
+	backward(i int, in []*tensor.Dense, out, gout, gin []float32)
+}
+
+// f32 returns the float32 backing slice of a dense tensor.
+func f32(t *tensor.Dense) []float32 { return t.Data().([]float32) }
+
+// tensorType is the gorgonia type of a float32 tensor with dims dimensions.
+func tensorType(dims int) hm.Type {
+	return G.TensorType{Dims: dims, Of: G.Float32}
+}
+
+func asDense(vs []G.Value) ([]*tensor.Dense, error) {
+	ts := make([]*tensor.Dense, len(vs))
+	for i, v := range vs {
+		d, ok := v.(*tensor.Dense)
+		if !ok {
+			return nil, fmt.Errorf("input %d is %T, want *tensor.Dense", i, v)
+		}
+		if d.Dtype() != tensor.Float32 {
+			return nil, fmt.Errorf("input %d has dtype %v, want float32", i, d.Dtype())
+		}
+		ts[i] = d
+	}
+	return ts, nil
+}
+
+// buffer is an op-owned output tensor, reused across runs of the graph (each
+// node has its own op value, so nothing else writes to it).
+type buffer struct {
+	mu sync.Mutex
+	t  *tensor.Dense
+}
+
+func (b *buffer) get(s tensor.Shape) *tensor.Dense {
+	if b.t != nil && b.t.Shape().Eq(s) {
+		return b.t
+	}
+	b.t = tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(tensor.Float32))
+	return b.t
+}
+
+// fwdOp applies a kernel's forward function.
+type fwdOp struct {
+	k    kernel
+	dims []int // dimensions of each input
+	odim int   // dimensions of the output
+	out  buffer
+}
+
+func (op *fwdOp) Arity() int { return len(op.dims) }
+func (op *fwdOp) Type() hm.Type {
+	ts := make([]hm.Type, 0, len(op.dims)+1)
+	for _, d := range op.dims {
+		ts = append(ts, tensorType(d))
+	}
+	ts = append(ts, tensorType(op.odim))
+	return hm.NewFnType(ts...)
+}
+func (op *fwdOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	ss, err := G.DimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.k.outShape(ss)
+}
+func (op *fwdOp) Do(vs ...G.Value) (G.Value, error) {
+	in, err := asDense(vs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+	}
+	shapes := make([]tensor.Shape, len(in))
+	for i, t := range in {
+		shapes[i] = t.Shape()
+	}
+	s, err := op.k.outShape(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+	}
+	out := op.out.get(s)
+	op.k.forward(in, f32(out))
+	return out, nil
+}
+func (op *fwdOp) ReturnsPtr() bool     { return false }
+func (op *fwdOp) CallsExtern() bool    { return false }
+func (op *fwdOp) OverwritesInput() int { return -1 }
+func (op *fwdOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "fwd:%s:%p", op.k.name(), op)
+}
+func (op *fwdOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+func (op *fwdOp) String() string { return op.k.name() }
+
+func (op *fwdOp) DiffWRT(n int) []bool { return op.k.diffWRT() }
+
+// SymDiff returns one bwdOp node per differentiable input.
+func (op *fwdOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	ret := make(G.Nodes, len(inputs))
+	children := append(append(G.Nodes{}, inputs...), output, grad)
+	for i, d := range op.k.diffWRT() {
+		if !d {
+			continue
+		}
+		b := &bwdOp{k: op.k, i: i, dims: op.dims, odim: op.odim}
+		n, err := G.ApplyOp(b, children...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gradient of input %d: %w", op.k.name(), i, err)
+		}
+		ret[i] = n
+	}
+	return ret, nil
+}
+
+// bwdOp computes the gradient of a kernel's input i; its inputs are the
+// forward inputs, the forward output and the output gradient.
+type bwdOp struct {
+	k    kernel
+	i    int
+	dims []int
+	odim int
+	out  buffer
+}
+
+func (op *bwdOp) Arity() int { return len(op.dims) + 2 }
+func (op *bwdOp) Type() hm.Type {
+	ts := make([]hm.Type, 0, len(op.dims)+3)
+	for _, d := range op.dims {
+		ts = append(ts, tensorType(d))
+	}
+	ts = append(ts, tensorType(op.odim), tensorType(op.odim), tensorType(op.dims[op.i]))
+	return hm.NewFnType(ts...)
+}
+func (op *bwdOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	ss, err := G.DimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return ss[op.i].Clone(), nil
+}
+func (op *bwdOp) Do(vs ...G.Value) (G.Value, error) {
+	in, err := asDense(vs)
+	if err != nil {
+		return nil, fmt.Errorf("d%s: %w", op.k.name(), err)
+	}
+	n := len(op.dims)
+	out := op.out.get(in[op.i].Shape())
+	op.k.backward(op.i, in[:n], f32(in[n]), f32(in[n+1]), f32(out))
+	return out, nil
+}
+func (op *bwdOp) ReturnsPtr() bool     { return false }
+func (op *bwdOp) CallsExtern() bool    { return false }
+func (op *bwdOp) OverwritesInput() int { return -1 }
+func (op *bwdOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "bwd%d:%s:%p", op.i, op.k.name(), op)
+}
+func (op *bwdOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+func (op *bwdOp) String() string { return fmt.Sprintf("d%s/d%d", op.k.name(), op.i) }
+
+// apply adds a kernel node to the graph.
+func apply(k kernel, name string, inputs ...*G.Node) (*G.Node, error) {
+	op := &fwdOp{k: k}
+	shapes := make([]tensor.Shape, len(inputs))
+	for i, n := range inputs {
+		op.dims = append(op.dims, n.Dims())
+		shapes[i] = n.Shape()
+	}
+	s, err := k.outShape(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", name, k.name(), err)
+	}
+	op.odim = len(s)
+	n, err := G.ApplyOpWithName(op, name, inputs...)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", name, k.name(), err)
+	}
+	return n, nil
+}
+
+// parallel runs loops on a fixed number of goroutines.
+type parallel struct{ n int }
+
+// run splits [0, total) into up to p.n contiguous chunks and calls fn on each
+// (worker w in [0, p.n)), waiting for all.
+func (p parallel) run(total int, fn func(lo, hi, w int)) {
+	n := p.n
+	if n > total {
+		n = total
+	}
+	if n <= 1 {
+		fn(0, total, 0)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		lo, hi := total*w/n, total*(w+1)/n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi, w)
+		}()
+	}
+	wg.Wait()
+}
