@@ -205,3 +205,35 @@ func checkKernel(t *testing.T, tc kernelCase) {
 		}
 	}
 }
+
+// TestLossMatchesModel checks the heads' training losses against the
+// definitions in package model (model.NLL of model.CatProbs and
+// model.LogMixDensityNLL), including extreme parameters.
+func TestLossMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const m = 4
+	p := logMixParams(rng, 5, m)
+	d := f32(p)
+	d[2*m] = -40 // clamped log sigma
+	d[3*m+m] = 30
+	tg := constTensor(0, 3, 79, 80, 80)
+	out := make([]float32, 5)
+	logMixNLL{m: m, horizon: 80}.forward([]*tensor.Dense{p, tg}, out)
+	for b := 0; b < 5; b++ {
+		want := model.LogMixDensityNLL(d[b*3*m:(b+1)*3*m], m, int(f32(tg)[b]))
+		if math.Abs(float64(out[b])-want) > 1e-4*math.Max(1, math.Abs(want)) {
+			t.Errorf("logmix window %d: kernel %.6g, model %.6g", b, out[b], want)
+		}
+	}
+	logits := randTensor(rng, 5, 3, 81)
+	ct := constTensor(0, 40, 80)
+	catNLL{}.forward([]*tensor.Dense{logits, ct}, out[:3])
+	probs := make([]float32, 81)
+	for b := 0; b < 3; b++ {
+		model.CatProbs(f32(logits)[b*81:(b+1)*81], probs)
+		want := model.NLL(probs, int(f32(ct)[b]))
+		if math.Abs(float64(out[b])-want) > 1e-4*math.Max(1, math.Abs(want)) {
+			t.Errorf("cat window %d: kernel %.6g, model %.6g", b, out[b], want)
+		}
+	}
+}

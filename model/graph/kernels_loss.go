@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"rgcpred/model"
 )
 
 // catNLL is the per-window negative log-likelihood of the categorical head:
@@ -105,6 +107,10 @@ func (l logMixNLL) logMixTerms(p []float32, class int, lt, dmu, dls []float64) f
 	lse := logSumExp(p[:m])
 	for c := 0; c < m; c++ {
 		mu, ls := float64(p[m+c]), float64(p[2*m+c])
+		// The log standard deviation is clamped as in model.LogMixProbs;
+		// outside the clamp its gradient is 0.
+		clamped := ls < model.MinLogSigma || ls > model.MaxLogSigma
+		ls = math.Min(math.Max(ls, model.MinLogSigma), model.MaxLogSigma)
 		sigma := math.Exp(ls)
 		lp := float64(p[c]) - lse
 		if class < l.horizon {
@@ -120,6 +126,9 @@ func (l logMixNLL) logMixTerms(p []float32, class int, lt, dmu, dls []float64) f
 			lt[c] = lp + lq
 			dmu[c] = h / sigma
 			dls[c] = h * z
+		}
+		if clamped {
+			dls[c] = 0
 		}
 	}
 	mx := math.Inf(-1)
