@@ -215,8 +215,14 @@ func BinStimulus(pattern [][StimChannels]int8, triggers []int64, numSamples int6
 	return out
 }
 
-// BinRateHz returns the recording's bin rate, SampleRateHz / Decimation.
-func (r *Recording) BinRateHz() float64 { return r.SampleRateHz / Decimation }
+// BinRateHz returns the recording's bin rate, SampleRateHz / Decimation (the
+// package's BinRateHz when SampleRateHz is not set).
+func (r *Recording) BinRateHz() float64 {
+	if r.SampleRateHz > 0 {
+		return r.SampleRateHz / Decimation
+	}
+	return BinRateHz
+}
 
 // DurationS returns the recording's length in seconds.
 func (r *Recording) DurationS() float64 { return float64(r.Bins) / r.BinRateHz() }
