@@ -295,12 +295,32 @@ type buffers struct {
 }
 
 var pool = sync.Pool{New: func() any {
-	return &buffers{
-		a:    make([]float32, mcBlock()*kcBlock),
-		b:    make([]float32, kcBlock*((ncBlock+kern.nr-1)/kern.nr)*kern.nr),
-		tile: make([]float32, kern.mr*kern.nr),
-	}
+	return splitWork(make([]float32, GemmWorkSize()))
 }}
+
+// GemmWorkSize is the number of float32s of workspace GemmWork needs.
+func GemmWorkSize() int {
+	return mcBlock()*kcBlock + kcBlock*((ncBlock+kern.nr-1)/kern.nr)*kern.nr + kern.mr*kern.nr
+}
+
+func splitWork(w []float32) *buffers {
+	na := mcBlock() * kcBlock
+	nb := kcBlock * ((ncBlock + kern.nr - 1) / kern.nr) * kern.nr
+	return &buffers{a: w[:na], b: w[na : na+nb], tile: w[na+nb : na+nb+kern.mr*kern.nr]}
+}
+
+// GemmWork is Gemm with caller-provided packing space (at least
+// GemmWorkSize floats), for hot paths that must never allocate (Gemm's pool
+// may allocate after a garbage collection or on a new thread).
+func GemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkMat("A", transA, m, k, a, lda)
+	checkMat("B", transB, k, n, b, ldb)
+	checkMat("C", false, m, n, c, ldc)
+	if len(work) < GemmWorkSize() {
+		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), GemmWorkSize()))
+	}
+	gemmBuf(splitWork(work), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
 
 // Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where
 // op(A) is m x k (A is m x k with row stride lda, or k x m when transA),
@@ -318,12 +338,20 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	if m == 0 || n == 0 {
 		return
 	}
+	buf := pool.Get().(*buffers)
+	gemmBuf(buf, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	pool.Put(buf)
+}
+
+// gemmBuf is the Goto loop nest over packed blocks of B and A.
+func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
 	scaleC(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 {
 		return
 	}
-	buf := pool.Get().(*buffers)
-	defer pool.Put(buf)
 	mc, nr := mcBlock(), kern.nr
 	for jc := 0; jc < n; jc += ncBlock {
 		nb := min(ncBlock, n-jc)

@@ -87,6 +87,11 @@ func TestGemmMatchesNaive(t *testing.T) {
 						t.Fatalf("m=%d n=%d k=%d tA=%v tB=%v alpha=%v beta=%v workers=%d: %v", s.m, s.n, s.k, tA, tB, alpha, beta, workers, err)
 					}
 				}
+				got := append([]float32(nil), c...)
+				GemmWork(make([]float32, GemmWorkSize()), tA, tB, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, got, ldc)
+				if err := compare(got, want, tol(s.k)); err != nil {
+					t.Fatalf("GemmWork m=%d n=%d k=%d tA=%v tB=%v: %v", s.m, s.n, s.k, tA, tB, err)
+				}
 				if !tB {
 					got := append([]float32(nil), c...)
 					pb := NewPackedB(false, s.k, s.n, b, ldb)
@@ -164,6 +169,14 @@ func TestGemmPackedAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("GemmPacked: %v allocations per call, want 0", allocs)
+	}
+	gw := make([]float32, GemmWorkSize())
+	b := randSlice(rng, 300*70)
+	allocs = testing.AllocsPerRun(10, func() {
+		GemmWork(gw, false, true, 100, 70, 300, 1, a, 300, b, 300, 0, c, 70)
+	})
+	if allocs != 0 {
+		t.Errorf("GemmWork: %v allocations per call, want 0", allocs)
 	}
 }
 

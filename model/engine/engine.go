@@ -334,10 +334,10 @@ func (f *linear) matvec(x, y []float32, w []float32) {
 // block is a bottleneck block with squeeze-excite.
 type block struct {
 	stride, in, mid, out, lIn, lOut int
-	conv1, conv2, conv3            conv
-	shortcut                       *conv // nil: identity
-	se1, se2                       linear
-	se1w, se2w                     []float32 // raw [in, out] weights for matvec
+	conv1, conv2, conv3             conv
+	shortcut                        *conv // nil: identity
+	se1, se2                        linear
+	se1w, se2w                      []float32 // raw [in, out] weights for matvec
 }
 
 // layer is a GPT-2 transformer block.
@@ -425,23 +425,24 @@ type blockBuf struct {
 }
 
 type worker struct {
-	work   []float32 // sgemm workspace
-	in     []float32 // [pad + bins + pad, InRows]
-	c1     []float32 // [pad + stemLen + pad, stemCh]
-	c2     []float32 // [stemLen, stemCh]
-	blocks []blockBuf
-	pool   []float32 // squeeze-excite: channel means
-	seHid  []float32
-	seGate []float32
+	work     []float32 // sgemm.GemmPacked workspace
+	gemmWork []float32 // sgemm.GemmWork workspace
+	in       []float32 // [pad + bins + pad, InRows]
+	c1       []float32 // [pad + stemLen + pad, stemCh]
+	c2       []float32 // [stemLen, stemCh]
+	blocks   []blockBuf
+	pool     []float32 // squeeze-excite: channel means
+	seHid    []float32
+	seGate   []float32
 
-	x, h  []float32 // [tokens, width] residual stream and normalised copy
-	qkv   []float32 // [tokens, 3 width]
-	att   []float32 // [tokens, tokens] attention weights of one head
-	y     []float32 // [tokens, width] attention output (heads concatenated)
-	mlp   []float32 // [tokens, 4 width]
-	tmp   []float32 // [tokens, width]
-	last  []float32 // [width] final normalised last token
-	emb   []float32 // [tokens, block out] CNN output when a projection follows
+	x, h []float32 // [tokens, width] residual stream and normalised copy
+	qkv  []float32 // [tokens, 3 width]
+	att  []float32 // [tokens, tokens] attention weights of one head
+	y    []float32 // [tokens, width] attention output (heads concatenated)
+	mlp  []float32 // [tokens, 4 width]
+	tmp  []float32 // [tokens, width]
+	last []float32 // [width] final normalised last token
+	emb  []float32 // [tokens, block out] CNN output when a projection follows
 	// logits is the head output of one window (Predict converts it).
 	logits []float32
 }
@@ -450,7 +451,7 @@ func newWorker(n *network) *worker {
 	c := n.cfg
 	d, t := n.width, n.tokens
 	wk := &worker{
-		work: make([]float32, sgemm.WorkSize()),
+		work: make([]float32, sgemm.WorkSize()), gemmWork: make([]float32, sgemm.GemmWorkSize()),
 		in:   make([]float32, (n.bins+2*n.conv1.pad)*c.InRows),
 		c1:   make([]float32, (n.stemLen+2*n.conv2.pad)*c.StemCh),
 		c2:   make([]float32, n.stemLen*c.StemCh),

@@ -161,14 +161,14 @@ func (ly *layer) forward(n *network, wk *worker, lastOnly bool) {
 		v := wk.qkv[2*d+head*hd:]
 		// att = q k^T * scale: [nq, T]
 		att := wk.att[:nq*T]
-		sgemm.Gemm(false, true, nq, T, hd, scale, q, 3*d, k, 3*d, 0, att, T)
+		sgemm.GemmWork(wk.gemmWork, false, true, nq, T, hd, scale, q, 3*d, k, 3*d, 0, att, T)
 		// Causal softmax: query q0+i sees keys 0..q0+i.
 		for i := 0; i < nq; i++ {
 			row := att[i*T : (i+1)*T]
 			softmaxCausal(row, q0+i+1)
 		}
 		// y[:, head] = att v: [nq, T] x [T, hd] -> [nq, hd]
-		sgemm.Gemm(false, false, nq, hd, T, 1, att, T, v, 3*d, 0, wk.y[head*hd:], d)
+		sgemm.GemmWork(wk.gemmWork, false, false, nq, hd, T, 1, att, T, v, 3*d, 0, wk.y[head*hd:], d)
 	}
 
 	// x += y W_proj + b (rows q0..T-1 only)
