@@ -46,7 +46,8 @@
 // strong refractory dip (about -4 to -8 decaying over 1-2.5 bins), a bursting
 // bump (a Gaussian of height 0 to 1.2 peaking 4-10 bins after a spike) and a
 // slow adaptation (-0.1 to -0.5 decaying over 15-40 bins, strengthened until
-// a cell firing periodically at any period k would feel sum_m h[mk] <= -2,
+// a cell firing periodically at any period k <= 12 bins would feel
+// sum_m h[mk] <= -2,
 // so that no burst sustains itself). The baseline b sets a nominal rate between
 // 0.8 and 8 Hz, the range of the real recording's quality cells. Every
 // parameter is drawn from a PCG generator (math/rand/v2) seeded by the

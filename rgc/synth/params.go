@@ -288,9 +288,9 @@ func DrawCell(seed uint64, index, clusterID int) CellParams {
 		}
 		// Stability: a cell firing periodically every k bins feels
 		// sum_m h[m k] from its own past; keep that at most -2 for every
-		// period, so no self-sustaining burst exists (strengthen the
-		// adaptation until it holds).
-		if maxPeriodicHistory(c.HistFilter) <= -2 {
+		// period up to 12 bins (80 Hz and faster), so that no burst
+		// sustains itself (strengthen the adaptation until it holds).
+		if maxPeriodicHistory(c.HistFilter, 12) <= -2 {
 			break
 		}
 		adapt += 0.1
@@ -298,11 +298,12 @@ func DrawCell(seed uint64, index, clusterID int) CellParams {
 	return c
 }
 
-// maxPeriodicHistory returns max over periods k of sum_{m>=1} h[m k]: the
-// history term of a cell that has fired every k bins for ever.
-func maxPeriodicHistory(h []float64) float64 {
+// maxPeriodicHistory returns max over periods k <= maxPeriod of
+// sum_{m>=1} h[m k]: the history term of a cell that has fired every k bins
+// for ever.
+func maxPeriodicHistory(h []float64, maxPeriod int) float64 {
 	best := math.Inf(-1)
-	for k := 1; k <= len(h); k++ {
+	for k := 1; k <= min(maxPeriod, len(h)); k++ {
 		s := 0.0
 		for j := k; j <= len(h); j += k {
 			s += h[j-1]
