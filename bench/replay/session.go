@@ -73,8 +73,10 @@ type Result struct {
 	// prediction period (frame End+rgc.Horizon was due): the device had no
 	// prediction for part of the period. Only defined when paced.
 	DeadlineMisses int64
-	// Late is the late-spike account (only defined when paced).
-	Late LateSummary
+	// Late is the late-spike account (only defined when paced);
+	// LateSamples holds the lateness of each late spike.
+	Late        LateSummary
+	LateSamples Durations `json:"-"`
 	// Pace reports how late the frames left (paced replays).
 	Pace PaceStats
 	// Frames is the number of frames sent; Wall the replay's duration from
@@ -478,6 +480,7 @@ func (s *session) finish() *Result {
 	}
 	if s.late != nil {
 		r.Late = s.late.Summary()
+		r.LateSamples.Merge(s.late.Lateness())
 	}
 	r.Latency = r.Samples.Summary()
 	r.Wall = s.lastTx

@@ -15,6 +15,9 @@ type Durations struct {
 // Add records one sample.
 func (d *Durations) Add(x time.Duration) { d.samples = append(d.samples, x) }
 
+// Merge adds every sample of o.
+func (d *Durations) Merge(o *Durations) { d.samples = append(d.samples, o.samples...) }
+
 // Len returns the number of samples.
 func (d *Durations) Len() int { return len(d.samples) }
 
@@ -105,6 +108,9 @@ type LateSummary struct {
 	// Lateness summarises by how much the late spikes were late.
 	Lateness DurationSummary `json:"lateness"`
 }
+
+// Lateness returns the lateness samples of the late spikes.
+func (t *LateTracker) Lateness() *Durations { return &t.lateness }
 
 // Summary returns the account so far.
 func (t *LateTracker) Summary() LateSummary {

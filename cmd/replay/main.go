@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/bench"
 	"rgcpred/bench/replay"
+	"rgcpred/internal/service"
 	"rgcpred/rgc"
 	"rgcpred/stream"
 )
@@ -45,6 +48,9 @@ type options struct {
 	seed      uint64
 	quiet     bool
 	maxFrames int
+	embedded  bool
+	ckpt      string
+	threads   int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -64,6 +70,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "bootstrap seed of the metric summaries")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&o.maxFrames, "max-frames-per-msg", 32, "most frames per message when a paced replay catches up")
+	fs.BoolVar(&o.embedded, "embedded", false, "start an in-process predictord (serving --ckpt) on an embedded NATS server instead of connecting to --nats-url")
+	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat.ckpt", "checkpoint the --embedded daemon serves")
+	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -80,6 +89,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.seconds < 0 {
 		return nil, fmt.Errorf("--seconds %v must not be negative", o.seconds)
+	}
+	if o.threads < 1 {
+		return nil, fmt.Errorf("--threads %d: want at least 1", o.threads)
 	}
 	if err := stream.CheckDevice(o.device); err != nil {
 		return nil, fmt.Errorf("--device: %w", err)
@@ -138,6 +150,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return replayWith(ctx, o, stdout, stderr, func(path string, maxBatch int) (*service.Model, error) {
+		return bench.LoadEngine(path, maxBatch, o.threads)
+	})
+}
+
+// replayWith runs a replay; load loads the model of an --embedded daemon.
+func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load service.Loader) error {
 	rec, err := rgc.Load(o.data)
 	if err != nil {
 		return err
@@ -149,6 +168,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ids, err := selectCells(rec, o.cells)
 	if err != nil {
 		return err
+	}
+	if o.embedded {
+		url, stop, err := startEmbedded(ctx, o, ids, load)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.natsURL = url
+		fmt.Fprintf(stderr, "replay: embedded predictord serving %s on %s\n", o.ckpt, url)
 	}
 	nc, err := nats.Connect(o.natsURL, nats.Name("replay "+o.device))
 	if err != nil {

@@ -1,0 +1,134 @@
+// Command latency is the latency benchmark of the real-time predictor: the
+// daemon (the service predictord runs) and replay devices in one process
+// over an embedded NATS server on loopback, for a rising number of cells,
+// each at real time for a stretch of the recording's test split. It prints
+// a table and writes the report as JSON and the latency percentiles against
+// cells as an SVG plot.
+//
+//	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat.ckpt] [--data data/chicken-17-08-21]
+//	       [--cells 1,5,10,20,40,60,80,120] [--seconds 20] [--threads 2]
+//	       [--json docs/bench-latency.json] [--svg docs/bench-latency.svg] [--cpuprofile FILE]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"rgcpred/bench"
+	"rgcpred/bench/replay"
+	"rgcpred/rgc"
+)
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--cells: %q is not a positive cell count", f)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "models/gpt-a-cat.ckpt", "checkpoint the daemon serves")
+	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
+	cells := fs.String("cells", "1,5,10,20,40,60,80,120", "cell counts to measure")
+	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
+	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
+	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
+	maxLag := fs.Int64("max-lag", rgc.Horizon, "daemon overload threshold in bins: a decision more than this many bins behind the newest frame is skipped (0: never)")
+	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
+	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
+	verbose := fs.Bool("v", false, "show the daemon's logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	counts, err := parseCounts(*cells)
+	if err != nil {
+		return err
+	}
+	if *threads < 1 {
+		return fmt.Errorf("--threads %d: want at least 1", *threads)
+	}
+	rec, err := rgc.Load(*data)
+	if err != nil {
+		return err
+	}
+	mdl, err := bench.LoadEngine(*ckpt, *maxBatch, *threads)
+	if err != nil {
+		return err
+	}
+	log := zerolog.Nop()
+	if *verbose {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time\n", mdl.Name, rec.Name, len(counts), *seconds)
+	rep, err := bench.Run(ctx, bench.Options{
+		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
+		MaxBatch: *maxBatch, MaxLag: *maxLag, Log: log,
+		Progress: func(p bench.Point) {
+			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f\n",
+				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	rep.WriteTable(os.Stdout)
+	if *jsonOut != "" {
+		if err := replay.WriteJSON(*jsonOut, rep); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s\n", *jsonOut)
+	}
+	if *svgOut != "" {
+		if err := rep.Chart().SaveSVG(*svgOut); err != nil {
+			return fmt.Errorf("write %s: %w", *svgOut, err)
+		}
+		fmt.Printf("wrote %s\n", *svgOut)
+	}
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "latency: %v\n", err)
+		os.Exit(1)
+	}
+}

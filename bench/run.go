@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"rgcpred/bench/replay"
+	"rgcpred/internal/embednats"
+	"rgcpred/internal/service"
+	"rgcpred/rgc"
+	"rgcpred/stream"
+)
+
+// Options configure a benchmark run.
+type Options struct {
+	// Rec is the recording whose stimulus is played (its test split).
+	Rec *rgc.Recording
+	// Model is the loaded model the daemon serves; ModelPath names it.
+	Model     *service.Model
+	ModelPath string
+	// Threads is the engine's thread count (for the report).
+	Threads int
+	// CellCounts are the numbers of cells to measure, ascending.
+	CellCounts []int
+	// Seconds is the real-time stimulus played per cell count, after the
+	// 1024-bin history.
+	Seconds float64
+	// MaxBatch bounds the windows per model call (0: every due cell).
+	MaxBatch int
+	// MaxLag is the daemon's overload threshold in bins (0 disables it).
+	MaxLag int64
+	// Progress, if not nil, receives one line per finished point.
+	Progress func(Point)
+	// Log receives the daemon's logs (zerolog.Nop() to silence them).
+	Log zerolog.Logger
+}
+
+// cellPool orders the cells a benchmark draws from: the recording's quality
+// cells first, then its other clusters, keeping only cells the model knows.
+func cellPool(rec *rgc.Recording, known []int) []int {
+	k := make(map[int]bool, len(known))
+	for _, c := range known {
+		k[c] = true
+	}
+	var pool []int
+	for _, q := range []bool{true, false} {
+		for _, c := range rec.Cells {
+			if c.Quality == q && k[c.ClusterID] {
+				pool = append(pool, c.ClusterID)
+			}
+		}
+	}
+	return pool
+}
+
+// assign spreads n cells over devices. The daemon serves the same cells on
+// every device, so with a pool of p distinct cells the benchmark uses
+// d = ceil(n/p) devices of ceil(n/d) cells each (the first of the pool):
+// beyond the pool, cells reuse ids on further devices. It returns the
+// device names and the cells of each device; d*len(cells) may exceed n by
+// less than d.
+func assign(n int, pool []int) (devices []string, cells []int, err error) {
+	if n < 1 {
+		return nil, nil, fmt.Errorf("bench: %d cells: want at least 1", n)
+	}
+	if len(pool) == 0 {
+		return nil, nil, errors.New("bench: the model knows none of the recording's cells")
+	}
+	d := (n + len(pool) - 1) / len(pool)
+	per := (n + d - 1) / d
+	for i := range d {
+		devices = append(devices, fmt.Sprintf("bench%d", i))
+	}
+	return devices, append([]int(nil), pool[:per]...), nil
+}
+
+// Run measures every cell count of o.CellCounts, each with a fresh daemon
+// (package service, the one predictord runs) and one replay device per
+// daemon device, over an embedded NATS server on loopback.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Rec == nil || o.Model == nil {
+		return nil, errors.New("bench: no recording or model")
+	}
+	if !(o.Seconds > 0) {
+		return nil, fmt.Errorf("bench: %v seconds per point: want more than 0", o.Seconds)
+	}
+	srv, err := embednats.Start("127.0.0.1", -1)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer srv.Shutdown()
+	pool := cellPool(o.Rec, o.Model.Cells)
+	rep := &Report{
+		Started:        time.Now().UTC(),
+		Machine:        fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Model:          o.ModelPath,
+		ModelInfo:      o.Model.Name,
+		Recording:      o.Rec.Name,
+		Split:          "test",
+		Threads:        o.Threads,
+		MaxBatch:       o.MaxBatch,
+		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
+		CellPolicy: fmt.Sprintf("cells drawn from the %d cells of the recording the model knows, quality cells first; "+
+			"beyond %d cells, further devices reuse the same ids (d devices of ceil(n/d) cells)", len(pool), len(pool)),
+	}
+	for _, n := range o.CellCounts {
+		p, err := runPoint(ctx, o, srv.ClientURL(), pool, n)
+		if err != nil {
+			return nil, err
+		}
+		rep.Points = append(rep.Points, p)
+		if o.Progress != nil {
+			o.Progress(p)
+		}
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// runPoint measures one cell count.
+func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Point, error) {
+	devices, cells, err := assign(n, pool)
+	if err != nil {
+		return Point{}, err
+	}
+	reg := prometheus.NewRegistry()
+	svc, err := service.New(service.Config{
+		Devices:        devices,
+		ModelPath:      o.ModelPath,
+		Load:           func(string, int) (*service.Model, error) { return o.Model, nil },
+		Cells:          cells,
+		MaxBatch:       o.MaxBatch,
+		MaxLag:         o.MaxLag,
+		PublishSilence: true,
+		Log:            o.Log,
+		Registry:       reg,
+	})
+	if err != nil {
+		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
+	}
+	dnc, err := nats.Connect(url, svc.ConnOptions()...)
+	if err != nil {
+		return Point{}, fmt.Errorf("bench: daemon connection: %w", err)
+	}
+	defer dnc.Close()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(sctx, dnc) }()
+	for deadline := time.Now().Add(10 * time.Second); !svc.Ready(); {
+		select {
+		case err := <-done:
+			return Point{}, fmt.Errorf("bench: daemon stopped: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return Point{}, errors.New("bench: daemon not ready after 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	from, _ := o.Rec.SplitRange(rgc.Test)
+	to := from + rgc.WindowBins + int(o.Seconds*rgc.BinRateHz)
+	if to > o.Rec.Bins {
+		return Point{}, fmt.Errorf("bench: %v s do not fit in the test split of %s", o.Seconds, o.Rec.Name)
+	}
+	results := make([]*replay.Result, len(devices))
+	errs := make([]error, len(devices))
+	conns := make([]*nats.Conn, len(devices))
+	for i := range devices {
+		if conns[i], err = nats.Connect(url, nats.Name("bench device "+devices[i])); err != nil {
+			return Point{}, fmt.Errorf("bench: device connection: %w", err)
+		}
+		defer conns[i].Close()
+	}
+	cpu0, wall0 := processCPU(), time.Now()
+	var wg sync.WaitGroup
+	for i, dev := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pub, err := stream.NewPublisher(conns[i], dev)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i], errs[i] = replay.Run(ctx, pub, replay.Config{
+				Rec: o.Rec, From: from, To: to, Cells: cells, Speed: 1, DecisionTimeout: 2 * time.Second,
+			})
+		}()
+	}
+	wg.Wait()
+	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	stop()
+	if err := <-done; err != nil {
+		return Point{}, fmt.Errorf("bench: daemon: %w", err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
+	}
+
+	p := Point{Cells: len(devices) * len(cells), Devices: len(devices), Seconds: float64(to-from-rgc.WindowBins) / rgc.BinRateHz}
+	var lat, late replay.Durations
+	var maxLag time.Duration
+	for _, r := range results {
+		lat.Merge(&r.Samples)
+		late.Merge(&r.LateSamples)
+		p.Decisions += r.Decisions
+		p.DeviceLateDecisions += r.DeadlineMisses
+		p.LateSpikes += r.Late.Late
+		p.Spikes += r.Late.Spikes
+		maxLag = max(maxLag, r.Pace.MaxLag)
+	}
+	p.Latency = lat.Summary()
+	p.Lateness = late.Summary()
+	p.PaceMaxLagMs = float64(maxLag) / float64(time.Millisecond)
+	p.Predictions = uint64(counterSum(reg, "predictord_predictions_total"))
+	p.DaemonSkipped = int64(counterSum(reg, "predictord_deadline_misses_total"))
+	p.DeadlineMisses = p.DaemonSkipped + p.DeviceLateDecisions
+	p.PredictionsPerSec = float64(p.Predictions) / wall.Seconds()
+	p.CPU = cpu.Seconds() / wall.Seconds()
+	return p, nil
+}
+
+// counterSum adds up every series of the named counter in reg.
+func counterSum(reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var s float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			s += m.GetCounter().GetValue()
+		}
+	}
+	return s
+}
