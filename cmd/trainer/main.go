@@ -27,6 +27,9 @@ func commands() map[string]command {
 		"inspect": {"summarise a recording", runInspect},
 		"eval":    {"roll models out on a split and score them (NLL, Van Rossum, Schreiber, Pearson)", runEval},
 		"metrics": {"spike-train metrics between two .npy count vectors", runMetrics},
+		"train":   {"train a model (AdamW, one-cycle, early stopping, resumable)", runTrain},
+		"lr-find": {"learning-rate range test: loss against rate, proposed rate", runLRFind},
+		"model":   {"print a configuration's parameter counts", runModel},
 	}
 }
 

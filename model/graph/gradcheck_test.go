@@ -130,6 +130,8 @@ func TestKernelGradients(t *testing.T) {
 		{"embed", embed{}, []*tensor.Dense{randTensor(rng, 1, 6, 2), randTensor(rng, 1, 3, 2), randTensor(rng, 1, 4, 2), constTensor(3, 1)}},
 		{"layernorm", layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 3, 5), randTensor(rng, 1, 5), randTensor(rng, 1, 5)}},
 		{"attention", &attention{t: 4, heads: 2, hd: 3, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 8, 18)}},
+		{"relu", relu{}, []*tensor.Dense{randTensor(rng, 1, 3, 4)}},
+		{"softplus", softplus{}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
 		{"gelu", gelu{}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
 		{"lasttoken", lastToken{t: 3}, []*tensor.Dense{randTensor(rng, 1, 6, 2)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 3, 3, 81), constTensor(0, 40, 80)}},

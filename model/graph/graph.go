@@ -156,7 +156,7 @@ func (b *builder) relu(x *G.Node) *G.Node {
 	if b.gr.opts.smooth {
 		return b.op(softplus{}, "softplus", x)
 	}
-	return b.gop(func() (*G.Node, error) { return G.Rectify(x) })
+	return b.op(relu{}, "relu", x)
 }
 
 func (b *builder) add(x, y *G.Node) *G.Node {

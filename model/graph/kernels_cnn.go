@@ -448,3 +448,29 @@ func (softplus) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 		gin[i] = gout[i] / float32(1+math.Exp(-float64(v)))
 	}
 }
+
+// relu is max(x, 0); the gradient passes where the output is positive.
+type relu struct{}
+
+func (relu) name() string    { return "relu" }
+func (relu) diffWRT() []bool { return []bool{true} }
+func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("want one input, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (relu) forward(in []*tensor.Dense, out []float32) {
+	for i, v := range f32(in[0]) {
+		out[i] = max(v, 0)
+	}
+}
+func (relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	for i, v := range f32(in[0]) {
+		if v > 0 {
+			gin[i] = gout[i]
+		} else {
+			gin[i] = 0
+		}
+	}
+}

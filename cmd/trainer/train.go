@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"rgcpred/model"
+	"rgcpred/model/train"
+	"rgcpred/rgc"
+)
+
+// trainFlags are the flags shared by train and lr-find.
+type trainFlags struct {
+	data, config, cells string
+	batch, threads      int
+	seed                uint64
+}
+
+func (f *trainFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", "data/chicken-17-08-21", "recording directory")
+	fs.StringVar(&f.config, "config", "gpt-a-cat", "model: STEM-HEAD[-cpu], e.g. gpt-a-cat, gpt-b-logmix-cpu")
+	fs.StringVar(&f.cells, "cells", "quality", "cells to train on: quality or all")
+	fs.IntVar(&f.batch, "batch", 64, "batch size")
+	fs.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute goroutines")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, sampling)")
+}
+
+// options loads the recording and builds the training options.
+func (f *trainFlags) options() (train.Options, error) {
+	rec, err := rgc.Load(f.data)
+	if err != nil {
+		return train.Options{}, err
+	}
+	var cells []int
+	switch f.cells {
+	case "quality":
+		cells = rec.QualityCells()
+	case "all":
+		for i := range rec.Cells {
+			cells = append(cells, i)
+		}
+	default:
+		return train.Options{}, fmt.Errorf("--cells %q: want quality or all", f.cells)
+	}
+	if len(cells) == 0 {
+		return train.Options{}, fmt.Errorf("recording %s has no %s cells", f.data, f.cells)
+	}
+	cfg, err := model.ParseConfigName(f.config, len(cells))
+	if err != nil {
+		return train.Options{}, err
+	}
+	return train.Options{Data: f.data, Rec: rec, Cells: cells, Config: cfg, Batch: f.batch,
+		Threads: f.threads, Seed: f.seed, Log: os.Stderr}, nil
+}
+
+func runTrain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	var tf trainFlags
+	tf.register(fs)
+	steps := fs.Int("steps", 2000, "planned optimiser steps")
+	lr := fs.Float64("lr", 1e-3, "peak learning rate of the one-cycle schedule")
+	out := fs.String("out", "models/gpt-a-cat.ckpt", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg)")
+	valEvery := fs.Int("val-every", 100, "steps between validations")
+	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
+	resume := fs.String("resume", "", "resume checkpoint to continue from")
+	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o, err := tf.options()
+	if err != nil {
+		return err
+	}
+	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
+	o.Notes = "trainer train " + strings.Join(args, " ")
+	res, err := train.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d steps in %s (%.1f samples/s); best val NLL %.4f at step %d (zero-input %.4f pooled, %.4f per cell); best checkpoint %s\n",
+		res.Steps, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.BestVal, res.BestStep, res.ZeroPooled, res.ZeroPerCel, *out)
+	if res.Interrupted {
+		fmt.Printf("interrupted: continue with --resume %s.resume\n", *out)
+	}
+	return nil
+}
+
+func runLRFind(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lr-find", flag.ContinueOnError)
+	var tf trainFlags
+	tf.register(fs)
+	lo := fs.Float64("min", 1e-6, "first rate")
+	hi := fs.Float64("max", 1, "last rate")
+	steps := fs.Int("steps", 100, "sweep steps")
+	plotPath := fs.String("plot", "lr-find.svg", "SVG plot of loss against rate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o, err := tf.options()
+	if err != nil {
+		return err
+	}
+	r, err := train.LRFind(ctx, o, *lo, *hi, *steps)
+	if err != nil {
+		return err
+	}
+	if err := r.Plot(*plotPath, fmt.Sprintf("lr-find %s, batch %d", o.Config.Name(), o.Batch)); err != nil {
+		return err
+	}
+	fmt.Printf("lowest loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, *plotPath)
+	return nil
+}
+
+func runModel(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("model", flag.ContinueOnError)
+	name := fs.String("config", "gpt-a-cat", "model: STEM-HEAD[-cpu]")
+	cells := fs.Int("cells", 60, "number of cells (rows of the cell embedding)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := model.ParseConfigName(*name, *cells)
+	if err != nil {
+		return err
+	}
+	cnn, gpt, head := c.CountParams("cnn."), c.CountParams("gpt."), c.CountParams("head.")
+	fmt.Printf("%s (%d cells): cnn %d, gpt %d (cell embedding %d), head %d, total %d parameters\n",
+		c.Name(), c.NumCells, cnn, gpt, c.NumCells*c.Width(), head, c.CountParams(""))
+	return nil
+}

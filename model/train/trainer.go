@@ -1,0 +1,420 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"rgcpred/internal/plot"
+	"rgcpred/model"
+	"rgcpred/model/graph"
+	"rgcpred/rgc"
+)
+
+// Options configure a training run.
+type Options struct {
+	// Data names the training data for provenance (e.g. its directory).
+	Data string
+	// Rec is the recording; Cells are the indices into Rec.Cells to train
+	// on (cell i gets embedding row i).
+	Rec   *rgc.Recording
+	Cells []int
+	// Config is the model; its NumCells must equal len(Cells).
+	Config model.Config
+	// Steps is the planned number of optimiser steps, Batch the batch size,
+	// LR the peak learning rate of the one-cycle schedule.
+	Steps, Batch int
+	LR           float64
+	// ValEvery is the number of steps between validations; ValWindows the
+	// size of the fixed validation subset.
+	ValEvery, ValWindows int
+	// Seed seeds initialisation and sampling.
+	Seed uint64
+	// Threads is the number of compute goroutines of the graph.
+	Threads int
+	// Out is the path of the best checkpoint; the resume checkpoint is
+	// Out+".resume" and the loss curve Out without extension + "-loss.svg".
+	Out string
+	// Resume, if set, is a resume checkpoint to continue from.
+	Resume string
+	// Log receives progress lines (nil: os.Stderr); ProgressEvery is the
+	// interval between them.
+	Log           io.Writer
+	ProgressEvery time.Duration
+	// Notes are stored in the checkpoint's provenance.
+	Notes string
+}
+
+// Point is one entry of the training history.
+type Point struct {
+	Step             int
+	TrainLoss, Val   float64 // Val is NaN between validations
+	LR, ElapsedSecs  float64
+}
+
+// state is the resumable training state, stored gob-encoded in the resume
+// checkpoint's TrainState.
+type state struct {
+	Step       int
+	Steps      int
+	Batch      int
+	LR         float64
+	Seed       uint64
+	Opt        *AdamW
+	Stop       *EarlyStop
+	BestVal    float64
+	BestStep   int
+	History    []Point
+	Elapsed    float64
+	ZeroPooled float64
+	ZeroCell   float64
+}
+
+// Result summarises a finished (or interrupted) run.
+type Result struct {
+	Steps                  int
+	BestVal                float64
+	BestStep               int
+	ZeroPooled, ZeroPerCel float64
+	Interrupted, Stopped   bool
+	Elapsed                time.Duration
+	SamplesPerSec          float64
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.Rec == nil:
+		return errors.New("no recording")
+	case len(o.Cells) == 0:
+		return errors.New("no cells to train on")
+	case o.Config.NumCells != len(o.Cells):
+		return fmt.Errorf("config has %d cells, training on %d", o.Config.NumCells, len(o.Cells))
+	case o.Steps < 1 || o.Batch < 1:
+		return fmt.Errorf("steps %d and batch %d must be >= 1", o.Steps, o.Batch)
+	case !(o.LR > 0):
+		return fmt.Errorf("learning rate %v must be > 0", o.LR)
+	case o.Out == "":
+		return errors.New("no output path")
+	}
+	if o.ValEvery < 1 {
+		o.ValEvery = 100
+	}
+	if o.ValWindows < 1 {
+		o.ValWindows = 2048
+	}
+	if o.Threads < 1 {
+		o.Threads = 1
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	return nil
+}
+
+// cellIDs returns the cluster ids of the training cells.
+func (o *Options) cellIDs() []int {
+	ids := make([]int, len(o.Cells))
+	for i, c := range o.Cells {
+		ids[i] = o.Rec.Cells[c].ClusterID
+	}
+	return ids
+}
+
+// evaluator computes the validation NLL with an inference graph sharing
+// the training weights.
+type evaluator struct {
+	g     *graph.Graph
+	val   *valSet
+	probs []float32
+	in    []float32
+	rows  []int
+}
+
+func newEvaluator(w *model.Weights, val *valSet, batch, threads int) (*evaluator, error) {
+	g, err := graph.New(w, batch, graph.Options{Threads: threads})
+	if err != nil {
+		return nil, err
+	}
+	c := w.Config
+	return &evaluator{g: g, val: val, probs: make([]float32, c.Classes),
+		in: make([]float32, batch*rgc.WindowLen), rows: make([]int, batch)}, nil
+}
+
+// nll returns the mean validation NLL (class probabilities as evaluated).
+func (e *evaluator) nll(ctx context.Context) (float64, error) {
+	b := e.g.Batch()
+	n := len(e.val.targets)
+	c := e.g.Config()
+	var sum float64
+	for lo := 0; lo < n; lo += b {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		m := min(b, n-lo)
+		for i := 0; i < b; i++ {
+			j := lo + min(i, m-1) // pad the last batch by repetition
+			copy(e.in[i*rgc.WindowLen:(i+1)*rgc.WindowLen], e.val.inputs[j*rgc.WindowLen:(j+1)*rgc.WindowLen])
+			e.rows[i] = e.val.rows[j]
+		}
+		if err := e.g.SetInputs(e.in, e.rows, nil); err != nil {
+			return 0, err
+		}
+		if _, err := e.g.Run(); err != nil {
+			return 0, err
+		}
+		out := e.g.Output()
+		k := c.HeadOut()
+		for i := 0; i < m; i++ {
+			sum += outputNLL(c, out[i*k:(i+1)*k], e.probs, e.val.targets[lo+i])
+		}
+	}
+	return sum / float64(n), nil
+}
+
+// Run trains until the planned steps are done, early stopping triggers or
+// ctx is cancelled (then it saves the resume checkpoint and returns with
+// Interrupted set and a nil error).
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	var w *model.Weights
+	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1)}
+	if o.Resume != "" {
+		ck, err := model.LoadCheckpoint(o.Resume)
+		if err != nil {
+			return nil, fmt.Errorf("train: resume: %w", err)
+		}
+		if len(ck.TrainState) == 0 {
+			return nil, fmt.Errorf("train: resume: %s holds no training state", o.Resume)
+		}
+		if err := gob.NewDecoder(bytes.NewReader(ck.TrainState)).Decode(st); err != nil {
+			return nil, fmt.Errorf("train: resume: decode training state of %s: %w", o.Resume, err)
+		}
+		cells, err := o.Rec.CellIndices(ck.CellIDs)
+		if err != nil {
+			return nil, fmt.Errorf("train: resume: %w", err)
+		}
+		w, o.Cells, o.Config = ck.Weights, cells, ck.Weights.Config
+		o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
+		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
+	} else {
+		w = model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
+	}
+
+	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer tg.Close()
+	val, err := newValSet(o.Rec, rgc.Val, o.Cells, o.ValWindows, 0xa11d)
+	if err != nil {
+		return nil, fmt.Errorf("train: validation set: %w", err)
+	}
+	ev, err := newEvaluator(w, val, o.Batch, o.Threads)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer ev.g.Close()
+	if st.Step == 0 {
+		pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
+		st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
+		if o.Config.Head == model.HeadCat && o.Resume == "" {
+			// Start from the zero-input model: the head's bias holds the
+			// log class frequencies, so the first steps need not learn
+			// the (very uneven) marginal distribution.
+			hb := w.Tensors["head.bias"]
+			for k := range hb {
+				hb[k] = float32(math.Log(pooled[k]))
+			}
+		}
+	}
+	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
+		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
+
+	lctx, stopLoader := context.WithCancel(ctx)
+	defer stopLoader()
+	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15)
+	sched := NewOneCycle(o.LR, o.Steps)
+
+	res := &Result{}
+	start := time.Now()
+	elapsed0 := st.Elapsed
+	lastLog := time.Now()
+	stepsAtLog := st.Step
+	var trainEMA float64
+	emaN := 0
+	saveResume := func() error {
+		st.Elapsed = elapsed0 + time.Since(start).Seconds()
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(st); err != nil {
+			return fmt.Errorf("encode training state: %w", err)
+		}
+		// The current weights' validation NLL is that of the last
+		// validation, when it was at this step.
+		ck := o.checkpoint(w, st, 0)
+		if n := len(st.History); n > 0 && !math.IsNaN(st.History[n-1].Val) {
+			ck.Provenance.ValNLL = st.History[n-1].Val
+		}
+		ck.TrainState = buf.Bytes()
+		return ck.Save(o.Out + ".resume")
+	}
+	validate := func() (stop bool, err error) {
+		v, err := ev.nll(ctx)
+		if err != nil {
+			return false, err
+		}
+		if len(st.History) > 0 {
+			st.History[len(st.History)-1].Val = v
+		}
+		if v < st.BestVal {
+			st.BestVal, st.BestStep = v, st.Step
+			ck := o.checkpoint(w, st, v)
+			if err := ck.Save(o.Out); err != nil {
+				return false, fmt.Errorf("save best checkpoint: %w", err)
+			}
+		}
+		stop = st.Stop.Observe(v, st.Step >= o.Steps/2)
+		fmt.Fprintf(o.Log, "step %d: val NLL %.4f (smoothed %.4f, best %.4f at step %d; zero-input %.4f/%.4f)\n",
+			st.Step, v, st.Stop.Smoothed, st.BestVal, st.BestStep, st.ZeroPooled, st.ZeroCell)
+		if err := saveResume(); err != nil {
+			return false, fmt.Errorf("save resume checkpoint: %w", err)
+		}
+		return stop, nil
+	}
+
+	for st.Step < o.Steps {
+		var b *batch
+		select {
+		case <-ctx.Done():
+		case b = <-ld.out:
+		}
+		if b == nil {
+			break
+		}
+		if err := tg.SetInputs(b.inputs, b.rows, b.targets); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		ld.free <- b
+		loss, err := tg.Run()
+		if err != nil {
+			return nil, fmt.Errorf("train: step %d: %w", st.Step, err)
+		}
+		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+			return nil, fmt.Errorf("train: step %d: loss is %v (learning rate %.3g too high?)", st.Step, loss, o.LR)
+		}
+		lr := sched.Rate(st.Step)
+		st.Opt.Update(w, tg.Grad, lr)
+		st.Step++
+		emaN++
+		trainEMA = 0.98*trainEMA + 0.02*float64(loss)
+		smoothed := trainEMA / (1 - math.Pow(0.98, float64(emaN)))
+		st.History = append(st.History, Point{Step: st.Step, TrainLoss: float64(loss), Val: math.NaN(), LR: lr,
+			ElapsedSecs: elapsed0 + time.Since(start).Seconds()})
+
+		if time.Since(lastLog) >= o.ProgressEvery || st.Step == o.Steps {
+			dt := time.Since(lastLog).Seconds()
+			sps := float64(st.Step-stepsAtLog) / dt
+			eta := time.Duration(float64(o.Steps-st.Step) / sps * float64(time.Second)).Round(time.Second)
+			fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  ETA %s\n",
+				st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), eta)
+			lastLog, stepsAtLog = time.Now(), st.Step
+		}
+		if st.Step%o.ValEvery == 0 || st.Step == o.Steps {
+			stop, err := validate()
+			if errors.Is(err, context.Canceled) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("train: step %d: %w", st.Step, err)
+			}
+			if stop {
+				fmt.Fprintf(o.Log, "early stop at step %d: smoothed val NLL not improved for %d evaluations\n", st.Step, st.Stop.Patience)
+				res.Stopped = true
+				break
+			}
+		}
+	}
+	stopLoader()
+	res.Interrupted = ctx.Err() != nil && st.Step < o.Steps && !res.Stopped
+	if err := saveResume(); err != nil {
+		return nil, fmt.Errorf("train: save resume checkpoint: %w", err)
+	}
+	if res.Interrupted {
+		fmt.Fprintf(o.Log, "interrupted at step %d; resume with --resume %s\n", st.Step, o.Out+".resume")
+	}
+	if err := o.plotCurve(st); err != nil {
+		fmt.Fprintf(o.Log, "loss curve: %v\n", err)
+	}
+	res.Steps, res.BestVal, res.BestStep = st.Step, st.BestVal, st.BestStep
+	res.ZeroPooled, res.ZeroPerCel = st.ZeroPooled, st.ZeroCell
+	res.Elapsed = time.Duration((elapsed0 + time.Since(start).Seconds()) * float64(time.Second))
+	if len(st.History) > 0 && res.Elapsed > 0 {
+		res.SamplesPerSec = float64(st.Step*o.Batch) / res.Elapsed.Seconds()
+	}
+	return res, nil
+}
+
+// checkpoint wraps the current weights with the run's metadata.
+func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model.Checkpoint {
+	return &model.Checkpoint{
+		Weights:    w,
+		CellIDs:    o.cellIDs(),
+		BinRateHz:  o.Rec.BinRateHz(),
+		WindowBins: rgc.WindowBins,
+		Horizon:    rgc.Horizon,
+		Provenance: model.Provenance{
+			Data: o.Data, Steps: st.Step, ValNLL: valNLL, ZeroInputNLL: st.ZeroPooled,
+			TrainedAt: time.Now().UTC().Format(time.RFC3339),
+			Notes: strings.TrimSpace(fmt.Sprintf("batch %d, peak lr %.3g, seed %d, %d of %d steps, val on %d windows, zero-input per-cell %.4f. %s",
+				st.Batch, st.LR, st.Seed, st.Step, st.Steps, o.ValWindows, st.ZeroCell, o.Notes)),
+		},
+	}
+}
+
+// plotCurve writes the training and validation loss against the step.
+func (o *Options) plotCurve(st *state) error {
+	if len(st.History) == 0 {
+		return nil
+	}
+	var sx, sy, vx, vy []float64
+	ema, n := 0.0, 0
+	for _, p := range st.History {
+		n++
+		ema = 0.98*ema + 0.02*p.TrainLoss
+		sx = append(sx, float64(p.Step))
+		sy = append(sy, ema/(1-math.Pow(0.98, float64(n))))
+		if !math.IsNaN(p.Val) {
+			vx, vy = append(vx, float64(p.Step)), append(vy, p.Val)
+		}
+	}
+	zx := []float64{sx[0], sx[len(sx)-1]}
+	ch := plot.Chart{
+		Title:  fmt.Sprintf("%s training (batch %d, peak lr %.3g)", o.Config.Name(), st.Batch, st.LR),
+		XLabel: "step", YLabel: "NLL (nats)",
+		Series: []plot.Series{
+			{Name: "train (smoothed)", X: sx, Y: sy},
+			{Name: "validation", X: vx, Y: vy, Points: len(vx) < 3},
+			{Name: "zero-input (pooled)", X: zx, Y: []float64{st.ZeroPooled, st.ZeroPooled}},
+		},
+	}
+	return ch.SaveSVG(curvePath(o.Out))
+}
+
+func curvePath(out string) string {
+	if i := strings.LastIndexByte(out, '.'); i > strings.LastIndexByte(out, '/') {
+		out = out[:i]
+	}
+	return out + "-loss.svg"
+}
