@@ -55,9 +55,9 @@ type Options struct {
 
 // Point is one entry of the training history.
 type Point struct {
-	Step             int
-	TrainLoss, Val   float64 // Val is NaN between validations
-	LR, ElapsedSecs  float64
+	Step            int
+	TrainLoss, Val  float64 // Val is NaN between validations
+	LR, ElapsedSecs float64
 }
 
 // state is the resumable training state, stored gob-encoded in the resume
