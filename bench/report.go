@@ -57,6 +57,9 @@ type Point struct {
 	// PaceMaxLagMs is the largest delay of a frame behind its deadline on
 	// the device side.
 	PaceMaxLagMs float64 `json:"pace_max_lag_ms"`
+	// LoadAvg is the machine's 1-minute load average at the end of the
+	// point (other processes compete for the 2 cores; 0 if unknown).
+	LoadAvg float64 `json:"load_avg_1m"`
 	// RealTime reports whether the point meets the real-time criterion.
 	RealTime bool `json:"real_time"`
 }
@@ -145,12 +148,12 @@ func pos(v float64) float64 {
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d; %s\n", r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %8s %9s %11s %6s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "misses", "late/spk", "late p99 ms", "cpu", "real time")
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %8s %11s %11s %6s %5s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %8d %4d/%-4d %11.3f %6.2f %9v\n",
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %8d %11s %11.3f %6.2f %5.1f %9v\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
-			p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.Lateness.P99Ms, p.CPU, p.RealTime)
+			p.PredictionsPerSec, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
 }

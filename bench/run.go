@@ -227,6 +227,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	p.DeadlineMisses = p.DaemonSkipped + p.DeviceLateDecisions
 	p.PredictionsPerSec = float64(p.Predictions) / wall.Seconds()
 	p.CPU = cpu.Seconds() / wall.Seconds()
+	p.LoadAvg = loadAvg()
 	return p, nil
 }
 

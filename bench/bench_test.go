@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"rgcpred/bench/replay"
+	"rgcpred/internal/fakepred"
+	"rgcpred/internal/service"
+	"rgcpred/rgc"
+)
+
+func TestAssign(t *testing.T) {
+	pool := []int{4, 9, 2, 7, 5}
+	cases := []struct {
+		n, devices int
+		cells      []int
+	}{
+		{1, 1, []int{4}},
+		{5, 1, []int{4, 9, 2, 7, 5}},
+		{6, 2, []int{4, 9, 2}},
+		{8, 2, []int{4, 9, 2, 7}},
+		{11, 3, []int{4, 9, 2, 7}}, // 3 devices x 4 cells = 12
+	}
+	for _, c := range cases {
+		devs, cells, err := assign(c.n, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(devs) != c.devices || len(cells) != len(c.cells) {
+			t.Fatalf("n %d: %d devices x %v, want %d x %v", c.n, len(devs), cells, c.devices, c.cells)
+		}
+		for i := range cells {
+			if cells[i] != c.cells[i] {
+				t.Fatalf("n %d: cells %v, want %v", c.n, cells, c.cells)
+			}
+		}
+		if tot := len(devs) * len(cells); tot < c.n || tot >= c.n+len(devs) {
+			t.Fatalf("n %d: %d cells served", c.n, tot)
+		}
+	}
+	if _, _, err := assign(0, pool); err == nil {
+		t.Fatal("0 cells accepted")
+	}
+	if _, _, err := assign(3, nil); err == nil {
+		t.Fatal("empty pool accepted")
+	}
+}
+
+func TestCellPoolQualityFirst(t *testing.T) {
+	rec := &rgc.Recording{Cells: []rgc.Cell{{ClusterID: 1}, {ClusterID: 2, Quality: true}, {ClusterID: 3}, {ClusterID: 4, Quality: true}, {ClusterID: 5}}}
+	got := cellPool(rec, []int{5, 4, 3, 2}) // the model does not know 1
+	want := []int{2, 4, 3, 5}
+	if len(got) != len(want) {
+		t.Fatalf("pool %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("pool %v, want %v", got, want)
+		}
+	}
+}
+
+func TestReportCriterionTableAndPlot(t *testing.T) {
+	r := &Report{Points: []Point{
+		{Cells: 1, Latency: replay.DurationSummary{N: 10, P50Ms: 0.3, P99Ms: 0.9, P999Ms: 1, MaxMs: 1.2}},
+		{Cells: 5, Latency: replay.DurationSummary{N: 10, P50Ms: 0.5, P99Ms: 1.9, P999Ms: 2.5, MaxMs: 3}},
+		{Cells: 10, Latency: replay.DurationSummary{N: 10, P50Ms: 0.6, P99Ms: 1.5, P999Ms: 2, MaxMs: 4}, DeadlineMisses: 1},
+		{Cells: 20, Latency: replay.DurationSummary{N: 10, P50Ms: 1, P99Ms: 2.1, P999Ms: 3, MaxMs: 5}},
+	}}
+	r.finish()
+	wantRT := []bool{true, true, false, false}
+	for i, p := range r.Points {
+		if p.RealTime != wantRT[i] {
+			t.Errorf("%d cells: real time %v, want %v", p.Cells, p.RealTime, wantRT[i])
+		}
+	}
+	if r.MaxRealTimeCells != 5 {
+		t.Fatalf("max real-time cells %d, want 5", r.MaxRealTimeCells)
+	}
+	var tab bytes.Buffer
+	r.WriteTable(&tab)
+	if !strings.Contains(tab.String(), "served in real time (p99 <= 2ms, no missed deadline): 5") {
+		t.Fatalf("table:\n%s", tab.String())
+	}
+	var svg bytes.Buffer
+	if err := r.Chart().WriteSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"<svg", "p99.9", "2 ms bound"} {
+		if !strings.Contains(svg.String(), s) {
+			t.Fatalf("svg lacks %q", s)
+		}
+	}
+}
+
+// TestRunSmall runs the whole benchmark briefly with a fake model: every
+// point has latency samples for every decision, predictions counted by the
+// daemon, and a second device once the cells exceed the model's.
+func TestRunSmall(t *testing.T) {
+	rec, err := rgc.Load("../data/chicken-17-08-21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := rec.QualityClusterIDs()[:4]
+	mdl := &service.Model{Predictor: fakepred.New(known), Cells: known, Name: "fake"}
+	rep, err := Run(context.Background(), Options{
+		Rec: rec, Model: mdl, ModelPath: "fake", Threads: 1, CellCounts: []int{1, 6}, Seconds: 0.5,
+		MaxLag: rgc.Horizon, Log: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 2 {
+		t.Fatalf("%d points", len(rep.Points))
+	}
+	for i, want := range []struct{ cells, devices int }{{1, 1}, {6, 2}} {
+		p := rep.Points[i]
+		if p.Cells != want.cells || p.Devices != want.devices {
+			t.Fatalf("point %d: %d cells on %d devices, want %d on %d", i, p.Cells, p.Devices, want.cells, want.devices)
+		}
+		if p.Predictions == 0 || p.Latency.N != int(p.Decisions) || p.Decisions < int64(p.Predictions)-int64(p.DaemonSkipped)-int64(p.Cells) {
+			t.Fatalf("point %d: %d predictions, %d decisions, %d latency samples", i, p.Predictions, p.Decisions, p.Latency.N)
+		}
+		if p.CPU <= 0 {
+			t.Fatalf("point %d: cpu %v", i, p.CPU)
+		}
+	}
+	t.Logf("%+v", rep.Points)
+}
