@@ -20,6 +20,8 @@ func main() {
 	p("#include \"textflag.h\"")
 	gen(p, "kern12x32AVX512", "Z", 12, 2, 64, 32, 6, true)
 	gen(p, "kern6x16AVX2", "Y", 6, 2, 32, 16, 2, false)
+	genStrided(p, "kernS12x32AVX512", "Z", 12, 2, 64, 32, 6, true)
+	genStrided(p, "kernS6x16AVX2", "Y", 6, 2, 32, 16, 2, false)
 	if err := os.WriteFile("kernel_amd64.s", []byte(s.String()), 0o644); err != nil {
 		panic(err)
 	}
@@ -94,4 +96,115 @@ func gen(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int,
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")
+}
+
+// genStrided writes a micro-kernel that reads A unpacked: row i of the tile
+// at a + i*lda, so that no packing of A is needed (a convolution's padded
+// input is its own im2col matrix). Rows are addressed from base registers
+// SI (rows 0-3), R11 (rows 4-7), R12 (rows 8-11) with index lda (R9) or
+// 3*lda (R10). If relu != 0 the stored result is max(C + A*B, 0).
+func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int, zero512 bool) {
+	acc := mr * vecs
+	breg := func(v int) string { return fmt.Sprintf("%s%d", reg, acc+v) }
+	areg := func(i int) string { return fmt.Sprintf("%s%d", reg, acc+vecs+i%nb) }
+	accReg := func(i, v int) string { return fmt.Sprintf("%s%d", reg, i*vecs+v) }
+	bases := []string{"SI", "R11", "R12"}
+	rowAddr := func(i, disp int) string {
+		base := bases[i/4]
+		switch i % 4 {
+		case 0:
+			return fmt.Sprintf("%d(%s)", disp, base)
+		case 1:
+			return fmt.Sprintf("%d(%s)(R9*1)", disp, base)
+		case 2:
+			return fmt.Sprintf("%d(%s)(R9*2)", disp, base)
+		default:
+			return fmt.Sprintf("%d(%s)(R10*1)", disp, base)
+		}
+	}
+	xor := "VXORPS"
+	if zero512 {
+		xor = "VPXORD"
+	}
+	p("")
+	p("// func %s(k int, a *float32, lda int, b, c *float32, ldc int, relu int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	p("\tMOVQ k+0(FP), CX")
+	p("\tMOVQ a+8(FP), SI")
+	p("\tMOVQ lda+16(FP), R9")
+	p("\tSHLQ $2, R9")
+	p("\tLEAQ (R9)(R9*2), R10")
+	p("\tLEAQ (SI)(R9*4), R11")
+	p("\tLEAQ (R11)(R9*4), R12")
+	p("\tMOVQ b+24(FP), DI")
+	p("\tMOVQ c+32(FP), DX")
+	p("\tMOVQ ldc+40(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ relu+48(FP), AX")
+	for i := 0; i < acc; i++ {
+		r := fmt.Sprintf("%s%d", reg, i)
+		p("\t%s %s, %s, %s", xor, r, r, r)
+	}
+	step := func(u int) {
+		for v := 0; v < vecs; v++ {
+			p("\tVMOVUPS %d(DI), %s", (u*nr+v*vbytes/4)*4, breg(v))
+		}
+		for i := 0; i < mr; i++ {
+			p("\tVBROADCASTSS %s, %s", rowAddr(i, 4*u), areg(i))
+			for v := 0; v < vecs; v++ {
+				p("\tVFMADD231PS %s, %s, %s", breg(v), areg(i), accReg(i, v))
+			}
+		}
+	}
+	const unroll = 4
+	nbase := (mr + 3) / 4
+	adv := func(bytes int) {
+		for i := 0; i < nbase; i++ {
+			p("\tADDQ $%d, %s", bytes, bases[i])
+		}
+	}
+	p("\tCMPQ CX, $%d", unroll)
+	p("\tJLT tail")
+	p("loop4:")
+	for u := 0; u < unroll; u++ {
+		step(u)
+	}
+	adv(4 * unroll)
+	p("\tADDQ $%d, DI", unroll*nr*4)
+	p("\tSUBQ $%d, CX", unroll)
+	p("\tCMPQ CX, $%d", unroll)
+	p("\tJGE loop4")
+	p("tail:")
+	p("\tTESTQ CX, CX")
+	p("\tJEQ store")
+	p("loop1:")
+	step(0)
+	adv(4)
+	p("\tADDQ $%d, DI", nr*4)
+	p("\tDECQ CX")
+	p("\tJNE loop1")
+	p("store:")
+	zero := breg(0)
+	p("\t%s %s, %s, %s", xor, zero, zero, zero)
+	p("\tTESTQ AX, AX")
+	p("\tJNE storerelu")
+	store := func(relu bool) {
+		for i := 0; i < mr; i++ {
+			for v := 0; v < vecs; v++ {
+				p("\tVADDPS %d(DX), %s, %s", v*vbytes, accReg(i, v), accReg(i, v))
+				if relu {
+					p("\tVMAXPS %s, %s, %s", zero, accReg(i, v), accReg(i, v))
+				}
+				p("\tVMOVUPS %s, %d(DX)", accReg(i, v), v*vbytes)
+			}
+			if i < mr-1 {
+				p("\tADDQ R8, DX")
+			}
+		}
+		p("\tVZEROUPPER")
+		p("\tRET")
+	}
+	store(false)
+	p("storerelu:")
+	store(true)
 }

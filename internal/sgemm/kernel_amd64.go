@@ -12,9 +12,9 @@ var kern = selectKernel(cpu.X86.HasAVX512F, cpu.X86.HasAVX2 && cpu.X86.HasFMA)
 func selectKernel(avx512, avx2 bool) kernelSpec {
 	switch {
 	case avx512:
-		return kernelSpec{name: "avx512", mr: 12, nr: 32, run: runAVX512}
+		return kernelSpec{name: "avx512", mr: 12, nr: 32, run: runAVX512, runS: runSAVX512}
 	case avx2:
-		return kernelSpec{name: "avx2", mr: 6, nr: 16, run: runAVX2}
+		return kernelSpec{name: "avx2", mr: 6, nr: 16, run: runAVX2, runS: runSAVX2}
 	}
 	return genericKernel
 }
@@ -29,6 +29,44 @@ func kern12x32AVX512(k int, a, b, c *float32, ldc int)
 //
 //go:noescape
 func kern6x16AVX2(k int, a, b, c *float32, ldc int)
+
+// kernS12x32AVX512 computes C[0:12, 0:32] += A*B with A unpacked (row i at
+// a + i*lda), B a packed 32-column panel; relu != 0 stores max(C, 0).
+//
+//go:noescape
+func kernS12x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+// kernS6x16AVX2 is kernS12x32AVX512 for a 6 x 16 tile.
+//
+//go:noescape
+func kernS6x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func runSAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[11*lda+k-1]
+	_ = b[32*k-1]
+	_ = c[11*ldc+31]
+	kernS12x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
+
+func runSAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[5*lda+k-1]
+	_ = b[16*k-1]
+	_ = c[5*ldc+15]
+	kernS6x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
 
 func runAVX512(k int, a, b []float32, c []float32, ldc int) {
 	if k == 0 {

@@ -43,6 +43,9 @@ type kernelSpec struct {
 	// (a[p*mr+i]), b a packed nr-column panel (b[p*nr+j]), over k steps,
 	// and c points at C[0,0] with row stride ldc.
 	run func(k int, a, b []float32, c []float32, ldc int)
+	// runS is run with A unpacked: row i of the tile at a[i*lda:]; with
+	// relu it stores max(C + A*B, 0).
+	runS func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
 }
 
 // Kernel returns the name of the micro-kernel in use ("avx512", "avx2" or
@@ -53,9 +56,16 @@ func Kernel() (name string, mr, nr int) {
 
 func mcBlock() int { return mcMul * kern.mr }
 
+// Largest tile of any kernel: workspaces are sized for it, so that they stay
+// valid whichever kernel runs (tests switch kernels).
+const (
+	maxMR = 12
+	maxNR = 32
+)
+
 // WorkSize is the number of float32s of workspace GemmPacked needs (one packed
 // block of A plus a scratch tile).
-func WorkSize() int { return mcBlock()*kcBlock + kern.mr*kern.nr }
+func WorkSize() int { return mcMul*maxMR*kcBlock + maxMR*maxNR }
 
 // PackedB is a k x n matrix B packed for the active micro-kernel. It is
 // read-only after NewPackedB and safe for concurrent use.
@@ -244,6 +254,16 @@ func checkMat(name string, trans bool, rows, cols int, x []float32, ld int) {
 // input serve as its own im2col matrix. work must have at least WorkSize()
 // elements; GemmPacked then allocates nothing.
 func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
+	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, false)
+}
+
+// GemmPackedReLU is GemmPacked followed by C = max(C, 0), fused into the
+// micro-kernel's final store.
+func GemmPackedReLU(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
+	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, true)
+}
+
+func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32, relu bool) {
 	k, n := b.k, b.n
 	checkMatOverlap("A", transA, m, k, a, lda)
 	checkMat("C", false, m, n, c, ldc)
@@ -255,11 +275,23 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	}
 	scaleC(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 {
+		if relu {
+			reluC(m, n, c, ldc)
+		}
 		return
 	}
 	mc := mcBlock()
 	apack := work[:mc*kcBlock]
-	tile := work[mc*kcBlock : mc*kcBlock+kern.mr*kern.nr]
+	tile := work[mcMul*maxMR*kcBlock : mcMul*maxMR*kcBlock+kern.mr*kern.nr]
+	if !transA && alpha == 1 {
+		// A read in place by the strided kernel: no packing.
+		for pc := 0; pc < k; pc += kcBlock {
+			kb := min(kcBlock, k-pc)
+			macroStrided(m, n, kb, a[pc:], lda, func(jp int) []float32 { return b.panel(pc, kb, jp) },
+				c, ldc, tile, apack, relu && pc+kb == k)
+		}
+		return
+	}
 	for pc := 0; pc < k; pc += kcBlock {
 		kb := min(kcBlock, k-pc)
 		bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
@@ -267,6 +299,67 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 			mb := min(mc, m-ic)
 			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack)
 			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile)
+		}
+	}
+	if relu {
+		reluC(m, n, c, ldc)
+	}
+}
+
+// reluC sets C = max(C, 0).
+func reluC(m, n int, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		for j, v := range row {
+			if v < 0 {
+				row[j] = 0
+			}
+		}
+	}
+}
+
+// macroStrided multiplies A (m x kb, row i at a[i*lda:], unpacked) by a
+// packed B block (kb x n) and adds into C; with relu the final values are
+// clamped at 0. Edge tiles go through tile (mr*nr) and, for the last rows,
+// a zero-padded copy of A in abuf (at least mr*kb).
+func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []float32, c []float32, ldc int, tile, abuf []float32, relu bool) {
+	mr, nr := kern.mr, kern.nr
+	for jp := 0; jp*nr < n; jp++ {
+		bp := bpanel(jp)
+		j0 := jp * nr
+		w := min(nr, n-j0)
+		for i0 := 0; i0 < m; i0 += mr {
+			h := min(mr, m-i0)
+			if h == mr && w == nr {
+				kern.runS(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+				continue
+			}
+			ap, ld := a[i0*lda:], lda
+			if h < mr {
+				// Copy the last rows, zero-padded to mr, row-major.
+				for i := 0; i < mr; i++ {
+					dst := abuf[i*kb : (i+1)*kb]
+					if i < h {
+						copy(dst, a[(i0+i)*lda:(i0+i)*lda+kb])
+					} else {
+						clear(dst)
+					}
+				}
+				ap, ld = abuf, kb
+			}
+			clear(tile)
+			kern.runS(kb, ap, ld, bp, tile, nr, false)
+			for i := 0; i < h; i++ {
+				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
+				src := tile[i*nr : i*nr+w]
+				for j, v := range src {
+					v += dst[j]
+					if relu && v < 0 {
+						v = 0
+					}
+					dst[j] = v
+				}
+			}
 		}
 	}
 }
@@ -300,13 +393,13 @@ var pool = sync.Pool{New: func() any {
 
 // GemmWorkSize is the number of float32s of workspace GemmWork needs.
 func GemmWorkSize() int {
-	return mcBlock()*kcBlock + kcBlock*((ncBlock+kern.nr-1)/kern.nr)*kern.nr + kern.mr*kern.nr
+	return mcMul*maxMR*kcBlock + kcBlock*(ncBlock+maxNR) + maxMR*maxNR
 }
 
 func splitWork(w []float32) *buffers {
-	na := mcBlock() * kcBlock
-	nb := kcBlock * ((ncBlock + kern.nr - 1) / kern.nr) * kern.nr
-	return &buffers{a: w[:na], b: w[na : na+nb], tile: w[na+nb : na+nb+kern.mr*kern.nr]}
+	na := mcMul * maxMR * kcBlock
+	nb := kcBlock * (ncBlock + maxNR)
+	return &buffers{a: w[:na], b: w[na : na+nb], tile: w[na+nb : na+nb+maxMR*maxNR]}
 }
 
 // GemmWork is Gemm with caller-provided packing space (at least

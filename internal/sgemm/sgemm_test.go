@@ -140,6 +140,25 @@ func TestGemmPackedOverlappingRows(t *testing.T) {
 	}
 }
 
+func TestGemmPackedReLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range []shape{{30, 70, 600}, {12, 32, 4}, {5, 3, 2}, {7, 9, 0}} {
+		for _, alpha := range []float32{1, -0.5} {
+			a := randSlice(rng, s.m*s.k+1)
+			b := randSlice(rng, s.k*s.n+1)
+			c := randSlice(rng, s.m*s.n)
+			want := naive(false, false, s.m, s.n, s.k, alpha, a, s.k, b, s.n, 0.5, c, s.n)
+			for i := range want {
+				want[i] = max(want[i], 0)
+			}
+			GemmPackedReLU(false, s.m, alpha, a, s.k, NewPackedB(false, s.k, s.n, b, s.n), 0.5, c, s.n, make([]float32, WorkSize()))
+			if err := compare(c, want, tol(s.k)); err != nil {
+				t.Errorf("m=%d n=%d k=%d alpha=%v: %v", s.m, s.n, s.k, alpha, err)
+			}
+		}
+	}
+}
+
 func TestKernelsAgree(t *testing.T) {
 	// Every kernel this CPU can run must match the generic one.
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -151,9 +170,18 @@ func TestKernelsAgree(t *testing.T) {
 		b := randSlice(rng, 53*41)
 		c := randSlice(rng, 37*41)
 		want := naive(false, false, 37, 41, 53, 1, a, 53, b, 41, 1, c, 41)
+		c2 := append([]float32(nil), c...)
 		Gemm(false, false, 37, 41, 53, 1, a, 53, b, 41, 1, c, 41)
 		if err := compare(c, want, tol(53)); err != nil {
 			t.Errorf("kernel %s: %v", spec.name, err)
+		}
+		// Strided (unpacked A) kernel with the fused ReLU.
+		GemmPackedReLU(false, 37, 1, a, 53, NewPackedB(false, 53, 41, b, 41), 1, c2, 41, make([]float32, WorkSize()))
+		for i := range want {
+			want[i] = max(want[i], 0)
+		}
+		if err := compare(c2, want, tol(53)); err != nil {
+			t.Errorf("kernel %s, strided ReLU: %v", spec.name, err)
 		}
 	}
 }

@@ -287,12 +287,17 @@ func newConv(w *model.Weights, name, bn string, stride int) conv {
 }
 
 // apply computes lOut output positions from the padded input in (row 0 is
-// the first padding row) into out (lOut x cout, row stride cout).
-func (c *conv) apply(in []float32, lOut int, out []float32, work []float32) {
+// the first padding row) into out (lOut x cout, row stride cout), followed
+// by ReLU (fused into the GEMM's final store) when relu is set.
+func (c *conv) apply(in []float32, lOut int, out []float32, relu bool, work []float32) {
 	for l := 0; l < lOut; l++ {
 		copy(out[l*c.cout:(l+1)*c.cout], c.bias)
 	}
-	sgemm.GemmPacked(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
+	if relu {
+		sgemm.GemmPackedReLU(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
+	} else {
+		sgemm.GemmPacked(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
+	}
 }
 
 // linear is y = x W + b with W [in, out].

@@ -220,3 +220,30 @@ func TestEngineErrors(t *testing.T) {
 		t.Error("New with an invalid checkpoint (no time base) succeeded")
 	}
 }
+
+func TestExpf(t *testing.T) {
+	var worst float64
+	for x := float32(-90); x <= 90; x += 0.0137 {
+		want := math.Exp(float64(x))
+		got := float64(expf(x))
+		if want > math.MaxFloat32 {
+			if !math.IsInf(got, 1) {
+				t.Fatalf("expf(%v) = %v, want +Inf", x, got)
+			}
+			continue
+		}
+		if want < 1e-37 {
+			if math.Abs(got-want) > 1e-44 {
+				t.Fatalf("expf(%v) = %v, want %v", x, got, want)
+			}
+			continue
+		}
+		worst = math.Max(worst, math.Abs(got-want)/want)
+	}
+	if worst > 3e-7 {
+		t.Errorf("expf worst relative error %g > 3e-7", worst)
+	}
+	if v := expf(float32(math.NaN())); v == v {
+		t.Errorf("expf(NaN) = %v", v)
+	}
+}

@@ -30,12 +30,10 @@ func (n *network) forward(wk *worker, window []float32, cell int, logits []float
 	// conv1 (k21, stride 2) + bn1 + ReLU: [1024, 5] -> [512, 16], written
 	// inside conv2's zero padding.
 	c1 := wk.c1[n.conv2.pad*c.StemCh:]
-	n.conv1.apply(wk.in, n.stemLen, c1, wk.work)
-	relu(c1[:n.stemLen*c.StemCh])
+	n.conv1.apply(wk.in, n.stemLen, c1, true, wk.work)
 
 	// conv2 (k21, stride 1) + bn2 + ReLU: [512, 16] -> [512, 16].
-	n.conv2.apply(wk.c1, n.stemLen, wk.c2, wk.work)
-	relu(wk.c2)
+	n.conv2.apply(wk.c1, n.stemLen, wk.c2, true, wk.work)
 
 	// 4 bottleneck blocks: [512, 16] -> [256, 64] -> [128, 64] -> [64, 64]
 	// -> [64, 64].
@@ -82,15 +80,13 @@ func (b *block) forward(wk *worker, buf *blockBuf, x []float32) []float32 {
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
 	// zero padding.
 	h1 := buf.h1[b.conv2.pad*b.mid:]
-	b.conv1.apply(x, b.lIn, h1, wk.work)
-	relu(h1[:b.lIn*b.mid])
+	b.conv1.apply(x, b.lIn, h1, true, wk.work)
 
 	// conv2 (k7, stride s) + bn2 + ReLU: [lIn, mid] -> [lOut, mid].
-	b.conv2.apply(buf.h1, b.lOut, buf.h2, wk.work)
-	relu(buf.h2)
+	b.conv2.apply(buf.h1, b.lOut, buf.h2, true, wk.work)
 
 	// conv3 (1x1) + bn3: [lOut, mid] -> [lOut, out].
-	b.conv3.apply(buf.h2, b.lOut, buf.h3, wk.work)
+	b.conv3.apply(buf.h2, b.lOut, buf.h3, false, wk.work)
 
 	// Squeeze-excite (Hu et al., 2018): gate each channel by
 	// sigmoid(fc2(relu(fc1(mean over positions)))).
@@ -116,7 +112,7 @@ func (b *block) forward(wk *worker, buf *blockBuf, x []float32) []float32 {
 	// Shortcut: 1x1 conv (stride s) + bn when the shape changes, else x.
 	sc := x
 	if b.shortcut != nil {
-		b.shortcut.apply(x, b.lOut, buf.sc, wk.work)
+		b.shortcut.apply(x, b.lOut, buf.sc, false, wk.work)
 		sc = buf.sc
 	}
 
@@ -128,7 +124,10 @@ func (b *block) forward(wk *worker, buf *blockBuf, x []float32) []float32 {
 		s := sc[l*b.out : (l+1)*b.out]
 		for ch := range o {
 			v := h3[ch]*wk.seGate[ch] + s[ch]
-			o[ch] = max(v, 0)
+			if v < 0 {
+				v = 0
+			}
+			o[ch] = v
 		}
 	}
 	return out
@@ -231,7 +230,9 @@ func layerNorm(x, y, w, b []float32) {
 
 func relu(x []float32) {
 	for i, v := range x {
-		x[i] = max(v, 0)
+		if v < 0 {
+			x[i] = 0
+		}
 	}
 }
 
@@ -249,5 +250,29 @@ func geluTanh(x []float32) {
 	}
 }
 
-// expf is exp for float32 arguments.
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+// expf is exp for float32 arguments, accurate to about 1 ulp: x = n ln2 + r
+// with |r| <= ln2/2 (Cody-Waite split of ln2), e^r from its degree-7 Taylor
+// polynomial (truncation error below 1e-8 relative), 2^n put into the
+// exponent bits. Arguments outside [-87, 88] (overflow, subnormal results,
+// NaN) take math.Exp.
+func expf(x float32) float32 {
+	if !(x >= -87 && x <= 88) {
+		return float32(math.Exp(float64(x)))
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	y := x * log2e
+	var n int32
+	if y >= 0 {
+		n = int32(y + 0.5)
+	} else {
+		n = int32(y - 0.5)
+	}
+	fn := float32(n)
+	r := x - fn*ln2hi - fn*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	return p * math.Float32frombits(uint32(n+127)<<23)
+}
