@@ -121,3 +121,11 @@ func TestDrawCellRanges(t *testing.T) {
 		t.Error("different seeds drew the same bias")
 	}
 }
+
+func TestSurvive(t *testing.T) {
+	for _, l := range []float64{0, 1e-9, 1e-5, 1e-3, 0.0199999, 0.02, 0.5, 3, 50} {
+		if got, want := survive(l), math.Exp(-l); math.Abs(got-want) > 1e-15 {
+			t.Errorf("survive(%g) = %.17g, exp(-l) = %.17g", l, got, want)
+		}
+	}
+}

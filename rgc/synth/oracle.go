@@ -21,9 +21,11 @@ type Oracle struct {
 	fr      *frames
 	cells   []*cellModel
 	byID    map[int]int
-	lengths []FrameLength // positive-probability lengths, ascending
-	tail    []float64     // tail[x] = P(length >= x), x = 0..maxLen+1
-	maxNew  int           // most new frames that can affect the horizon
+	lengths []FrameLength               // positive-probability lengths, ascending
+	tail    []float64                   // tail[x] = P(length >= x), x = 0..maxLen+1
+	maxNew  int                         // most new frames that can affect the horizon
+	ahead   int                         // look-ahead: frames starting up to t+ahead are known
+	stim    [rgc.StimChannels][]float32 // the model's binned stimulus, for checks
 
 	// Scratch, reused across calls.
 	lam   [][]float64 // per tree depth: lambda of bins t+1..t+Horizon
@@ -44,6 +46,7 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 		return nil, fmt.Errorf("synth oracle: %w", err)
 	}
 	o := &Oracle{fr: fr, byID: map[int]int{}}
+	o.stim = rgc.BinStimulus(raw.Pattern, raw.Triggers, raw.NumSamples)
 	for _, l := range tr.FrameLengths {
 		if l.Prob > 0 {
 			o.lengths = append(o.lengths, l)
@@ -96,6 +99,30 @@ func (o *Oracle) alloc() {
 	o.probs = make([]float64, rgc.NumClasses)
 	o.spk = make([]int32, 0, rgc.WindowBins)
 }
+
+// stimTolerance is how far a window's stimulus may differ from the
+// recording's binned stimulus before Predict reports a mismatch.
+const stimTolerance = 1e-3
+
+// SetLookahead makes the oracle also know every stimulus frame that starts
+// up to bins bins after the window's end (0, the default, is the
+// specification's oracle: stimulus known up to t). The model's input rows
+// come from rgc.BinStimulus, a zero-phase low-pass filter reaching
+// rgc.StimFilterHalfTaps/rgc.Decimation = 16 bins ahead, so a window ending
+// at t carries some information about frames starting up to t+16; the oracle
+// with that look-ahead bounds from below the NLL any model of the window can
+// reach.
+func (o *Oracle) SetLookahead(bins int) error {
+	if bins < 0 || bins > rgc.Horizon {
+		return fmt.Errorf("synth oracle: look-ahead %d bins, want 0..%d", bins, rgc.Horizon)
+	}
+	o.ahead = bins
+	return nil
+}
+
+// ModelLookahead is the look-ahead of the model's binned stimulus in bins:
+// the half-length of rgc.BinStimulus's filter.
+const ModelLookahead = rgc.StimFilterHalfTaps / rgc.Decimation
 
 // Clone returns an oracle sharing o's read-only tables with its own
 // scratch, for use from another goroutine.
@@ -152,7 +179,16 @@ func (o *Oracle) Predict(b *rgc.Batch, out []float32) error {
 			return fmt.Errorf("synth oracle: window %d: unknown cell (cluster id %d)", i, b.Cells[i])
 		}
 		t := b.Ends[i]
-		row := b.Inputs[i*rgc.WindowLen+rgc.SpikeRow*rgc.WindowBins:][:rgc.WindowBins]
+		win := b.Inputs[i*rgc.WindowLen:][:rgc.WindowLen]
+		if t >= 0 && t < len(o.stim[0]) {
+			for c := range o.stim {
+				got, want := win[c*rgc.WindowBins+rgc.WindowBins-1], o.stim[c][t]
+				if math.Abs(float64(got-want)) > stimTolerance {
+					return fmt.Errorf("synth oracle: window %d (cluster %d): LED %d reads %g at its last bin but the recording has %g at end bin %d: the window's stimulus does not come from this recording at b.Ends", i, b.Cells[i], c, got, want, t)
+				}
+			}
+		}
+		row := win[rgc.SpikeRow*rgc.WindowBins:][:rgc.WindowBins]
 		o.spk = o.spk[:0]
 		first := max(0, rgc.WindowBins-len(o.cells[ci].hist))
 		for j := first; j < rgc.WindowBins; j++ {
@@ -199,13 +235,14 @@ func (o *Oracle) probsAt(ci, t int, spikes []int32) error {
 	if t < 0 || t >= fr.end() {
 		return fmt.Errorf("end bin %d outside the recording's stimulus [0, %d)", t, fr.end())
 	}
-	f := fr.frameAt(t)
+	known := min(t+o.ahead, fr.end()-1) // last bin whose frame is known
+	f := fr.frameAt(known)
 	if f < 0 {
 		return fmt.Errorf("end bin %d is before the first stimulus frame (bin %d)", t, fr.start[0])
 	}
 	m := o.cells[ci]
 	e0 := fr.start[f]
-	age := t - e0 + 1 // the current frame lasts at least this long
+	age := known - e0 + 1 // the current frame lasts at least this long
 	if age >= len(o.tail) || o.tail[age] <= 0 {
 		return fmt.Errorf("the frame covering it started %d bins earlier, longer than any frame length of the truth", age-1)
 	}
@@ -250,7 +287,7 @@ func (o *Oracle) node(m *cellModel, t, depth, from int, s, w float64, e, p, minL
 	wz := w / o.tail[minLen] // weight per unit of unconditional length probability
 	for i := from; i < rgc.Horizon; i++ {
 		surv[i] = s
-		q := math.Exp(-lam[i])
+		q := survive(lam[i])
 		// The next frame changes bin u = t+1+i only when
 		// e + L + latency <= u, i.e. L <= u-e-latency.
 		if stay := o.tailFrom(t+1+i-e-m.latency+1, minLen); stay != 0 {
@@ -292,4 +329,19 @@ func (o *Oracle) tailFrom(x, minLen int) float64 {
 		return 0
 	}
 	return o.tail[x]
+}
+
+// survive returns exp(-lambda), the probability of no spike in a bin of
+// intensity lambda. Below lambda = 0.02 (20 Hz), where almost every bin of
+// the drawn cells lies, it sums the Taylor series of 1 - exp(-lambda) to
+// the sixth power: the truncation error is below lambda^7/7! < 3e-16, under
+// the rounding error of math.Exp, and the polynomial is several times
+// cheaper.
+func survive(lambda float64) float64 {
+	if lambda < 0.02 {
+		l := lambda
+		p := l * (1 - l/2*(1-l/3*(1-l/4*(1-l/5*(1-l/6)))))
+		return 1 - p
+	}
+	return math.Exp(-lambda)
 }

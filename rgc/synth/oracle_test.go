@@ -38,6 +38,7 @@ type mcSim struct {
 	p      *CellParams
 	dist   []FrameLength
 	t      int
+	known  int     // frames starting up to this bin are known
 	spikes []int32 // spikes the history filter reaches
 	cum    [rgc.StimChannels][]float64
 	base   []float64 // bias + drive of frames that ended by t, per horizon bin
@@ -50,8 +51,8 @@ type frame struct {
 	pat  uint8
 }
 
-func newMCSim(p *CellParams, f *frames, dist []FrameLength, t int, spikes []int32) *mcSim {
-	m := &mcSim{p: p, dist: dist, t: t, spikes: spikes, base: make([]float64, rgc.Horizon)}
+func newMCSim(p *CellParams, f *frames, dist []FrameLength, t, known int, spikes []int32) *mcSim {
+	m := &mcSim{p: p, dist: dist, t: t, known: known, spikes: spikes, base: make([]float64, rgc.Horizon)}
 	for c := range m.cum {
 		s := 0.0
 		for _, k := range p.StimFilter[c] {
@@ -59,7 +60,7 @@ func newMCSim(p *CellParams, f *frames, dist []FrameLength, t int, spikes []int3
 			m.cum[c] = append(m.cum[c], s)
 		}
 	}
-	ci := f.frameAt(t)
+	ci := f.frameAt(known)
 	m.cur = frame{f.start[ci], -1, f.pat[ci]}
 	for i := range m.base {
 		u := t + 1 + i
@@ -115,7 +116,7 @@ func (m *mcSim) drawLength(r *rand.Rand, minLen int) int {
 func (m *mcSim) draw(r *rand.Rand) int {
 	t := m.t
 	cur := m.cur
-	cur.b = cur.a + m.drawLength(r, t-cur.a+1)
+	cur.b = cur.a + m.drawLength(r, m.known-cur.a+1)
 	m.fs = append(m.fs[:0], cur)
 	for m.fs[len(m.fs)-1].b <= t+rgc.Horizon {
 		a := m.fs[len(m.fs)-1].b
@@ -177,15 +178,17 @@ func TestOracleMatchesMonteCarlo(t *testing.T) {
 	cases := []struct {
 		name  string
 		cfg   Config
-		cell int
+		cell  int
+		ahead int // look-ahead of the oracle
 	}{
 		// Drawn cells with default frames (one new frame can matter), their
 		// rate raised about 12-fold so that 20,000 draws fill many classes.
-		{"drawn cell 0, rate raised", Config{Cells: 2, Minutes: 1, Seed: 21, Params: raised(21, 2, 2.5)}, 0},
-		{"drawn cell 1, rate raised", Config{Cells: 2, Minutes: 1, Seed: 21, Params: raised(21, 2, 2.5)}, 1},
+		{"drawn cell 0, rate raised", Config{Cells: 2, Minutes: 1, Seed: 21, Params: raised(21, 2, 2.5)}, 0, 0},
+		{"drawn cell 1, rate raised", Config{Cells: 2, Minutes: 1, Seed: 21, Params: raised(21, 2, 2.5)}, 1, 0},
+		{"drawn cell 1, look-ahead 16 bins", Config{Cells: 2, Minutes: 1, Seed: 21, Params: raised(21, 2, 2.5)}, 1, ModelLookahead},
 		// A fast cell with latency 2 and short frames: three new frames can
 		// matter, so the tree is three levels deep.
-		{"short latency, three future frames", Config{Cells: 1, Minutes: 0.5, Seed: 5, FrameLengths: short, Params: []CellParams{shortCell(0, 2, 12)}}, 0},
+		{"short latency, three future frames", Config{Cells: 1, Minutes: 0.5, Seed: 5, FrameLengths: short, Params: []CellParams{shortCell(0, 2, 12)}}, 0, 0},
 	}
 	rejectedWrong := 0
 	crit := func(df int) float64 {
@@ -197,6 +200,9 @@ func TestOracleMatchesMonteCarlo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, tr, rec, o := generate(t, tc.cfg)
+			if err := o.SetLookahead(tc.ahead); err != nil {
+				t.Fatal(err)
+			}
 			r := rand.New(rand.NewPCG(99, uint64(tc.cell)))
 			rejectedBefore := rejectedWrong
 			p := &tr.Cells[tc.cell]
@@ -251,7 +257,7 @@ func TestOracleMatchesMonteCarlo(t *testing.T) {
 					t.Fatalf("t=%d: probabilities sum to %.15f", end, sum)
 				}
 				obs := make([]int, rgc.NumClasses)
-				sim := newMCSim(p, o.fr, tr.FrameLengths, end, hist)
+				sim := newMCSim(p, o.fr, tr.FrameLengths, end, end+tc.ahead, hist)
 				for d := 0; d < draws; d++ {
 					obs[sim.draw(r)]++
 				}
