@@ -51,6 +51,7 @@ type options struct {
 	embedded  bool
 	ckpt      string
 	threads   int
+	oracle    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -73,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.embedded, "embedded", false, "start an in-process predictord (serving --ckpt) on an embedded NATS server instead of connecting to --nats-url")
 	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat.ckpt", "checkpoint the --embedded daemon serves")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
+	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -89,6 +91,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.seconds < 0 {
 		return nil, fmt.Errorf("--seconds %v must not be negative", o.seconds)
+	}
+	if o.oracle && !o.embedded {
+		return nil, errors.New("--oracle needs --embedded (the oracle runs in the in-process daemon)")
 	}
 	if o.threads < 1 {
 		return nil, fmt.Errorf("--threads %d: want at least 1", o.threads)
@@ -150,9 +155,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return replayWith(ctx, o, stdout, stderr, func(path string, maxBatch int) (*service.Model, error) {
+	load := func(path string, maxBatch int) (*service.Model, error) {
 		return bench.LoadEngine(path, maxBatch, o.threads)
-	})
+	}
+	if o.oracle {
+		o.ckpt = "oracle of " + o.data
+		load = func(string, int) (*service.Model, error) { return oracleModel(o.data) }
+	}
+	return replayWith(ctx, o, stdout, stderr, load)
 }
 
 // replayWith runs a replay; load loads the model of an --embedded daemon.
