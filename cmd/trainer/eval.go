@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -104,7 +105,7 @@ func runEval(ctx context.Context, args []string) error {
 	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality or all")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	batch := fs.Int("batch", 64, "windows per predictor call")
-	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 200000 windows")
+	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
 	fs.Usage = func() {
@@ -265,6 +266,9 @@ func openCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, 
 	if len(missing) > 0 {
 		return nil, nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))
 	}
+	if threads < 1 {
+		threads = runtime.NumCPU()
+	}
 	e, err := engine.New(ck, batch, threads)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
@@ -319,13 +323,16 @@ func evalModel(ctx context.Context, rec *rgc.Recording, sp evalSpec, cells []int
 }
 
 // autoStride is the default NLL stride: every window for input-free
-// predictors, else the smallest stride that keeps the windows at 200000.
+// predictors, else the smallest stride that keeps the windows at 60000,
+// about as many as a rollout of the shipped recording's test split predicts,
+// so a neural model's NLL costs no more than its rollout. Window ends taken
+// at a fixed stride give an unbiased estimate of the mean over all windows.
 func autoStride(rec *rgc.Recording, split rgc.Split, ncells int, p rgc.Predictor) int {
 	if f, ok := p.(rollout.InputFree); ok && f.InputFree() {
 		return 1
 	}
 	_, _, n := rec.WindowRange(split)
-	const maxWindows = 200000
+	const maxWindows = 60000
 	return max(1, (n*ncells+maxWindows-1)/maxWindows)
 }
 
