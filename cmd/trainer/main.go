@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"train":   {"train a model (AdamW, one-cycle, early stopping, resumable)", runTrain},
 		"lr-find": {"learning-rate range test: loss against rate, proposed rate", runLRFind},
 		"model":   {"print a configuration's parameter counts", runModel},
+		"synth":   {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
 	}
 }
 

@@ -88,8 +88,8 @@ func TestDrawCellRanges(t *testing.T) {
 		if m.latency < MinLatencyBins {
 			t.Errorf("cell %d: latency %d bins, want >= %d", i, m.latency, MinLatencyBins)
 		}
-		if c.NominalRateHz < 0.8 || c.NominalRateHz > 8 {
-			t.Errorf("cell %d: nominal rate %g Hz outside [0.8, 8]", i, c.NominalRateHz)
+		if c.NominalRateHz < 1 || c.NominalRateHz > 14 {
+			t.Errorf("cell %d: nominal rate %g Hz outside [1, 14]", i, c.NominalRateHz)
 		}
 		// Most of the filter's absolute weight lies 40-300 ms back.
 		in, all := 0.0, 0.0

@@ -266,9 +266,9 @@ func DrawCell(seed uint64, index, clusterID int) CellParams {
 		}
 	}
 
-	// Baseline: log-uniform nominal rate 0.8-8 Hz, corrected for the mean
+	// Baseline: log-uniform nominal rate 1-14 Hz, corrected for the mean
 	// of exp(drive) of a roughly Gaussian drive.
-	c.NominalRateHz = math.Exp(uniform(r, math.Log(0.8), math.Log(8)))
+	c.NominalRateHz = math.Exp(uniform(r, math.Log(1), math.Log(14)))
 	c.Bias = math.Log(c.NominalRateHz/rgc.BinRateHz) - sigma*sigma/2
 
 	// History: refractory dip, bursting bump, slow adaptation.
