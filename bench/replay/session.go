@@ -53,6 +53,9 @@ type Result struct {
 	// predicted spikes of Cells[i] inside [First+1, To), ascending.
 	Cells  []int
 	Spikes [][]int
+	// LateBins[i] holds the bins of Cells[i]'s predicted spikes that arrived
+	// after their bin was due (a subset of Spikes[i]; paced replays only).
+	LateBins [][]int
 	// Decisions is the number of decisions received for the replayed cells
 	// (spikes and silences); Windows[i] those of cell i.
 	Decisions int64
@@ -93,6 +96,7 @@ type cellState struct {
 	idx     int
 	next    int64
 	spikes  []int
+	late    []int
 	windows int
 }
 
@@ -162,10 +166,11 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		notify: make(chan struct{}, 1),
 		res: &Result{
 			First: cfg.From + rgc.WindowBins - 1, To: cfg.To,
-			Cells:   slices.Clone(cfg.Cells),
-			Spikes:  make([][]int, len(cfg.Cells)),
-			Windows: make([]int, len(cfg.Cells)),
-			Speed:   cfg.Speed,
+			Cells:    slices.Clone(cfg.Cells),
+			Spikes:   make([][]int, len(cfg.Cells)),
+			LateBins: make([][]int, len(cfg.Cells)),
+			Windows:  make([]int, len(cfg.Cells)),
+			Speed:    cfg.Speed,
 		},
 	}
 	hist := make([]stream.History, len(cfg.Cells))
@@ -456,7 +461,9 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 		if x.Kind == stream.KindSpike && x.Bin <= s.last {
 			c.spikes = append(c.spikes, int(x.Bin))
 			if s.late != nil {
-				s.late.Spike(x.Bin-s.first, s.t0.Add(rx))
+				if late, _ := s.late.Spike(x.Bin-s.first, s.t0.Add(rx)); late {
+					c.late = append(c.late, int(x.Bin))
+				}
 			}
 		}
 	}
@@ -473,6 +480,7 @@ func (s *session) finish() *Result {
 	r := s.res
 	for _, c := range s.cells {
 		r.Spikes[c.idx] = c.spikes
+		r.LateBins[c.idx] = c.late
 		r.Windows[c.idx] = c.windows
 		if c.next < s.last {
 			r.Missing++

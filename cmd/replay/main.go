@@ -220,13 +220,19 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 	if err != nil {
 		return err
 	}
-	ev, err := evaluate(rec, res, o.seed)
+	ev, err := evaluate(rec, res, res.Spikes, o.seed)
 	if err != nil {
 		return err
 	}
-	printReport(stdout, rec, o, res, ev)
+	var evOnTime *evaluation
+	if res.Late.Late > 0 {
+		if evOnTime, err = evaluate(rec, res, onTime(res), o.seed); err != nil {
+			return err
+		}
+	}
+	printReport(stdout, rec, o, res, ev, evOnTime)
 	if o.out != "" {
-		if err := writeOutputs(o, rec, res, ev); err != nil {
+		if err := writeOutputs(o, rec, res, ev, evOnTime); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s/predicted/cell_<id>.npy, %s/recorded/cell_<id>.npy and %s/summary.json\n", o.out, o.out, o.out)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 )
 
@@ -78,6 +79,25 @@ func TestStretchAndCells(t *testing.T) {
 	for _, bad := range []string{"x", "99999", "1,,2"} {
 		if _, err := selectCells(rec, bad); err == nil {
 			t.Errorf("--cells %q accepted", bad)
+		}
+	}
+}
+
+func TestOnTimeDropsLateSpikes(t *testing.T) {
+	res := &replay.Result{
+		Spikes:   [][]int{{10, 20, 30}, {5}, nil},
+		LateBins: [][]int{{20}, {5}, nil},
+	}
+	got := onTime(res)
+	want := [][]int{{10, 30}, nil, nil}
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			t.Fatalf("cell %d: %v, want %v", i, got[i], want[i])
+		}
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("cell %d: %v, want %v", i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@ type evaluation struct {
 // evaluate scores the predicted trains against the recorded ones over the
 // bins the offline rollout compares ([First+1, To)), with the evaluator's
 // metrics at the default 60 ms smoothing and its IQM bootstrap summaries.
-func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation, error) {
+func evaluate(rec *rgc.Recording, res *replay.Result, spikes [][]int, seed uint64) (*evaluation, error) {
 	// The same smoothing and bin length as `trainer eval`.
 	m, err := rollout.NewMetrics(rollout.DefaultSigmaMs, rgc.BinMs)
 	if err != nil {
@@ -49,7 +49,7 @@ func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation,
 	var vr, sc, pe []float64
 	for i, id := range res.Cells {
 		ci, _ := rec.CellIndex(id)
-		pred := replay.CountVector(res.Spikes[i], from, to)
+		pred := replay.CountVector(spikes[i], from, to)
 		recd := rec.Cells[ci].Counts(from, to)
 		s, err := m.Compare(pred, recd)
 		if err != nil {
@@ -59,7 +59,7 @@ func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation,
 		for _, c := range recd {
 			nrec += int(c)
 		}
-		ev.Cells = append(ev.Cells, cellScore{Cell: id, Windows: res.Windows[i], Predicted: len(res.Spikes[i]), Recorded: nrec, Scores: s, predicted: pred, recordedTrain: recd})
+		ev.Cells = append(ev.Cells, cellScore{Cell: id, Windows: res.Windows[i], Predicted: len(spikes[i]), Recorded: nrec, Scores: s, predicted: pred, recordedTrain: recd})
 		vr, sc, pe = append(vr, s.VanRossum), append(sc, s.Schreiber), append(pe, s.Pearson)
 	}
 	for _, x := range []struct {
@@ -76,8 +76,27 @@ func evaluate(rec *rgc.Recording, res *replay.Result, seed uint64) (*evaluation,
 	return ev, nil
 }
 
-// printReport prints the timing account and the metric table.
-func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev *evaluation) {
+// onTime returns each cell's predicted spikes without the late ones: the
+// train a device would have emitted, dropping spikes that came too late.
+func onTime(res *replay.Result) [][]int {
+	out := make([][]int, len(res.Spikes))
+	for i, sp := range res.Spikes {
+		late := make(map[int]bool, len(res.LateBins[i]))
+		for _, b := range res.LateBins[i] {
+			late[b] = true
+		}
+		for _, b := range sp {
+			if !late[b] {
+				out[i] = append(out[i], b)
+			}
+		}
+	}
+	return out
+}
+
+// printReport prints the timing account and the metric table; onTime, if
+// not nil, is the evaluation of the trains without late spikes.
+func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *evaluation) {
 	fmt.Fprintf(w, "frames sent         %d in %.2f s (%.0f frames/s)\n", res.Frames, res.Wall.Seconds(), float64(res.Frames)/max(res.Wall.Seconds(), 1e-9))
 	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, other cells %d, cells missing their last decision %d)\n",
 		res.Decisions, res.Stale, res.Skipped, res.Foreign, res.Missing)
@@ -92,23 +111,42 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 		fmt.Fprintf(w, "late spikes         n/a (not paced)\n")
 	}
 	fmt.Fprintln(w)
-	writeTable(w, rec.Name, o.split, "replay "+o.device, ev)
+	rows := []tableRow{{"replay " + o.device, ev}}
+	if onTime != nil {
+		rows = append(rows, tableRow{"replay " + o.device + " on time", onTime})
+	}
+	writeTable(w, rec.Name, o.split, rows)
+	if onTime != nil {
+		fmt.Fprintf(w, "\"on time\" drops the %d spikes that arrived after their bin was due, as a device would have.\n", res.Late.Late)
+	}
+}
+
+// tableRow is one model row of the table.
+type tableRow struct {
+	name string
+	ev   *evaluation
 }
 
 // writeTable prints the metric summaries in the layout of `trainer eval`'s
 // table: per metric the IQM over cells [95% bootstrap CI]. NLL is not an
 // autoregressive metric (it scores every window of the split with the
 // recorded history), so the replay leaves it out.
-func writeTable(w io.Writer, recName, split, name string, ev *evaluation) {
+func writeTable(w io.Writer, recName, split string, rows []tableRow) {
+	ev := rows[0].ev
 	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); IQM over cells [95%% bootstrap CI, %d resamples]\n",
 		recName, split, ev.From, ev.To, ev.SigmaMs, ev.TauBins, ev.Resamples)
-	nameW := max(len("model"), len(name))
-	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
-	fmt.Fprintf(w, "%-*s  %5d  %-26s", nameW, name, len(ev.Cells), "n/a")
-	for _, s := range []rollout.Summary{ev.VanRossum, ev.Schreiber, ev.Pearson} {
-		fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
+	nameW := len("model")
+	for _, r := range rows {
+		nameW = max(nameW, len(r.name))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s  %5d  %-26s", nameW, r.name, len(r.ev.Cells), "n/a")
+		for _, s := range []rollout.Summary{r.ev.VanRossum, r.ev.Schreiber, r.ev.Pearson} {
+			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // summary is the JSON written to --out.
@@ -120,9 +158,12 @@ type summary struct {
 	Speed     float64        `json:"speed"`
 	Result    *replay.Result `json:"result"`
 	Metrics   *evaluation    `json:"metrics"`
+	// OnTime scores the trains without late spikes (paced replays with
+	// late spikes only).
+	OnTime *evaluation `json:"metrics_on_time,omitempty"`
 }
 
-func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev *evaluation) error {
+func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev, onTime *evaluation) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
 	}
@@ -135,6 +176,6 @@ func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev *evalua
 		return err
 	}
 	return replay.WriteJSON(o.out+"/summary.json", summary{
-		Recording: rec.Name, Data: o.data, Split: o.split, Device: o.device, Speed: o.speed, Result: res, Metrics: ev,
+		Recording: rec.Name, Data: o.data, Split: o.split, Device: o.device, Speed: o.speed, Result: res, Metrics: ev, OnTime: onTime,
 	})
 }
