@@ -22,6 +22,10 @@ func main() {
 	gen(p, "kern6x16AVX2", "Y", 6, 2, 32, 16, 2, false)
 	genStrided(p, "kernS12x32AVX512", "Z", 12, 2, 64, 32, 6, true)
 	genStrided(p, "kernS6x16AVX2", "Y", 6, 2, 32, 16, 2, false)
+	// Edge kernels for the last rows (m not a multiple of mr).
+	genStrided(p, "kernS8x32AVX512", "Z", 8, 2, 64, 32, 6, true)
+	genStrided(p, "kernS4x32AVX512", "Z", 4, 2, 64, 32, 6, true)
+	genStrided(p, "kernS4x16AVX2", "Y", 4, 2, 32, 16, 2, false)
 	if err := os.WriteFile("kernel_amd64.s", []byte(s.String()), 0o644); err != nil {
 		panic(err)
 	}

@@ -12,9 +12,11 @@ var kern = selectKernel(cpu.X86.HasAVX512F, cpu.X86.HasAVX2 && cpu.X86.HasFMA)
 func selectKernel(avx512, avx2 bool) kernelSpec {
 	switch {
 	case avx512:
-		return kernelSpec{name: "avx512", mr: 12, nr: 32, run: runAVX512, runS: runSAVX512}
+		return kernelSpec{name: "avx512", mr: 12, nr: 32, run: runAVX512, runS: runSAVX512,
+			edges: []edgeKernel{{8, runS8AVX512}, {4, runS4AVX512}}}
 	case avx2:
-		return kernelSpec{name: "avx2", mr: 6, nr: 16, run: runAVX2, runS: runSAVX2}
+		return kernelSpec{name: "avx2", mr: 6, nr: 16, run: runAVX2, runS: runSAVX2,
+			edges: []edgeKernel{{4, runS4AVX2}}}
 	}
 	return genericKernel
 }
@@ -40,6 +42,51 @@ func kernS12x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu i
 //
 //go:noescape
 func kernS6x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+// kernS8x32AVX512 is kernS12x32AVX512 for an 8 x 32 tile.
+//
+//go:noescape
+func kernS8x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+// kernS4x32AVX512 is kernS12x32AVX512 for a 4 x 32 tile.
+//
+//go:noescape
+func kernS4x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+// kernS4x16AVX2 is kernS6x16AVX2 for a 4 x 16 tile.
+//
+//go:noescape
+func kernS4x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+func runS8AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[7*lda+k-1]
+	_ = b[32*k-1]
+	_ = c[7*ldc+31]
+	kernS8x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
+
+func runS4AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[3*lda+k-1]
+	_ = b[32*k-1]
+	_ = c[3*ldc+31]
+	kernS4x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
+
+func runS4AVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[3*lda+k-1]
+	_ = b[16*k-1]
+	_ = c[3*ldc+15]
+	kernS4x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
 
 func b2i(b bool) int {
 	if b {

@@ -46,6 +46,15 @@ type kernelSpec struct {
 	// runS is run with A unpacked: row i of the tile at a[i*lda:]; with
 	// relu it stores max(C + A*B, 0).
 	runS func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
+	// edges are strided kernels for fewer rows than mr (largest first),
+	// used for the last rows of C.
+	edges []edgeKernel
+}
+
+// edgeKernel is a strided micro-kernel for a rows x nr tile.
+type edgeKernel struct {
+	rows int
+	run  func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
 }
 
 // Kernel returns the name of the micro-kernel in use ("avx512", "avx2" or
@@ -328,11 +337,22 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 		bp := bpanel(jp)
 		j0 := jp * nr
 		w := min(nr, n-j0)
-		for i0 := 0; i0 < m; i0 += mr {
+	rows:
+		for i0 := 0; i0 < m; {
 			h := min(mr, m-i0)
-			if h == mr && w == nr {
-				kern.runS(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
-				continue
+			if w == nr {
+				if h == mr {
+					kern.runS(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+					i0 += mr
+					continue
+				}
+				for _, e := range kern.edges {
+					if h >= e.rows {
+						e.run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+						i0 += e.rows
+						continue rows
+					}
+				}
 			}
 			ap, ld := a[i0*lda:], lda
 			if h < mr {
@@ -360,6 +380,7 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 					dst[j] = v
 				}
 			}
+			i0 += h
 		}
 	}
 }
