@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -95,8 +96,21 @@ func (p *Publisher) sendControl(c *Control) error {
 	return nil
 }
 
-// Flush waits until the server has processed everything published so far.
+// DefaultTimeout bounds Flush and Status when ctx has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+func withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// Flush waits until the server has processed everything published so far
+// (at most DefaultTimeout when ctx has no deadline).
 func (p *Publisher) Flush(ctx context.Context) error {
+	ctx, cancel := withDeadline(ctx)
+	defer cancel()
 	if err := p.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("stream: flush %s: %w", p.device, err)
 	}
@@ -105,8 +119,11 @@ func (p *Publisher) Flush(ctx context.Context) error {
 
 // Status asks a daemon serving the device for its status. With no daemon
 // serving the device it returns an error wrapping nats.ErrNoResponders; with
-// several (shards) it returns the first answer.
+// several (shards) it returns the first answer. Without a deadline on ctx
+// it waits at most DefaultTimeout.
 func (p *Publisher) Status(ctx context.Context) (*Status, error) {
+	ctx, cancel := withDeadline(ctx)
+	defer cancel()
 	m, err := p.nc.RequestWithContext(ctx, StatusSubject(p.device), nil)
 	if err != nil {
 		return nil, fmt.Errorf("stream: status of %s: %w", p.device, err)

@@ -1,0 +1,112 @@
+package service
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// metrics are the service's Prometheus metrics (docs/protocol.md and the
+// README list them).
+type metrics struct {
+	framesIn      *prometheus.CounterVec
+	rejected      *prometheus.CounterVec
+	repaired      *prometheus.CounterVec
+	gapBins       *prometheus.CounterVec
+	restarts      *prometheus.CounterVec
+	resets        *prometheus.CounterVec
+	histories     *prometheus.CounterVec
+	predictions   *prometheus.CounterVec
+	spikes        *prometheus.CounterVec
+	misses        *prometheus.CounterVec
+	predictErrors *prometheus.CounterVec
+	publishErrors *prometheus.CounterVec
+	batch         *prometheus.HistogramVec
+	predictTime   *prometheus.HistogramVec
+	latency       *prometheus.HistogramVec
+	cells         *prometheus.GaugeVec
+	lag           *prometheus.GaugeVec
+	reloads       *prometheus.CounterVec
+	nats          *prometheus.CounterVec
+	ready         prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	dev := []string{"device"}
+	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "predictord", Name: name, Help: help}, labels)
+		reg.MustRegister(c)
+		return c
+	}
+	hv := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "predictord", Name: name, Help: help, Buckets: buckets}, dev)
+		reg.MustRegister(h)
+		return h
+	}
+	gv := func(name, help string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "predictord", Name: name, Help: help}, dev)
+		reg.MustRegister(g)
+		return g
+	}
+	m := &metrics{
+		framesIn:      cv("frames_total", "Stimulus frames received in valid messages.", "device"),
+		rejected:      cv("frames_rejected_total", "Messages, frames or histories rejected, by reason (docs/protocol.md).", "device", "reason"),
+		repaired:      cv("frames_repaired_total", "Frames kept after a repair, by reason (clamped).", "device", "reason"),
+		gapBins:       cv("gap_bins_total", "Missing bins filled by holding the last frame.", "device"),
+		restarts:      cv("stream_restarts_total", "Stream restarts after a gap longer than a window.", "device"),
+		resets:        cv("resets_total", "Reset control messages applied.", "device"),
+		histories:     cv("histories_total", "Initial spike histories accepted.", "device"),
+		predictions:   cv("predictions_total", "Windows predicted.", "device"),
+		spikes:        cv("spikes_total", "Spike decisions published.", "device"),
+		misses:        cv("deadline_misses_total", "Decisions skipped by the overload policy (cell stepped as no spike).", "device"),
+		predictErrors: cv("predict_errors_total", "Windows whose prediction failed (cell stepped as no spike).", "device"),
+		publishErrors: cv("publish_errors_total", "Decision messages that could not be published.", "device"),
+		batch:         hv("batch_size", "Windows per model call.", prometheus.ExponentialBuckets(1, 2, 13)),
+		predictTime:   hv("predict_seconds", "Duration of one model call.", prometheus.ExponentialBuckets(25e-6, 2, 16)),
+		latency:       hv("decision_latency_seconds", "From a frame message's arrival to the publication of a decision it caused.", prometheus.ExponentialBuckets(25e-6, 2, 16)),
+		cells:         gv("cells_served", "Cells this daemon serves."),
+		lag:           gv("lag_bins", "Newest frame received minus the last frame processed."),
+		reloads:       cv("reloads_total", "Checkpoint reloads (SIGHUP), by result.", "result"),
+		nats:          cv("nats_events_total", "NATS connection events (disconnect, reconnect, slow_consumer, error).", "event"),
+		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while subscribed and serving."}),
+	}
+	reg.MustRegister(m.ready)
+	return m
+}
+
+// limiter logs each kind of event at most once per period ("once per
+// burst"); the events in between are counted and reported with the next
+// line.
+type limiter struct {
+	period time.Duration
+	mu     sync.Mutex
+	last   map[string]time.Time
+	supp   map[string]uint64
+}
+
+func newLimiter(period time.Duration) *limiter {
+	return &limiter{period: period, last: map[string]time.Time{}, supp: map[string]uint64{}}
+}
+
+// warn logs msg at warn level unless a line of the same key went out less
+// than a period ago; n is the number of events this call stands for.
+func (l *limiter) warn(log *zerolog.Logger, key string, n uint64, msg string, fields ...func(*zerolog.Event)) {
+	now := time.Now()
+	l.mu.Lock()
+	if t, ok := l.last[key]; ok && now.Sub(t) < l.period {
+		l.supp[key] += n
+		l.mu.Unlock()
+		return
+	}
+	supp := l.supp[key]
+	l.supp[key] = 0
+	l.last[key] = now
+	l.mu.Unlock()
+	e := log.Warn().Str("kind", key).Uint64("events", n).Uint64("suppressed_since_last", supp)
+	for _, f := range fields {
+		f(e)
+	}
+	e.Msg(msg)
+}

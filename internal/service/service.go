@@ -1,0 +1,406 @@
+// Package service runs predictord's cores (package daemon) over NATS: it
+// subscribes to each served device's stimulus and control subjects, feeds
+// the messages in arrival order to the device's core, publishes the
+// decisions, answers status requests, and exposes Prometheus metrics,
+// /healthz and /readyz. The wire protocol and the robustness and overload
+// rules are in docs/protocol.md.
+//
+// Per device, two goroutines: a reader stamps each message's arrival,
+// tracks the newest frame seq received (the overload policy's lag) and
+// queues the message; a processor decodes and applies it. The queue is
+// bounded; when it is full, messages are dropped and counted (the lost
+// frames become a gap).
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"rgcpred/rgc"
+	"rgcpred/stream"
+)
+
+// Model is a loaded checkpoint ready to serve.
+type Model struct {
+	// Predictor computes the class distributions.
+	Predictor rgc.Predictor
+	// Cells holds every cluster id the checkpoint knows.
+	Cells []int
+	// MaxBatch is the largest batch Predictor accepts (0: any).
+	MaxBatch int
+	// Name describes the model in logs (configuration, provenance).
+	Name string
+}
+
+// Loader loads the checkpoint at path for batches of at most maxBatch
+// windows (0: the loader picks, at least every cell of the checkpoint).
+type Loader func(path string, maxBatch int) (*Model, error)
+
+// Config configures a Service.
+type Config struct {
+	// Devices are the device names served (each a NATS subject token).
+	Devices []string
+	// ModelPath is the checkpoint, loaded by Load at start and on Reload.
+	ModelPath string
+	// Load loads checkpoints.
+	Load Loader
+	// Cells restricts the served cells to these cluster ids (all of the
+	// checkpoint's when empty).
+	Cells []int
+	// Shard and Shards split the cells between daemons: this one serves the
+	// cells whose index in the sorted cell list satisfies index % Shards ==
+	// Shard. Shards 0 means 1.
+	Shard, Shards int
+	// MaxBatch bounds the windows per Predict call (0: all due cells).
+	MaxBatch int
+	// MaxLag is the overload threshold in bins (daemon.Config.MaxLag).
+	MaxLag int64
+	// PublishSilence also publishes "no spike" decisions.
+	PublishSilence bool
+	// QueueLen is the number of messages queued per device (default 8192).
+	QueueLen int
+	// LogEvery is the minimum time between two log lines of one kind of
+	// bad input (default 5 s); the lines in between are counted.
+	LogEvery time.Duration
+	// Log receives the service's logs.
+	Log zerolog.Logger
+	// Registry receives the metrics (a fresh one if nil).
+	Registry *prometheus.Registry
+}
+
+// Service is a running predictord.
+type Service struct {
+	cfg     Config
+	log     zerolog.Logger
+	reg     *prometheus.Registry
+	m       *metrics
+	limiter *limiter
+
+	pred    lockedPredictor
+	model   atomic.Pointer[Model]
+	known   []int
+	cells   []int
+	devices []*device
+
+	nc      atomic.Pointer[nats.Conn]
+	running atomic.Bool
+}
+
+// lockedPredictor serialises Predict calls of several devices' cores and
+// lets Reload swap the predictor between calls.
+type lockedPredictor struct {
+	mu sync.Mutex
+	p  rgc.Predictor
+}
+
+func (l *lockedPredictor) Predict(b *rgc.Batch, out []float32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.Predict(b, out)
+}
+
+func (l *lockedPredictor) swap(p rgc.Predictor) {
+	l.mu.Lock()
+	l.p = p
+	l.mu.Unlock()
+}
+
+// SelectCells returns the cells a daemon serves: the checkpoint's cells
+// (known), restricted to filter when it is not empty, sorted, then every
+// cell whose index i satisfies i % shards == shard.
+func SelectCells(known, filter []int, shard, shards int) ([]int, error) {
+	if shards <= 0 {
+		shards = 1
+	}
+	if shard < 0 || shard >= shards {
+		return nil, fmt.Errorf("shard %d/%d: want 0 <= shard < shards", shard, shards)
+	}
+	set := make(map[int]bool, len(known))
+	for _, c := range known {
+		set[c] = true
+	}
+	all := slices.Clone(known)
+	if len(filter) > 0 {
+		all = all[:0]
+		for _, c := range filter {
+			if !set[c] {
+				return nil, fmt.Errorf("cell %d is not in the checkpoint", c)
+			}
+			all = append(all, c)
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	var out []int
+	for i, c := range all {
+		if i%shards == shard {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("shard %d/%d of %d cells serves none", shard, shards, len(all))
+	}
+	return out, nil
+}
+
+// New loads the model, chooses the cells and builds one core per device.
+func New(cfg Config) (*Service, error) {
+	if len(cfg.Devices) == 0 {
+		return nil, errors.New("service: no devices")
+	}
+	if cfg.Load == nil {
+		return nil, errors.New("service: no model loader")
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Shards > math.MaxUint16 {
+		return nil, fmt.Errorf("service: %d shards exceed %d", cfg.Shards, math.MaxUint16)
+	}
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = 8192
+	}
+	if cfg.LogEvery <= 0 {
+		cfg.LogEvery = 5 * time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Service{cfg: cfg, log: cfg.Log, reg: cfg.Registry}
+	s.limiter = newLimiter(cfg.LogEvery)
+	s.m = newMetrics(cfg.Registry)
+	mdl, err := s.loadValid(nil)
+	if err != nil {
+		return nil, err
+	}
+	s.known = slices.Clone(mdl.Cells)
+	if s.cells, err = SelectCells(mdl.Cells, cfg.Cells, cfg.Shard, cfg.Shards); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	maxBatch := cfg.MaxBatch
+	if mdl.MaxBatch > 0 && (maxBatch <= 0 || maxBatch > mdl.MaxBatch) {
+		maxBatch = mdl.MaxBatch
+	}
+	s.pred.p = mdl.Predictor
+	s.model.Store(mdl)
+	seen := map[string]bool{}
+	for _, name := range cfg.Devices {
+		if err := stream.CheckDevice(name); err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("service: device %s listed twice", name)
+		}
+		seen[name] = true
+		d, err := s.newDevice(name, maxBatch)
+		if err != nil {
+			return nil, err
+		}
+		s.devices = append(s.devices, d)
+		s.m.cells.WithLabelValues(name).Set(float64(len(s.cells)))
+	}
+	s.log.Info().Str("model", mdl.Name).Str("path", cfg.ModelPath).Int("cells", len(s.cells)).
+		Int("checkpoint_cells", len(mdl.Cells)).Int("shard", cfg.Shard).Int("shards", cfg.Shards).
+		Strs("devices", cfg.Devices).Int("max_batch", maxBatch).Int64("max_lag", cfg.MaxLag).Msg("model loaded")
+	return s, nil
+}
+
+// loadValid loads the checkpoint and checks it can serve: it knows every
+// cell in need (if any) and returns a valid distribution for a zero window.
+func (s *Service) loadValid(need []int) (*Model, error) {
+	mdl, err := s.cfg.Load(s.cfg.ModelPath, s.cfg.MaxBatch)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", s.cfg.ModelPath, err)
+	}
+	if mdl == nil || mdl.Predictor == nil || len(mdl.Cells) == 0 {
+		return nil, fmt.Errorf("load model %s: loader returned no predictor or no cells", s.cfg.ModelPath)
+	}
+	set := make(map[int]bool, len(mdl.Cells))
+	for _, c := range mdl.Cells {
+		set[c] = true
+	}
+	for _, c := range need {
+		if !set[c] {
+			return nil, fmt.Errorf("model %s does not know served cell %d", s.cfg.ModelPath, c)
+		}
+	}
+	probe := mdl.Cells[0]
+	if len(need) > 0 {
+		probe = need[0]
+	}
+	b := &rgc.Batch{Inputs: make([]float32, rgc.WindowLen), Cells: []int{probe}, Ends: []int{rgc.WindowBins - 1}}
+	out := make([]float32, rgc.NumClasses)
+	if err := mdl.Predictor.Predict(b, out); err != nil {
+		return nil, fmt.Errorf("model %s: probe prediction: %w", s.cfg.ModelPath, err)
+	}
+	var sum float64
+	for _, p := range out {
+		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
+			return nil, fmt.Errorf("model %s: probe prediction is not a distribution (%v)", s.cfg.ModelPath, p)
+		}
+		sum += float64(p)
+	}
+	if math.Abs(sum-1) > 1e-3 {
+		return nil, fmt.Errorf("model %s: probe probabilities sum to %g, want 1", s.cfg.ModelPath, sum)
+	}
+	return mdl, nil
+}
+
+// Reload loads the checkpoint again (SIGHUP). The new model is validated
+// first: it must know every served cell and answer a probe window; on any
+// failure the old model stays. Cell states are kept either way.
+func (s *Service) Reload() error {
+	mdl, err := s.loadValid(s.cells)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
+		return err
+	}
+	if old := s.model.Load(); old.MaxBatch > 0 && (mdl.MaxBatch == 0 || mdl.MaxBatch >= old.MaxBatch) || old.MaxBatch == 0 && mdl.MaxBatch == 0 {
+		s.pred.swap(mdl.Predictor)
+	} else {
+		err := fmt.Errorf("reload %s: new model's max batch %d is below the serving batch %d", s.cfg.ModelPath, mdl.MaxBatch, old.MaxBatch)
+		s.m.reloads.WithLabelValues("error").Inc()
+		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
+		return err
+	}
+	s.model.Store(mdl)
+	s.m.reloads.WithLabelValues("ok").Inc()
+	s.log.Info().Str("model", mdl.Name).Str("path", s.cfg.ModelPath).Int("cells", len(s.cells)).Msg("model reloaded")
+	return nil
+}
+
+// Cells returns the cells this service serves.
+func (s *Service) Cells() []int { return slices.Clone(s.cells) }
+
+// Registry returns the service's metrics registry.
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+// Ready reports whether the service is subscribed and connected.
+func (s *Service) Ready() bool {
+	nc := s.nc.Load()
+	return s.running.Load() && nc != nil && nc.IsConnected()
+}
+
+// Handler serves /metrics (Prometheus exposition), /healthz (the process
+// is alive) and /readyz (model loaded, subscribed and connected to NATS).
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not ready: not subscribed or NATS disconnected", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// ConnOptions returns the NATS options the service needs: reconnect
+// forever and log and count connection events. Add auth options to them.
+func (s *Service) ConnOptions() []nats.Option {
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(16 << 20),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			s.m.nats.WithLabelValues("disconnect").Inc()
+			s.log.Warn().Err(err).Msg("nats disconnected; reconnecting")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			s.m.nats.WithLabelValues("reconnect").Inc()
+			s.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			s.log.Info().Msg("nats connection closed")
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				s.m.nats.WithLabelValues("slow_consumer").Inc()
+				s.limiter.warn(&s.log, "slow_consumer", 1, "nats dropped messages: slow consumer (the frames become a gap)")
+				return
+			}
+			s.m.nats.WithLabelValues("error").Inc()
+			s.log.Error().Err(err).Msg("nats error")
+		}),
+	}
+}
+
+// Run subscribes every device and processes messages until ctx ends; then
+// it drains: it stops the subscriptions, processes every message already
+// received, publishes the decisions, flushes the connection and returns nil.
+func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
+	s.nc.Store(nc)
+	var wg sync.WaitGroup
+	var subs []*nats.Subscription
+	fail := func(err error) error {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		return err
+	}
+	for _, d := range s.devices {
+		d.nc = nc
+		for _, subj := range []string{stream.StimSubject(d.name), stream.ControlSubject(d.name)} {
+			sub, err := nc.ChanSubscribe(subj, d.raw)
+			if err != nil {
+				return fail(fmt.Errorf("subscribe %s: %w", subj, err))
+			}
+			subs = append(subs, sub)
+		}
+		sub, err := nc.Subscribe(stream.StatusSubject(d.name), d.status)
+		if err != nil {
+			return fail(fmt.Errorf("subscribe %s: %w", stream.StatusSubject(d.name), err))
+		}
+		subs = append(subs, sub)
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flush after subscribing (continuing; NATS will resend subscriptions on reconnect)")
+	}
+	for _, d := range s.devices {
+		wg.Add(2)
+		go func() { defer wg.Done(); d.read() }()
+		go func() { defer wg.Done(); d.process() }()
+	}
+	s.running.Store(true)
+	s.m.ready.Set(1)
+	s.log.Info().Strs("devices", s.cfg.Devices).Str("url", nc.ConnectedUrlRedacted()).Msg("serving")
+
+	<-ctx.Done()
+	s.running.Store(false)
+	s.m.ready.Set(0)
+	s.log.Info().Msg("draining")
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+	for _, d := range s.devices {
+		close(d.stop)
+	}
+	wg.Wait()
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flush while draining")
+	}
+	var frames uint64
+	for _, d := range s.devices {
+		frames += d.core.Stats().Frames
+	}
+	s.log.Info().Uint64("frames", frames).Msg("drained")
+	return nil
+}
