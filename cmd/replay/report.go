@@ -97,7 +97,7 @@ func onTime(res *replay.Result) [][]int {
 // printReport prints the timing account and the metric table; onTime, if
 // not nil, is the evaluation of the trains without late spikes.
 func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *evaluation) {
-	fmt.Fprintf(w, "frames sent         %d in %.2f s (%.0f frames/s)\n", res.Frames, res.Wall.Seconds(), float64(res.Frames)/max(res.Wall.Seconds(), 1e-9))
+	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n", res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
 	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, other cells %d, cells missing their last decision %d)\n",
 		res.Decisions, res.Stale, res.Skipped, res.Foreign, res.Missing)
 	l := res.Latency
