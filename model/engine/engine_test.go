@@ -247,3 +247,35 @@ func TestExpf(t *testing.T) {
 		t.Errorf("expf(NaN) = %v", v)
 	}
 }
+
+// TestVectorMath checks the vectorised GELU and exp (when the CPU has them)
+// against float64 formulas: GELU within 2e-6 (1 + |x|), exp within 3e-7
+// relative.
+func TestVectorMath(t *testing.T) {
+	var xs []float32
+	for x := float32(-12); x <= 12; x += 0.00731 {
+		xs = append(xs, x)
+	}
+	xs = append(xs, 0, -100, 100, 1e-30, -1e-30)
+	g := append([]float32(nil), xs...)
+	geluTanh(g)
+	for i, x := range xs {
+		v := float64(x)
+		want := 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+		if d := math.Abs(float64(g[i]) - want); d > 2e-6*(1+math.Abs(v)) {
+			t.Fatalf("gelu(%v) = %v, want %v (hasAVX2 %v)", x, g[i], want, hasAVX2)
+		}
+	}
+	var es []float32
+	for x := float32(-80); x <= 80; x += 0.0113 {
+		es = append(es, x)
+	}
+	e := append([]float32(nil), es...)
+	expInPlace(e)
+	for i, x := range es {
+		want := math.Exp(float64(x))
+		if d := math.Abs(float64(e[i])-want) / want; d > 3e-7 {
+			t.Fatalf("exp(%v) = %v, want %v (rel %g)", x, e[i], want, d)
+		}
+	}
+}

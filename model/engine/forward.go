@@ -195,10 +195,12 @@ func softmaxCausal(row []float32, n int) {
 	for _, v := range row[1:n] {
 		mx = max(mx, v)
 	}
-	var s float32
 	for i, v := range row[:n] {
-		e := expf(v - mx)
-		row[i] = e
+		row[i] = v - mx
+	}
+	expInPlace(row[:n])
+	var s float32
+	for _, e := range row[:n] {
 		s += e
 	}
 	inv := 1 / s
@@ -238,10 +240,8 @@ func relu(x []float32) {
 
 func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
 
-// geluTanh applies GELU with the tanh approximation (Hendrycks & Gimpel,
-// 2016), as GPT-2: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place.
-// tanh(u) = 1 - 2 / (exp(2u) + 1).
-func geluTanh(x []float32) {
+// geluTanhGo is the portable geluTanh, using tanh(u) = 1 - 2 / (exp(2u) + 1).
+func geluTanhGo(x []float32) {
 	const c = 0.7978845608028654 // sqrt(2/pi)
 	for i, v := range x {
 		u := c * (v + 0.044715*v*v*v)

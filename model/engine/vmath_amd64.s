@@ -1,0 +1,216 @@
+// Vectorised GELU (tanh form) and exp for float32, AVX2 + FMA.
+// exp(t) for t clamped to [-87, 87]: n = round(t log2 e), r = t - n ln2
+// (Cody-Waite, two parts), e^r by its degree-7 Taylor polynomial, times 2^n
+// built in the exponent bits. gelu(v) = v / (1 + exp(-2u)) with
+// u = sqrt(2/pi) (v + 0.044715 v^3), which equals 0.5 v (1 + tanh(u)).
+
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+DATA vconst<>+0(SB)/4, $0x3fcc422a
+DATA vconst<>+4(SB)/4, $0x3fcc422a
+DATA vconst<>+8(SB)/4, $0x3fcc422a
+DATA vconst<>+12(SB)/4, $0x3fcc422a
+DATA vconst<>+16(SB)/4, $0x3fcc422a
+DATA vconst<>+20(SB)/4, $0x3fcc422a
+DATA vconst<>+24(SB)/4, $0x3fcc422a
+DATA vconst<>+28(SB)/4, $0x3fcc422a
+DATA vconst<>+32(SB)/4, $0x3d922279
+DATA vconst<>+36(SB)/4, $0x3d922279
+DATA vconst<>+40(SB)/4, $0x3d922279
+DATA vconst<>+44(SB)/4, $0x3d922279
+DATA vconst<>+48(SB)/4, $0x3d922279
+DATA vconst<>+52(SB)/4, $0x3d922279
+DATA vconst<>+56(SB)/4, $0x3d922279
+DATA vconst<>+60(SB)/4, $0x3d922279
+DATA vconst<>+64(SB)/4, $0x80000000
+DATA vconst<>+68(SB)/4, $0x80000000
+DATA vconst<>+72(SB)/4, $0x80000000
+DATA vconst<>+76(SB)/4, $0x80000000
+DATA vconst<>+80(SB)/4, $0x80000000
+DATA vconst<>+84(SB)/4, $0x80000000
+DATA vconst<>+88(SB)/4, $0x80000000
+DATA vconst<>+92(SB)/4, $0x80000000
+DATA vconst<>+96(SB)/4, $0xc2ae0000
+DATA vconst<>+100(SB)/4, $0xc2ae0000
+DATA vconst<>+104(SB)/4, $0xc2ae0000
+DATA vconst<>+108(SB)/4, $0xc2ae0000
+DATA vconst<>+112(SB)/4, $0xc2ae0000
+DATA vconst<>+116(SB)/4, $0xc2ae0000
+DATA vconst<>+120(SB)/4, $0xc2ae0000
+DATA vconst<>+124(SB)/4, $0xc2ae0000
+DATA vconst<>+128(SB)/4, $0x42ae0000
+DATA vconst<>+132(SB)/4, $0x42ae0000
+DATA vconst<>+136(SB)/4, $0x42ae0000
+DATA vconst<>+140(SB)/4, $0x42ae0000
+DATA vconst<>+144(SB)/4, $0x42ae0000
+DATA vconst<>+148(SB)/4, $0x42ae0000
+DATA vconst<>+152(SB)/4, $0x42ae0000
+DATA vconst<>+156(SB)/4, $0x42ae0000
+DATA vconst<>+160(SB)/4, $0x3fb8aa3b
+DATA vconst<>+164(SB)/4, $0x3fb8aa3b
+DATA vconst<>+168(SB)/4, $0x3fb8aa3b
+DATA vconst<>+172(SB)/4, $0x3fb8aa3b
+DATA vconst<>+176(SB)/4, $0x3fb8aa3b
+DATA vconst<>+180(SB)/4, $0x3fb8aa3b
+DATA vconst<>+184(SB)/4, $0x3fb8aa3b
+DATA vconst<>+188(SB)/4, $0x3fb8aa3b
+DATA vconst<>+192(SB)/4, $0x3f318000
+DATA vconst<>+196(SB)/4, $0x3f318000
+DATA vconst<>+200(SB)/4, $0x3f318000
+DATA vconst<>+204(SB)/4, $0x3f318000
+DATA vconst<>+208(SB)/4, $0x3f318000
+DATA vconst<>+212(SB)/4, $0x3f318000
+DATA vconst<>+216(SB)/4, $0x3f318000
+DATA vconst<>+220(SB)/4, $0x3f318000
+DATA vconst<>+224(SB)/4, $0xb95e8083
+DATA vconst<>+228(SB)/4, $0xb95e8083
+DATA vconst<>+232(SB)/4, $0xb95e8083
+DATA vconst<>+236(SB)/4, $0xb95e8083
+DATA vconst<>+240(SB)/4, $0xb95e8083
+DATA vconst<>+244(SB)/4, $0xb95e8083
+DATA vconst<>+248(SB)/4, $0xb95e8083
+DATA vconst<>+252(SB)/4, $0xb95e8083
+DATA vconst<>+256(SB)/4, $0x39500d01
+DATA vconst<>+260(SB)/4, $0x39500d01
+DATA vconst<>+264(SB)/4, $0x39500d01
+DATA vconst<>+268(SB)/4, $0x39500d01
+DATA vconst<>+272(SB)/4, $0x39500d01
+DATA vconst<>+276(SB)/4, $0x39500d01
+DATA vconst<>+280(SB)/4, $0x39500d01
+DATA vconst<>+284(SB)/4, $0x39500d01
+DATA vconst<>+288(SB)/4, $0x3ab60b61
+DATA vconst<>+292(SB)/4, $0x3ab60b61
+DATA vconst<>+296(SB)/4, $0x3ab60b61
+DATA vconst<>+300(SB)/4, $0x3ab60b61
+DATA vconst<>+304(SB)/4, $0x3ab60b61
+DATA vconst<>+308(SB)/4, $0x3ab60b61
+DATA vconst<>+312(SB)/4, $0x3ab60b61
+DATA vconst<>+316(SB)/4, $0x3ab60b61
+DATA vconst<>+320(SB)/4, $0x3c088889
+DATA vconst<>+324(SB)/4, $0x3c088889
+DATA vconst<>+328(SB)/4, $0x3c088889
+DATA vconst<>+332(SB)/4, $0x3c088889
+DATA vconst<>+336(SB)/4, $0x3c088889
+DATA vconst<>+340(SB)/4, $0x3c088889
+DATA vconst<>+344(SB)/4, $0x3c088889
+DATA vconst<>+348(SB)/4, $0x3c088889
+DATA vconst<>+352(SB)/4, $0x3d2aaaab
+DATA vconst<>+356(SB)/4, $0x3d2aaaab
+DATA vconst<>+360(SB)/4, $0x3d2aaaab
+DATA vconst<>+364(SB)/4, $0x3d2aaaab
+DATA vconst<>+368(SB)/4, $0x3d2aaaab
+DATA vconst<>+372(SB)/4, $0x3d2aaaab
+DATA vconst<>+376(SB)/4, $0x3d2aaaab
+DATA vconst<>+380(SB)/4, $0x3d2aaaab
+DATA vconst<>+384(SB)/4, $0x3e2aaaab
+DATA vconst<>+388(SB)/4, $0x3e2aaaab
+DATA vconst<>+392(SB)/4, $0x3e2aaaab
+DATA vconst<>+396(SB)/4, $0x3e2aaaab
+DATA vconst<>+400(SB)/4, $0x3e2aaaab
+DATA vconst<>+404(SB)/4, $0x3e2aaaab
+DATA vconst<>+408(SB)/4, $0x3e2aaaab
+DATA vconst<>+412(SB)/4, $0x3e2aaaab
+DATA vconst<>+416(SB)/4, $0x3f000000
+DATA vconst<>+420(SB)/4, $0x3f000000
+DATA vconst<>+424(SB)/4, $0x3f000000
+DATA vconst<>+428(SB)/4, $0x3f000000
+DATA vconst<>+432(SB)/4, $0x3f000000
+DATA vconst<>+436(SB)/4, $0x3f000000
+DATA vconst<>+440(SB)/4, $0x3f000000
+DATA vconst<>+444(SB)/4, $0x3f000000
+DATA vconst<>+448(SB)/4, $0x3f800000
+DATA vconst<>+452(SB)/4, $0x3f800000
+DATA vconst<>+456(SB)/4, $0x3f800000
+DATA vconst<>+460(SB)/4, $0x3f800000
+DATA vconst<>+464(SB)/4, $0x3f800000
+DATA vconst<>+468(SB)/4, $0x3f800000
+DATA vconst<>+472(SB)/4, $0x3f800000
+DATA vconst<>+476(SB)/4, $0x3f800000
+DATA vconst<>+480(SB)/4, $0x3f800000
+DATA vconst<>+484(SB)/4, $0x3f800000
+DATA vconst<>+488(SB)/4, $0x3f800000
+DATA vconst<>+492(SB)/4, $0x3f800000
+DATA vconst<>+496(SB)/4, $0x3f800000
+DATA vconst<>+500(SB)/4, $0x3f800000
+DATA vconst<>+504(SB)/4, $0x3f800000
+DATA vconst<>+508(SB)/4, $0x3f800000
+GLOBL vconst<>(SB), RODATA|NOPTR, $512
+
+// func geluAVX2(x *float32, n int) applies GELU in place to x[0:n], n a multiple of 8.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	JZ gdone
+gloop:
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y1
+	VMOVUPS vconst<>+32(SB), Y2
+	VFMADD213PS vconst<>+0(SB), Y1, Y2
+	VMULPS Y0, Y2, Y2
+	VXORPS vconst<>+64(SB), Y2, Y2
+	VMAXPS vconst<>+96(SB), Y2, Y2
+	VMINPS vconst<>+128(SB), Y2, Y2
+	VMULPS vconst<>+160(SB), Y2, Y3
+	VROUNDPS $0, Y3, Y3
+	VMOVAPS Y2, Y4
+	VFNMADD231PS vconst<>+192(SB), Y3, Y4
+	VFNMADD231PS vconst<>+224(SB), Y3, Y4
+	VMOVUPS vconst<>+256(SB), Y5
+	VFMADD213PS vconst<>+288(SB), Y4, Y5
+	VFMADD213PS vconst<>+320(SB), Y4, Y5
+	VFMADD213PS vconst<>+352(SB), Y4, Y5
+	VFMADD213PS vconst<>+384(SB), Y4, Y5
+	VFMADD213PS vconst<>+416(SB), Y4, Y5
+	VFMADD213PS vconst<>+448(SB), Y4, Y5
+	VFMADD213PS vconst<>+448(SB), Y4, Y5
+	VCVTPS2DQ Y3, Y6
+	VPSLLD $23, Y6, Y6
+	VPADDD vconst<>+480(SB), Y6, Y6
+	VMULPS Y6, Y5, Y5
+	VADDPS vconst<>+448(SB), Y5, Y5
+	VDIVPS Y5, Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ gloop
+gdone:
+	VZEROUPPER
+	RET
+
+// func expAVX2(x *float32, n int) replaces x[0:n] by exp(x) (arguments clamped to [-87, 87]), n a multiple of 8.
+TEXT ·expAVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	JZ edone
+eloop:
+	VMOVUPS (SI), Y2
+	VMAXPS vconst<>+96(SB), Y2, Y2
+	VMINPS vconst<>+128(SB), Y2, Y2
+	VMULPS vconst<>+160(SB), Y2, Y3
+	VROUNDPS $0, Y3, Y3
+	VMOVAPS Y2, Y4
+	VFNMADD231PS vconst<>+192(SB), Y3, Y4
+	VFNMADD231PS vconst<>+224(SB), Y3, Y4
+	VMOVUPS vconst<>+256(SB), Y5
+	VFMADD213PS vconst<>+288(SB), Y4, Y5
+	VFMADD213PS vconst<>+320(SB), Y4, Y5
+	VFMADD213PS vconst<>+352(SB), Y4, Y5
+	VFMADD213PS vconst<>+384(SB), Y4, Y5
+	VFMADD213PS vconst<>+416(SB), Y4, Y5
+	VFMADD213PS vconst<>+448(SB), Y4, Y5
+	VFMADD213PS vconst<>+448(SB), Y4, Y5
+	VCVTPS2DQ Y3, Y6
+	VPSLLD $23, Y6, Y6
+	VPADDD vconst<>+480(SB), Y6, Y6
+	VMULPS Y6, Y5, Y5
+	VMOVUPS Y5, (SI)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ eloop
+edone:
+	VZEROUPPER
+	RET
