@@ -125,6 +125,7 @@ func (r *Report) Chart() *plot.Chart {
 		Title:  fmt.Sprintf("Frame-to-decision latency, %s, %d threads", r.ModelInfo, r.Threads),
 		XLabel: "cells served (real time, 992 Hz)",
 		YLabel: "latency (ms)",
+		LogX:   true,
 		LogY:   true,
 		Series: []plot.Series{
 			{Name: "p50", X: x, Y: p50},
