@@ -90,10 +90,11 @@ func (b *block) forward(wk *worker, buf *blockBuf, x []float32) []float32 {
 
 	// Squeeze-excite (Hu et al., 2018): gate each channel by
 	// sigmoid(fc2(relu(fc1(mean over positions)))).
-	pool := wk.pool
+	pool := wk.pool[:b.out]
 	clear(pool)
 	for l := 0; l < b.lOut; l++ {
 		row := buf.h3[l*b.out : (l+1)*b.out]
+		row = row[:len(pool)]
 		for ch, v := range row {
 			pool[ch] += v
 		}
@@ -118,12 +119,14 @@ func (b *block) forward(wk *worker, buf *blockBuf, x []float32) []float32 {
 
 	// out = ReLU(h3 * gate + shortcut)
 	out := buf.out
+	gate := wk.seGate[:b.out]
 	for l := 0; l < b.lOut; l++ {
 		o := out[l*b.out : (l+1)*b.out]
 		h3 := buf.h3[l*b.out : (l+1)*b.out]
 		s := sc[l*b.out : (l+1)*b.out]
+		h3, s, g := h3[:len(o)], s[:len(o)], gate[:len(o)]
 		for ch := range o {
-			v := h3[ch]*wk.seGate[ch] + s[ch]
+			v := h3[ch]*g[ch] + s[ch]
 			if v < 0 {
 				v = 0
 			}
