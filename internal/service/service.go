@@ -42,6 +42,9 @@ type Model struct {
 	MaxBatch int
 	// Name describes the model in logs (configuration, provenance).
 	Name string
+	// Close, if not nil, releases the predictor (called after a reload
+	// replaced it, and by Service.Close).
+	Close func() error
 }
 
 // Loader loads the checkpoint at path for batches of at most maxBatch
@@ -93,6 +96,9 @@ type Service struct {
 	known   []int
 	cells   []int
 	devices []*device
+
+	maxBatch int // windows per Predict call of every core
+	reloadMu sync.Mutex
 
 	nc      atomic.Pointer[nats.Conn]
 	running atomic.Bool
@@ -190,9 +196,13 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: %w", err)
 	}
 	maxBatch := cfg.MaxBatch
-	if mdl.MaxBatch > 0 && (maxBatch <= 0 || maxBatch > mdl.MaxBatch) {
+	if maxBatch <= 0 || maxBatch > len(s.cells) {
+		maxBatch = len(s.cells)
+	}
+	if mdl.MaxBatch > 0 && maxBatch > mdl.MaxBatch {
 		maxBatch = mdl.MaxBatch
 	}
+	s.maxBatch = maxBatch
 	s.pred.p = mdl.Predictor
 	s.model.Store(mdl)
 	seen := map[string]bool{}
@@ -225,60 +235,95 @@ func (s *Service) loadValid(need []int) (*Model, error) {
 		return nil, fmt.Errorf("load model %s: %w", s.cfg.ModelPath, err)
 	}
 	if mdl == nil || mdl.Predictor == nil || len(mdl.Cells) == 0 {
+		discard(mdl)
 		return nil, fmt.Errorf("load model %s: loader returned no predictor or no cells", s.cfg.ModelPath)
 	}
+	if err := probe(mdl, need); err != nil {
+		discard(mdl)
+		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
+	}
+	return mdl, nil
+}
+
+// discard releases a model that will not be used.
+func discard(m *Model) {
+	if m != nil && m.Close != nil {
+		_ = m.Close()
+	}
+}
+
+// probe checks that mdl knows every cell of need and returns a valid
+// distribution for a zero window.
+func probe(mdl *Model, need []int) error {
 	set := make(map[int]bool, len(mdl.Cells))
 	for _, c := range mdl.Cells {
 		set[c] = true
 	}
 	for _, c := range need {
 		if !set[c] {
-			return nil, fmt.Errorf("model %s does not know served cell %d", s.cfg.ModelPath, c)
+			return fmt.Errorf("does not know served cell %d", c)
 		}
 	}
-	probe := mdl.Cells[0]
+	cell := mdl.Cells[0]
 	if len(need) > 0 {
-		probe = need[0]
+		cell = need[0]
 	}
-	b := &rgc.Batch{Inputs: make([]float32, rgc.WindowLen), Cells: []int{probe}, Ends: []int{rgc.WindowBins - 1}}
+	b := &rgc.Batch{Inputs: make([]float32, rgc.WindowLen), Cells: []int{cell}, Ends: []int{rgc.WindowBins - 1}}
 	out := make([]float32, rgc.NumClasses)
 	if err := mdl.Predictor.Predict(b, out); err != nil {
-		return nil, fmt.Errorf("model %s: probe prediction: %w", s.cfg.ModelPath, err)
+		return fmt.Errorf("probe prediction: %w", err)
 	}
 	var sum float64
 	for _, p := range out {
 		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
-			return nil, fmt.Errorf("model %s: probe prediction is not a distribution (%v)", s.cfg.ModelPath, p)
+			return fmt.Errorf("probe prediction is not a distribution (%v)", p)
 		}
 		sum += float64(p)
 	}
 	if math.Abs(sum-1) > 1e-3 {
-		return nil, fmt.Errorf("model %s: probe probabilities sum to %g, want 1", s.cfg.ModelPath, sum)
+		return fmt.Errorf("probe probabilities sum to %g, want 1", sum)
 	}
-	return mdl, nil
+	return nil
 }
 
 // Reload loads the checkpoint again (SIGHUP). The new model is validated
 // first: it must know every served cell and answer a probe window; on any
 // failure the old model stays. Cell states are kept either way.
 func (s *Service) Reload() error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	mdl, err := s.loadValid(s.cells)
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
 		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
 		return err
 	}
-	if old := s.model.Load(); old.MaxBatch > 0 && (mdl.MaxBatch == 0 || mdl.MaxBatch >= old.MaxBatch) || old.MaxBatch == 0 && mdl.MaxBatch == 0 {
-		s.pred.swap(mdl.Predictor)
-	} else {
-		err := fmt.Errorf("reload %s: new model's max batch %d is below the serving batch %d", s.cfg.ModelPath, mdl.MaxBatch, old.MaxBatch)
+	if mdl.MaxBatch > 0 && mdl.MaxBatch < s.maxBatch {
+		discard(mdl)
+		err := fmt.Errorf("reload %s: new model's max batch %d is below the serving batch %d", s.cfg.ModelPath, mdl.MaxBatch, s.maxBatch)
 		s.m.reloads.WithLabelValues("error").Inc()
 		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
 		return err
 	}
-	s.model.Store(mdl)
+	s.pred.swap(mdl.Predictor)
+	old := s.model.Swap(mdl)
+	if old != nil && old.Close != nil {
+		if err := old.Close(); err != nil {
+			s.log.Warn().Err(err).Msg("close the replaced model")
+		}
+	}
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.log.Info().Str("model", mdl.Name).Str("path", s.cfg.ModelPath).Int("cells", len(s.cells)).Msg("model reloaded")
+	return nil
+}
+
+// Close releases the current model. Call it after Run returned.
+func (s *Service) Close() error {
+	if m := s.model.Load(); m != nil && m.Close != nil {
+		if err := m.Close(); err != nil {
+			return fmt.Errorf("close model: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"rgcpred/internal/embednats"
+	"rgcpred/model"
+	"rgcpred/model/engine"
+	"rgcpred/rgc"
+	"rgcpred/rollout"
+	"rgcpred/stream"
+)
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--shard", "2/2"}, {"--shard", "x"}, {"--cells", "1,a"}, {"--threads", "0"},
+		{"--nats-user", "u"}, {"--nats-tls-cert", "c.pem"}, {"--nats-creds", "/nonexistent.creds"},
+		{"--log-level", "loud"}, {"--log-format", "xml"}, {"extra"}, {"--device", "a.b"},
+		{"--model", "/nonexistent/model.ckpt"},
+	} {
+		var buf bytes.Buffer
+		err := run(context.Background(), args, &buf, nil, nil)
+		if err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestResolveModel(t *testing.T) {
+	// The test runs in cmd/predictord: a repository-relative path resolves
+	// through the repository root.
+	p, err := resolveModel("cmd/predictord/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Contains(b, []byte("package main")) {
+		t.Fatalf("resolved %s: %v", p, err)
+	}
+	_, err = resolveModel("models/nope.ckpt")
+	if err == nil || !strings.Contains(err.Error(), "models/nope.ckpt not found") || !strings.Contains(err.Error(), "--model") {
+		t.Fatalf("missing model error %v", err)
+	}
+}
+
+// syncBuf is a goroutine-safe log sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// randomCheckpoint writes a small model with random weights, its output
+// head scaled up so that the prediction depends strongly on the window.
+func randomCheckpoint(t *testing.T, ids []int) string {
+	cfg, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := model.InitWeights(cfg, rand.New(rand.NewPCG(1, 2)))
+	for name, ts := range w.Tensors {
+		if strings.HasPrefix(name, "head.") {
+			for i := range ts {
+				ts[i] *= 300
+			}
+		}
+	}
+	ck := &model.Checkpoint{Weights: w, CellIDs: ids, BinRateHz: rgc.BinRateHz, WindowBins: rgc.WindowBins, Horizon: rgc.Horizon,
+		Provenance: model.Provenance{Data: "random", TrainedAt: "2026-01-01T00:00:00Z"}}
+	path := filepath.Join(t.TempDir(), "random.ckpt")
+	if err := ck.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestDaemonWithEngine runs the command with the CPU engine on a random
+// checkpoint against an embedded NATS server: its spikes equal the offline
+// rollout's with the same checkpoint; SIGHUP reloads; cancelling (SIGTERM)
+// drains and returns nil.
+func TestDaemonWithEngine(t *testing.T) {
+	full, err := rgc.Load("../../data/chicken-17-08-21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bins = 25000
+	rec := &rgc.Recording{Name: full.Name, SampleRateHz: full.SampleRateHz, Bins: bins}
+	for c := range rec.Stimulus {
+		rec.Stimulus[c] = full.Stimulus[c][:bins]
+	}
+	rec.Cells = full.Cells
+	idx := rec.QualityCells()[:4]
+	var ids []int
+	for _, c := range idx {
+		ids = append(ids, rec.Cells[c].ClusterID)
+	}
+	path := randomCheckpoint(t, ids)
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(ck, len(ids), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	off, err := rollout.Run(context.Background(), rec, eng, rollout.Options{Split: rgc.Test, Cells: idx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]int64{}
+	nWant := 0
+	for i, tr := range off.Trains {
+		for j, v := range tr.Generated {
+			if v == 1 {
+				want[ids[i]] = append(want[ids[i]], int64(off.From+j))
+				nWant++
+			}
+		}
+	}
+	if nWant < 20 {
+		t.Fatalf("only %d offline spikes: test too weak", nWant)
+	}
+
+	srv, err := embednats.Start("127.0.0.1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	logs := &syncBuf{}
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", srv.ClientURL(), "--model", path, "--threads", "1", "--metrics-addr", "127.0.0.1:0", "--max-lag", "0", "--log-format", "json"}, logs, hup, nil)
+	}()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, _ := stream.NewPublisher(nc, "dev0")
+	for {
+		if _, err := p.Status(context.Background()); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("daemon ended: %v\n%s", err, logs)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	col, err := p.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := rec.SplitRange(rgc.Test)
+	t0 := lo + rgc.WindowBins - 1
+	var hs []stream.History
+	for _, c := range idx {
+		h := stream.History{Cell: int32(rec.Cells[c].ClusterID)}
+		for _, b := range rec.Cells[c].SpikeBins {
+			if int(b) > t0-rgc.WindowBins && int(b) <= t0 {
+				h.Spikes[int(b)-(t0-rgc.WindowBins+1)] = true
+			}
+		}
+		hs = append(hs, h)
+	}
+	if err := p.SendHistory(hs); err != nil {
+		t.Fatal(err)
+	}
+	for b := lo; b < hi; b += 100 {
+		f := &stream.Frames{FirstSeq: int64(b)}
+		for x := b; x < min(b+100, hi); x++ {
+			var fr stream.Frame
+			for c := range fr.LED {
+				fr.LED[c] = rec.Stimulus[c][x]
+			}
+			f.Frames = append(f.Frames, fr)
+		}
+		if err := p.PublishFrames(f); err != nil {
+			t.Fatal(err)
+		}
+		if b == lo+2000 {
+			hup <- syscall.SIGHUP // reload the same checkpoint mid-stream
+		}
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	count := func(ds []stream.Decision) int {
+		n := 0
+		for _, d := range ds {
+			if d.Kind == stream.KindSpike && d.Bin < int64(hi) {
+				n++
+			}
+		}
+		return n
+	}
+	if err := col.WaitFor(wctx, func(ds []stream.Decision) bool { return count(ds) >= nWant }); err != nil {
+		t.Fatalf("%v: %d of %d spikes\n%s", err, count(col.Decisions()), nWant, logs)
+	}
+	time.Sleep(50 * time.Millisecond)
+	got := map[int][]int64{}
+	for _, d := range col.Decisions() {
+		if d.Kind == stream.KindSpike && d.Bin < int64(hi) {
+			got[int(d.Cell)] = append(got[int(d.Cell)], d.Bin)
+		}
+	}
+	for _, id := range ids {
+		if !slices.Equal(got[id], want[id]) {
+			t.Fatalf("cell %d: daemon spikes differ from the offline rollout with the engine\n got %v\nwant %v", id, got[id], want[id])
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not drain within 20 s")
+	}
+	out := logs.String()
+	for _, msg := range []string{`"model loaded"`, `"model reloaded"`, `"draining"`, `"stopped"`, `"serving /metrics`} {
+		if !strings.Contains(out, msg) {
+			t.Errorf("log lacks %s:\n%s", msg, out)
+		}
+	}
+	t.Logf("%d spikes of %d cells equal to the offline engine rollout", nWant, len(ids))
+}
