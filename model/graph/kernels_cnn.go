@@ -240,18 +240,25 @@ func (bn *batchNorm) stats(in []*tensor.Dense, update bool) (nb, c, l int) {
 	n := float64(nb * l)
 	bn.par.run(c, func(lo, hi, _ int) {
 		for ch := lo; ch < hi; ch++ {
+			// Row sums in float32 (rows are at most a few hundred bins),
+			// accumulated over rows in float64.
 			var s, ss float64
 			for b := 0; b < nb; b++ {
+				var rs float32
 				for _, v := range x[(b*c+ch)*l : (b*c+ch+1)*l] {
-					s += float64(v)
+					rs += v
 				}
+				s += float64(rs)
 			}
 			m := s / n
+			mf := float32(m)
 			for b := 0; b < nb; b++ {
+				var rs float32
 				for _, v := range x[(b*c+ch)*l : (b*c+ch+1)*l] {
-					dv := float64(v) - m
-					ss += dv * dv
+					dv := v - mf
+					rs += dv * dv
 				}
+				ss += float64(rs)
 			}
 			v := ss / n
 			bn.mean[ch] = m
@@ -330,22 +337,26 @@ func (bn *batchNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32)
 	n := float64(nb * l)
 	bn.par.run(c, func(lo, hi, _ int) {
 		for ch := lo; ch < hi; ch++ {
-			m, is := bn.mean[ch], bn.invstd[ch]
+			m, is := float32(bn.mean[ch]), float32(bn.invstd[ch])
 			var sdy, sdyx float64
 			for b := 0; b < nb; b++ {
 				r := (b*c + ch) * l
+				xr := x[r : r+l]
+				var a1, a2 float32
 				for j, v := range gout[r : r+l] {
-					sdy += float64(v)
-					sdyx += float64(v) * (float64(x[r+j]) - m) * is
+					a1 += v
+					a2 += v * (xr[j] - m)
 				}
+				sdy += float64(a1)
+				sdyx += float64(a2) * float64(is)
 			}
-			k := float64(g[ch]) * is
-			a, bb := sdy/n, sdyx/n
+			k := g[ch] * is
+			a, bb := float32(sdy/n), float32(sdyx/n)
 			for b := 0; b < nb; b++ {
 				r := (b*c + ch) * l
+				xr, gr := x[r:r+l], gin[r:r+l]
 				for j, v := range gout[r : r+l] {
-					xh := (float64(x[r+j]) - m) * is
-					gin[r+j] = float32(k * (float64(v) - a - xh*bb))
+					gr[j] = k * (v - a - (xr[j]-m)*is*bb)
 				}
 			}
 		}

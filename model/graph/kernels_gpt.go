@@ -259,37 +259,31 @@ func (a *attention) scratch() {
 	}
 }
 
-// softmaxRows fills p [T,T] with the causal attention probabilities of
-// window b, head h.
-func (a *attention) softmaxRows(qkv []float32, b, h int, p []float32) {
+// probsOf fills p [T,T] with the causal attention probabilities of window
+// b, head h: softmax over j <= i of (q_i . k_j) / sqrt(hd), by SGEMM on the
+// strided q and k columns.
+func (a *attention) probsOf(qkv []float32, b, h int, p []float32) {
 	d := a.heads * a.hd
-	scale := 1 / math.Sqrt(float64(a.hd))
+	base := b * a.t * 3 * d
+	scale := float32(1 / math.Sqrt(float64(a.hd)))
+	sgemm.Gemm(false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
 	for i := 0; i < a.t; i++ {
-		q := qkv[(b*a.t+i)*3*d+h*a.hd:][:a.hd]
 		row := p[i*a.t : (i+1)*a.t]
-		mx := math.Inf(-1)
-		for j := 0; j <= i; j++ {
-			k := qkv[(b*a.t+j)*3*d+d+h*a.hd:][:a.hd]
-			var s float32
-			for e, qv := range q {
-				s += qv * k[e]
-			}
-			v := float64(s) * scale
-			row[j] = float32(v)
-			mx = math.Max(mx, v)
+		mx := row[0]
+		for _, v := range row[1 : i+1] {
+			mx = max(mx, v)
 		}
-		var z float64
+		var z float32
 		for j := 0; j <= i; j++ {
-			e := math.Exp(float64(row[j]) - mx)
-			row[j] = float32(e)
+			e := float32(math.Exp(float64(row[j] - mx)))
+			row[j] = e
 			z += e
 		}
+		inv := 1 / z
 		for j := 0; j <= i; j++ {
-			row[j] = float32(float64(row[j]) / z)
+			row[j] *= inv
 		}
-		for j := i + 1; j < a.t; j++ {
-			row[j] = 0
-		}
+		clear(row[i+1:])
 	}
 }
 
@@ -302,18 +296,9 @@ func (a *attention) forward(in []*tensor.Dense, out []float32) {
 		p := a.probs[w]
 		for b := lo; b < hi; b++ {
 			for h := 0; h < a.heads; h++ {
-				a.softmaxRows(qkv, b, h, p)
-				for i := 0; i < a.t; i++ {
-					o := out[(b*a.t+i)*d+h*a.hd:][:a.hd]
-					clear(o)
-					for j := 0; j <= i; j++ {
-						pv := p[i*a.t+j]
-						v := qkv[(b*a.t+j)*3*d+2*d+h*a.hd:][:a.hd]
-						for e := range o {
-							o[e] += pv * v[e]
-						}
-					}
-				}
+				a.probsOf(qkv, b, h, p)
+				// O = P V
+				sgemm.Gemm(false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
 			}
 		}
 	})
@@ -325,40 +310,32 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 	d := a.heads * a.hd
 	nb := len(qkv) / (a.t * 3 * d)
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
-	clear(gin)
 	a.par.run(nb, func(lo, hi, w int) {
 		p, dp := a.probs[w], a.dprobs[w]
 		for b := lo; b < hi; b++ {
+			base, obase := b*a.t*3*d, b*a.t*d
 			for h := 0; h < a.heads; h++ {
-				a.softmaxRows(qkv, b, h, p)
-				row := func(i, part int) []float32 { return qkv[(b*a.t+i)*3*d+part*d+h*a.hd:][:a.hd] }
-				grow := func(i, part int) []float32 { return gin[(b*a.t+i)*3*d+part*d+h*a.hd:][:a.hd] }
+				q, k, v := base+h*a.hd, base+d+h*a.hd, base+2*d+h*a.hd
+				do := gout[obase+h*a.hd:]
+				a.probsOf(qkv, b, h, p)
+				// dV = P^T dO; dP = dO V^T
+				sgemm.Gemm(true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
+				sgemm.Gemm(false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
+				// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
 				for i := 0; i < a.t; i++ {
-					do := gout[(b*a.t+i)*d+h*a.hd:][:a.hd]
-					// dV_j += P_ij dO_i; dP_ij = dO_i . V_j
+					pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
 					var dot float32
 					for j := 0; j <= i; j++ {
-						pv := p[i*a.t+j]
-						v, dv := row(j, 2), grow(j, 2)
-						var s float32
-						for e, g := range do {
-							dv[e] += pv * g
-							s += g * v[e]
-						}
-						dp[i*a.t+j] = s
-						dot += s * pv
+						dot += pr[j] * dr[j]
 					}
-					// dS_ij = P_ij (dP_ij - sum_j P dP); dQ_i += dS_ij K_j s; dK_j += dS_ij Q_i s
-					q, dq := row(i, 0), grow(i, 0)
 					for j := 0; j <= i; j++ {
-						ds := p[i*a.t+j] * (dp[i*a.t+j] - dot) * scale
-						k, dk := row(j, 1), grow(j, 1)
-						for e := range dq {
-							dq[e] += ds * k[e]
-							dk[e] += ds * q[e]
-						}
+						dr[j] = pr[j] * (dr[j] - dot) * scale
 					}
+					clear(dr[i+1:])
 				}
+				// dQ = dS K; dK = dS^T Q
+				sgemm.Gemm(false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
+				sgemm.Gemm(true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
 			}
 		}
 	})

@@ -93,7 +93,12 @@ func (s OneCycle) Rate(step int) float64 {
 	if s.Total <= 1 {
 		return s.Peak
 	}
-	f := float64(step) / float64(s.Total-1)
+	return s.RateAt(float64(step) / float64(s.Total-1))
+}
+
+// RateAt returns the learning rate at fraction f (0..1) of the run.
+func (s OneCycle) RateAt(f float64) float64 {
+	f = math.Min(math.Max(f, 0), 1)
 	lo := s.Peak / s.DivStart
 	switch {
 	case f < s.WarmFrac:

@@ -36,6 +36,11 @@ type Options struct {
 	// ValEvery is the number of steps between validations; ValWindows the
 	// size of the fixed validation subset.
 	ValEvery, ValWindows int
+	// TimeBudget, if positive, bounds the run by wall-clock time instead:
+	// the schedule and the early-stopping half-way mark follow the
+	// fraction of the budget used, and training ends when it is spent (or
+	// Steps are done). For machines whose speed is not known in advance.
+	TimeBudget time.Duration
 	// Seed seeds initialisation and sampling.
 	Seed uint64
 	// Threads is the number of compute goroutines of the graph.
@@ -74,6 +79,7 @@ type state struct {
 	BestStep   int
 	History    []Point
 	Elapsed    float64
+	Budget     float64 // seconds; 0 for a step-bound run
 	ZeroPooled float64
 	ZeroCell   float64
 }
@@ -190,7 +196,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	var w *model.Weights
-	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1)}
+	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1),
+		Budget: o.TimeBudget.Seconds()}
 	if o.Resume != "" {
 		ck, err := model.LoadCheckpoint(o.Resume)
 		if err != nil {
@@ -208,6 +215,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		w, o.Cells, o.Config = ck.Weights, cells, ck.Weights.Config
 		o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
+		o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
 		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
 	} else {
 		w = model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
@@ -255,6 +263,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	stepsAtLog := st.Step
 	var trainEMA float64
 	emaN := 0
+	// frac is the fraction of the run done: of the steps, or of the time
+	// budget when there is one.
+	frac := func() float64 {
+		f := float64(st.Step) / float64(o.Steps)
+		if st.Budget > 0 {
+			f = math.Max(f, (elapsed0+time.Since(start).Seconds())/st.Budget)
+		}
+		return f
+	}
 	saveResume := func() error {
 		st.Elapsed = elapsed0 + time.Since(start).Seconds()
 		var buf bytes.Buffer
@@ -285,7 +302,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return false, fmt.Errorf("save best checkpoint: %w", err)
 			}
 		}
-		stop = st.Stop.Observe(v, st.Step >= o.Steps/2)
+		stop = st.Stop.Observe(v, frac() >= 0.5)
 		fmt.Fprintf(o.Log, "step %d: val NLL %.4f (smoothed %.4f, best %.4f at step %d; zero-input %.4f/%.4f)\n",
 			st.Step, v, st.Stop.Smoothed, st.BestVal, st.BestStep, st.ZeroPooled, st.ZeroCell)
 		if err := saveResume(); err != nil {
@@ -294,7 +311,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return stop, nil
 	}
 
-	for st.Step < o.Steps {
+	for st.Step < o.Steps && frac() < 1 {
 		var b *batch
 		select {
 		case <-ctx.Done():
@@ -315,6 +332,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("train: step %d: loss is %v (learning rate %.3g too high?)", st.Step, loss, o.LR)
 		}
 		lr := sched.Rate(st.Step)
+		if st.Budget > 0 {
+			lr = sched.RateAt(frac())
+		}
 		st.Opt.Update(w, tg.Grad, lr)
 		st.Step++
 		emaN++
@@ -327,11 +347,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			dt := time.Since(lastLog).Seconds()
 			sps := float64(st.Step-stepsAtLog) / dt
 			eta := time.Duration(float64(o.Steps-st.Step) / sps * float64(time.Second)).Round(time.Second)
+			if st.Budget > 0 {
+				eta = min(eta, time.Duration((1-frac())*st.Budget*float64(time.Second)).Round(time.Second))
+			}
 			fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  ETA %s\n",
 				st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), eta)
 			lastLog, stepsAtLog = time.Now(), st.Step
 		}
-		if st.Step%o.ValEvery == 0 || st.Step == o.Steps {
+		if st.Step%o.ValEvery == 0 || st.Step == o.Steps || frac() >= 1 {
 			stop, err := validate()
 			if errors.Is(err, context.Canceled) {
 				break
@@ -347,7 +370,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	stopLoader()
-	res.Interrupted = ctx.Err() != nil && st.Step < o.Steps && !res.Stopped
+	res.Interrupted = ctx.Err() != nil && st.Step < o.Steps && frac() < 1 && !res.Stopped
 	if err := saveResume(); err != nil {
 		return nil, fmt.Errorf("train: save resume checkpoint: %w", err)
 	}

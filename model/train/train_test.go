@@ -1,0 +1,271 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"rgcpred/model"
+	"rgcpred/model/graph"
+	"rgcpred/rgc"
+)
+
+const shipped = "../../data/chicken-17-08-21"
+
+// tinyConfig is a small configuration with every layer type.
+func tinyConfig(head string, cells int) model.Config {
+	return model.Config{
+		Stem: model.StemGPTA, Head: head, NumCells: cells,
+		InRows: 5, InBins: 1024, StemCh: 2, StemKernel: 5,
+		BlockMid: 4, BlockOut: 4, BlockKernel: 3, SEReduction: 2,
+		Layers: 1, Heads: 2, HeadDim: 2, Mixtures: 3, Classes: 81,
+	}
+}
+
+// TestAdamWStep checks two AdamW steps against the update rule computed by
+// hand: bias-corrected moments, decoupled decay on weights only.
+func TestAdamWStep(t *testing.T) {
+	c := tinyConfig(model.HeadCat, 2)
+	w := model.NewWeights(c)
+	const wn, bn = "head.weight", "head.bias"
+	w.Tensors[wn][0], w.Tensors[bn][0] = 0.5, 0.5
+	grads := []float32{0.2, -0.1}
+	o := NewAdamW()
+	lr := 0.01
+	x, xb := 0.5, 0.5
+	m, v := 0.0, 0.0
+	for s, g := range grads {
+		o.Update(w, func(name string) []float32 {
+			if name == wn || name == bn {
+				gv := make([]float32, len(w.Tensors[name]))
+				gv[0] = g
+				return gv
+			}
+			return nil
+		}, lr)
+		m = 0.9*m + 0.1*float64(g)
+		v = 0.99*v + 0.01*float64(g)*float64(g)
+		mh := m / (1 - math.Pow(0.9, float64(s+1)))
+		vh := v / (1 - math.Pow(0.99, float64(s+1)))
+		step := lr * mh / (math.Sqrt(vh) + 1e-5)
+		x = x*(1-lr*0.02) - step
+		xb -= step
+	}
+	if got := float64(w.Tensors[wn][0]); math.Abs(got-x) > 1e-6 {
+		t.Errorf("weight after 2 steps %.7f, want %.7f", got, x)
+	}
+	if got := float64(w.Tensors[bn][0]); math.Abs(got-xb) > 1e-6 {
+		t.Errorf("bias (no decay) after 2 steps %.7f, want %.7f", got, xb)
+	}
+	if w.Tensors["cnn.bn1.running_var"][0] != 1 {
+		t.Error("running statistics must not be optimised")
+	}
+}
+
+func TestOneCycle(t *testing.T) {
+	s := NewOneCycle(1e-3, 1001)
+	tests := []struct {
+		step int
+		want float64
+	}{{0, 1e-3 / 25}, {250, 1e-3}, {900, 1e-3 / 25}, {1000, 1e-7}}
+	for _, tc := range tests {
+		if got := s.Rate(tc.step); math.Abs(got-tc.want) > 1e-3*tc.want {
+			t.Errorf("Rate(%d) = %.4g, want %.4g", tc.step, got, tc.want)
+		}
+	}
+	for i := 1; i < 1000; i++ {
+		up := i <= 250
+		if d := s.Rate(i) - s.Rate(i-1); (up && d < 0) || (!up && d > 1e-12) {
+			t.Fatalf("rate not %s at step %d", map[bool]string{true: "rising", false: "falling"}[up], i)
+		}
+	}
+	if a, b := s.RateAt(0.5), s.Rate(500); math.Abs(a-b) > 1e-3*b {
+		t.Errorf("RateAt(0.5) %.4g != Rate(500) %.4g", a, b)
+	}
+}
+
+func TestEarlyStop(t *testing.T) {
+	e := NewEarlyStop()
+	// Improving losses never stop.
+	for i := 0; i < 30; i++ {
+		if e.Observe(2-0.01*float64(i), true) {
+			t.Fatalf("stopped while improving at evaluation %d", i)
+		}
+	}
+	// A plateau stops after 12 evaluations without a new smoothed best,
+	// but only once past half the run.
+	n := 0
+	for !e.Observe(5, n >= 20) {
+		n++
+		if n > 100 {
+			t.Fatal("never stopped on a plateau")
+		}
+	}
+	if n != 20 {
+		t.Errorf("stopped after %d plateau evaluations, want 20 (the half-way mark)", n)
+	}
+	e = NewEarlyStop()
+	e.Observe(1, true)
+	k := 0
+	for !e.Observe(5, true) {
+		k++
+	}
+	if k != 11 {
+		t.Errorf("stopped after %d+1 evaluations without improvement, want 12", k)
+	}
+}
+
+// TestOverfitOneBatch trains the tiny model on one fixed batch: graph,
+// gradients and AdamW together must drive the loss well down.
+func TestOverfitOneBatch(t *testing.T) {
+	for _, head := range []string{model.HeadCat, model.HeadLogMix} {
+		t.Run(head, func(t *testing.T) {
+			c := tinyConfig(head, 2)
+			w := model.InitWeights(c, rand.New(rand.NewPCG(1, 2)))
+			g, err := graph.New(w, 8, graph.Options{Training: true, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			rng := rand.New(rand.NewPCG(3, 4))
+			x := make([]float32, 8*rgc.WindowLen)
+			for i := range x {
+				x[i] = float32(rng.IntN(2))
+			}
+			rows, tg := make([]int, 8), make([]int, 8)
+			for i := range rows {
+				rows[i], tg[i] = i%2, rng.IntN(81)
+			}
+			if err := g.SetInputs(x, rows, tg); err != nil {
+				t.Fatal(err)
+			}
+			o := NewAdamW()
+			var first, last float32
+			for s := 0; s < 60; s++ {
+				l, err := g.Run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s == 0 {
+					first = l
+				}
+				last = l
+				o.Update(w, g.Grad, 1e-2)
+			}
+			if !(last < 0.5*first) {
+				t.Errorf("loss %.3f -> %.3f after 60 steps on one batch, want below half", first, last)
+			}
+		})
+	}
+}
+
+// TestRunInterruptResume trains the tiny model on the shipped recording,
+// interrupts it (cancelled context), resumes and finishes: checkpoints
+// load, carry provenance and the resumed run ends at the planned step.
+func TestRunInterruptResume(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := rec.QualityCells()[:3]
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.ckpt")
+	var log bytes.Buffer
+	o := Options{Data: "shipped", Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 3),
+		Steps: 8, Batch: 4, LR: 3e-3, ValEvery: 2, ValWindows: 16, Seed: 3, Threads: 2, Out: out, Log: &log}
+
+	// Interrupt after the first validation.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := os.Stat(out + ".resume"); err == nil {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	res, err := Run(ctx, o)
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || res.Steps >= 8 || res.Steps < 2 {
+		t.Fatalf("first run: interrupted %v at step %d, want an interruption between 2 and 8\n%s", res.Interrupted, res.Steps, log.String())
+	}
+	ck, err := model.LoadCheckpoint(out + ".resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ck.TrainState) == 0 || ck.Provenance.Steps != res.Steps {
+		t.Fatalf("resume checkpoint: %d bytes of state, %d steps; want state and %d steps", len(ck.TrainState), ck.Provenance.Steps, res.Steps)
+	}
+
+	o2 := o
+	o2.Resume = out + ".resume"
+	o2.Steps = 1000 // ignored: the plan comes from the resume state
+	res2, err := Run(context.Background(), o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Interrupted || res2.Steps != 8 {
+		t.Fatalf("resumed run ended at step %d (interrupted %v), want 8", res2.Steps, res2.Interrupted)
+	}
+	best, err := model.LoadCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if best.Provenance.ValNLL != res2.BestVal || best.Provenance.Steps != res2.BestStep || best.Provenance.ZeroInputNLL <= 0 {
+		t.Errorf("best checkpoint provenance %+v, want val %.4f at step %d and a zero-input NLL", best.Provenance, res2.BestVal, res2.BestStep)
+	}
+	if len(best.CellIDs) != 3 || best.CellIDs[0] != rec.Cells[cells[0]].ClusterID || best.BinRateHz != rec.BinRateHz() {
+		t.Errorf("best checkpoint cells %v at %.2f Hz", best.CellIDs, best.BinRateHz)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m-loss.svg")); err != nil {
+		t.Errorf("no loss curve: %v", err)
+	}
+}
+
+func TestLRFind(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := rec.QualityCells()[:2]
+	var log bytes.Buffer
+	o := Options{Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 2), Batch: 4, Seed: 1, Threads: 2, Log: &log}
+	r, err := LRFind(context.Background(), o, 1e-5, 10, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rates) < 3 || !(r.Suggested >= 1e-5 && r.Suggested <= 10) || r.Suggested > r.MinRate {
+		t.Errorf("lr-find: %d points, min at %.3g, suggested %.3g", len(r.Rates), r.MinRate, r.Suggested)
+	}
+	for i := 1; i < len(r.Rates); i++ {
+		if !(r.Rates[i] > r.Rates[i-1]) {
+			t.Fatal("rates not increasing")
+		}
+	}
+	if err := r.Plot(filepath.Join(t.TempDir(), "lr.svg"), "test"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	_, err := Run(context.Background(), Options{})
+	if err == nil {
+		t.Fatal("want an error for empty options")
+	}
+}
