@@ -81,10 +81,13 @@ func randomCheckpoint(t *testing.T, ids []int) string {
 	}
 	w := model.InitWeights(cfg, rand.New(rand.NewPCG(1, 2)))
 	for name, ts := range w.Tensors {
-		if strings.HasPrefix(name, "head.") {
-			for i := range ts {
-				ts[i] *= 300
-			}
+		scale := float32(1)
+		switch {
+		case strings.HasPrefix(name, "head."):
+			scale = 300
+		}
+		for i := range ts {
+			ts[i] *= scale
 		}
 	}
 	ck := &model.Checkpoint{Weights: w, CellIDs: ids, BinRateHz: rgc.BinRateHz, WindowBins: rgc.WindowBins, Horizon: rgc.Horizon,
@@ -140,8 +143,14 @@ func TestDaemonWithEngine(t *testing.T) {
 			}
 		}
 	}
-	if nWant < 20 {
-		t.Fatalf("only %d offline spikes: test too weak", nWant)
+	gaps := map[int64]bool{}
+	for _, bins := range want {
+		for i := 1; i < len(bins); i++ {
+			gaps[bins[i]-bins[i-1]] = true
+		}
+	}
+	if nWant < 20 || len(gaps) < 5 {
+		t.Fatalf("%d offline spikes with %d distinct intervals: the model ignores its input, test too weak", nWant, len(gaps))
 	}
 
 	srv, err := embednats.Start("127.0.0.1", -1)
@@ -251,5 +260,5 @@ func TestDaemonWithEngine(t *testing.T) {
 			t.Errorf("log lacks %s:\n%s", msg, out)
 		}
 	}
-	t.Logf("%d spikes of %d cells equal to the offline engine rollout", nWant, len(ids))
+	t.Logf("%d spikes of %d cells (%d distinct intervals) equal to the offline engine rollout", nWant, len(ids), len(gaps))
 }
