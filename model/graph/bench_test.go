@@ -2,7 +2,10 @@ package graph
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"rgcpred/model"
 )
@@ -22,7 +25,7 @@ func BenchmarkTrainStep(b *testing.B) {
 					b.Fatal(err)
 				}
 				w := randomWeights(b, c, 1)
-				g, err := New(w, batch, Options{Training: true, Threads: 2, GorgoniaConv: gconv})
+				g, err := New(w, batch, Options{Training: true, Threads: 2, GorgoniaConv: gconv, Profile: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -31,6 +34,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				if err := g.SetInputs(x, cells, tg); err != nil {
 					b.Fatal(err)
 				}
+				start := time.Now()
 				if _, err := g.Run(); err != nil {
 					b.Fatal(err)
 				}
@@ -41,7 +45,33 @@ func BenchmarkTrainStep(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
+				logProfile(b, g.Profile(), time.Since(start))
 			})
 		}
 	}
+}
+
+// logProfile logs the kernels' share of the wall time of all runs (the
+// warm-up run included), largest first; the rest is gorgonia's own operations
+// and the tape machine.
+func logProfile(b *testing.B, p map[string]time.Duration, total time.Duration) {
+	type kv struct {
+		k string
+		v time.Duration
+	}
+	var kvs []kv
+	var sum time.Duration
+	for k, v := range p {
+		kvs = append(kvs, kv{k, v})
+		sum += v
+	}
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].v > kvs[j].v })
+	var sb strings.Builder
+	for _, e := range kvs {
+		if e.v*100 >= total {
+			fmt.Fprintf(&sb, "%s %.0f%%, ", e.k, 100*e.v.Seconds()/total.Seconds())
+		}
+	}
+	fmt.Fprintf(&sb, "outside kernels (gorgonia ops, tape machine) %.0f%%", 100*(total-sum).Seconds()/total.Seconds())
+	b.Log(sb.String())
 }

@@ -15,6 +15,7 @@ package graph
 
 import (
 	"fmt"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -32,6 +33,9 @@ type Options struct {
 	// GorgoniaConv runs the convolutions with gorgonia's own Conv2d (kernel
 	// height 1) instead of the im2col + SGEMM kernel; for benchmarks.
 	GorgoniaConv bool
+
+	// Profile records the wall time of every kernel (see Graph.Profile).
+	Profile bool
 
 	// smooth replaces ReLU by softplus (tests only: finite differences
 	// across ReLU kinks are inexact).
@@ -57,6 +61,7 @@ type Graph struct {
 	grads  map[string]*G.Node
 	names  []string // trainable parameter names, in Config.Params order
 
+	prof         *opTimes
 	x, cell, tgt *tensor.Dense
 	out, loss    *G.Node
 	vm           G.VM
@@ -92,6 +97,9 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	cn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("cell_index"), G.WithValue(gr.cell))
 	tn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("target"), G.WithValue(gr.tgt))
 
+	if opts.Profile {
+		gr.prof = &opTimes{m: map[string]time.Duration{}}
+	}
 	b := builder{gr: gr, par: parallel{opts.Threads}}
 	out := b.forward(xn, cn)
 	var nll *G.Node
@@ -138,7 +146,7 @@ func (b *builder) op(k kernel, name string, in ...*G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	n, err := apply(k, name, in...)
+	n, err := apply(b.gr.prof, k, name, in...)
 	b.err = err
 	return n
 }
@@ -156,7 +164,7 @@ func (b *builder) relu(x *G.Node) *G.Node {
 	if b.gr.opts.smooth {
 		return b.op(softplus{}, "softplus", x)
 	}
-	return b.op(relu{}, "relu", x)
+	return b.op(relu{par: b.par}, "relu", x)
 }
 
 func (b *builder) add(x, y *G.Node) *G.Node {
@@ -227,7 +235,7 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 		t = b.add(t, a)
 		m := b.ln(t, p+".ln2")
 		m = b.linear(m, p+".mlp.fc")
-		m = b.op(gelu{}, p+".mlp.gelu", m)
+		m = b.op(gelu{par: b.par}, p+".mlp.gelu", m)
 		m = b.linear(m, p+".mlp.proj")
 		t = b.add(t, m)
 	}
@@ -324,6 +332,24 @@ func (gr *Graph) Grad(name string) []float32 {
 		return nil
 	}
 	return n.Value().Data().([]float32)
+}
+
+// Profile returns the wall time spent in each kernel kind and direction
+// ("conv1d fwd", "attention bwd", ...) since the graph was built; nil unless
+// Options.Profile. Time outside these kernels is gorgonia's own operations
+// (residual additions, sigmoid, the mean, gradient accumulation) and the
+// tape machine's overhead.
+func (gr *Graph) Profile() map[string]time.Duration {
+	if gr.prof == nil {
+		return nil
+	}
+	gr.prof.mu.Lock()
+	defer gr.prof.mu.Unlock()
+	m := make(map[string]time.Duration, len(gr.prof.m))
+	for k, v := range gr.prof.m {
+		m[k] = v
+	}
+	return m
 }
 
 // Close releases the graph's machine.

@@ -460,8 +460,8 @@ func (softplus) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	}
 }
 
-// relu is max(x, 0); the gradient passes where the output is positive.
-type relu struct{}
+// relu is max(x, 0); the gradient passes where the input is positive.
+type relu struct{ par parallel }
 
 func (relu) name() string    { return "relu" }
 func (relu) diffWRT() []bool { return []bool{true} }
@@ -471,17 +471,23 @@ func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (relu) forward(in []*tensor.Dense, out []float32) {
-	for i, v := range f32(in[0]) {
-		out[i] = max(v, 0)
-	}
-}
-func (relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
-	for i, v := range f32(in[0]) {
-		if v > 0 {
-			gin[i] = gout[i]
-		} else {
-			gin[i] = 0
+func (r relu) forward(in []*tensor.Dense, out []float32) {
+	x := f32(in[0])
+	r.par.run(len(x), func(lo, hi, _ int) {
+		for i, v := range x[lo:hi] {
+			out[lo+i] = max(v, 0)
 		}
-	}
+	})
+}
+func (r relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	x := f32(in[0])
+	r.par.run(len(x), func(lo, hi, _ int) {
+		for i, v := range x[lo:hi] {
+			if v > 0 {
+				gin[lo+i] = gout[lo+i]
+			} else {
+				gin[lo+i] = 0
+			}
+		}
+	})
 }

@@ -342,10 +342,16 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 }
 
 // gelu is the tanh approximation of the Gaussian error linear unit
-// (Hendrycks & Gimpel, 2016), as in GPT-2.
-type gelu struct{}
+// (Hendrycks & Gimpel, 2016), as in GPT-2, split over the worker goroutines.
+type gelu struct{ par parallel }
 
 const geluC = 0.7978845608028654 // sqrt(2/pi)
+
+// tanh32 is tanh via one exponential: 1 - 2/(e^(2u)+1), exact to float32
+// rounding and saturating correctly for large |u|.
+func tanh32(u float32) float32 {
+	return 1 - 2/(float32(math.Exp(float64(2*u)))+1)
+}
 
 func (gelu) name() string    { return "gelu" }
 func (gelu) diffWRT() []bool { return []bool{true} }
@@ -355,19 +361,23 @@ func (gelu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (gelu) forward(in []*tensor.Dense, out []float32) {
-	for i, v := range f32(in[0]) {
-		x := float64(v)
-		out[i] = float32(0.5 * x * (1 + math.Tanh(geluC*(x+0.044715*x*x*x))))
-	}
+func (g gelu) forward(in []*tensor.Dense, out []float32) {
+	x := f32(in[0])
+	g.par.run(len(x), func(lo, hi, _ int) {
+		for i, v := range x[lo:hi] {
+			out[lo+i] = 0.5 * v * (1 + tanh32(geluC*(v+0.044715*v*v*v)))
+		}
+	})
 }
-func (gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
-	for i, v := range f32(in[0]) {
-		x := float64(v)
-		t := math.Tanh(geluC * (x + 0.044715*x*x*x))
-		dy := 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x)
-		gin[i] = float32(dy) * gout[i]
-	}
+func (g gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	x := f32(in[0])
+	g.par.run(len(x), func(lo, hi, _ int) {
+		for i, v := range x[lo:hi] {
+			t := tanh32(geluC * (v + 0.044715*v*v*v))
+			dy := 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*0.044715*v*v)
+			gin[lo+i] = dy * gout[lo+i]
+		}
+	})
 }
 
 // lastToken picks the last of every window's T tokens: [B*T, D] -> [B, D].

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -56,8 +58,7 @@ func asDense(vs []G.Value) ([]*tensor.Dense, error) {
 // buffer is an op-owned output tensor, reused across runs of the graph (each
 // node has its own op value, so nothing else writes to it).
 type buffer struct {
-	mu sync.Mutex
-	t  *tensor.Dense
+	t *tensor.Dense
 }
 
 func (b *buffer) get(s tensor.Shape) *tensor.Dense {
@@ -68,8 +69,29 @@ func (b *buffer) get(s tensor.Shape) *tensor.Dense {
 	return b.t
 }
 
+// opTimes accumulates the wall time spent in kernels, by kernel kind and
+// direction, when profiling is on.
+type opTimes struct {
+	mu sync.Mutex
+	m  map[string]time.Duration
+}
+
+func (p *opTimes) add(k kernel, dir string, t0 time.Time) {
+	if p == nil {
+		return
+	}
+	name := k.name()
+	if i := strings.IndexByte(name, '('); i > 0 {
+		name = name[:i]
+	}
+	p.mu.Lock()
+	p.m[name+" "+dir] += time.Since(t0)
+	p.mu.Unlock()
+}
+
 // fwdOp applies a kernel's forward function.
 type fwdOp struct {
+	prof *opTimes
 	k    kernel
 	dims []int // dimensions of each input
 	odim int   // dimensions of the output
@@ -105,8 +127,10 @@ func (op *fwdOp) Do(vs ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
 	}
+	t0 := time.Now()
 	out := op.out.get(s)
 	op.k.forward(in, f32(out))
+	op.prof.add(op.k, "fwd", t0)
 	return out, nil
 }
 func (op *fwdOp) ReturnsPtr() bool     { return false }
@@ -132,7 +156,7 @@ func (op *fwdOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) 
 		if !d {
 			continue
 		}
-		b := &bwdOp{k: op.k, i: i, dims: op.dims, odim: op.odim}
+		b := &bwdOp{prof: op.prof, k: op.k, i: i, dims: op.dims, odim: op.odim}
 		n, err := G.ApplyOp(b, children...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: gradient of input %d: %w", op.k.name(), i, err)
@@ -145,6 +169,7 @@ func (op *fwdOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) 
 // bwdOp computes the gradient of a kernel's input i; its inputs are the
 // forward inputs, the forward output and the output gradient.
 type bwdOp struct {
+	prof *opTimes
 	k    kernel
 	i    int
 	dims []int
@@ -173,9 +198,11 @@ func (op *bwdOp) Do(vs ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("d%s: %w", op.k.name(), err)
 	}
+	t0 := time.Now()
 	n := len(op.dims)
 	out := op.out.get(in[op.i].Shape())
 	op.k.backward(op.i, in[:n], f32(in[n]), f32(in[n+1]), f32(out))
+	op.prof.add(op.k, "bwd", t0)
 	return out, nil
 }
 func (op *bwdOp) ReturnsPtr() bool     { return false }
@@ -192,8 +219,8 @@ func (op *bwdOp) Hashcode() uint32 {
 func (op *bwdOp) String() string { return fmt.Sprintf("d%s/d%d", op.k.name(), op.i) }
 
 // apply adds a kernel node to the graph.
-func apply(k kernel, name string, inputs ...*G.Node) (*G.Node, error) {
-	op := &fwdOp{k: k}
+func apply(prof *opTimes, k kernel, name string, inputs ...*G.Node) (*G.Node, error) {
+	op := &fwdOp{prof: prof, k: k}
 	shapes := make([]tensor.Shape, len(inputs))
 	for i, n := range inputs {
 		op.dims = append(op.dims, n.Dims())
