@@ -41,6 +41,7 @@ import (
 const DefaultModel = "models/gpt-a-cat.ckpt"
 
 func main() {
+	zerolog.TimeFieldFormat = time.RFC3339Nano
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -212,10 +213,10 @@ func newLogger(o *options, stderr io.Writer) (zerolog.Logger, error) {
 	switch o.logFormat {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.StampMicro}
+		w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05.000"}
 	case "auto":
 		if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-			w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.StampMicro}
+			w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05.000"}
 		}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json, console or auto", o.logFormat)

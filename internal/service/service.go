@@ -366,8 +366,11 @@ func (s *Service) ConnOptions() []nats.Option {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectBufSize(16 << 20),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // our own Close, logged by ClosedHandler
+			}
 			s.m.nats.WithLabelValues("disconnect").Inc()
-			s.log.Warn().Err(err).Msg("nats disconnected; reconnecting")
+			s.log.Warn().Err(err).Msg("nats disconnected; reconnecting (state kept)")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			s.m.nats.WithLabelValues("reconnect").Inc()
