@@ -39,12 +39,19 @@ func BenchmarkTrainStep(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ResetTimer()
+				cpu0 := processCPU()
 				for i := 0; i < b.N; i++ {
 					if _, err := g.Run(); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					// Samples per CPU-second of the process: the throughput
+					// two otherwise idle cores would give, up to imperfect
+					// parallelism, is 2 x this at most.
+					b.ReportMetric(float64(batch*b.N)/cpu, "samples/cpu-s")
+				}
 				logProfile(b, g.Profile(), time.Since(start))
 			})
 		}

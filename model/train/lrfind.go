@@ -41,6 +41,8 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int) (*LRFindR
 		return nil, fmt.Errorf("lr-find: bad rate range %g..%g", lo, hi)
 	}
 	w := model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
+	pooled, _ := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
+	initHeadBias(w, pooled)
 	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads})
 	if err != nil {
 		return nil, fmt.Errorf("lr-find: %w", err)

@@ -238,14 +238,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if st.Step == 0 {
 		pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
 		st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
-		if o.Config.Head == model.HeadCat && o.Resume == "" {
-			// Start from the zero-input model: the head's bias holds the
-			// log class frequencies, so the first steps need not learn
-			// the (very uneven) marginal distribution.
-			hb := w.Tensors["head.bias"]
-			for k := range hb {
-				hb[k] = float32(math.Log(pooled[k]))
-			}
+		if o.Resume == "" {
+			initHeadBias(w, pooled)
 		}
 	}
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
@@ -440,4 +434,18 @@ func curvePath(out string) string {
 		out = out[:i]
 	}
 	return out + "-loss.svg"
+}
+
+// initHeadBias starts a cat model from the zero-input model: the head's
+// bias holds the log class frequencies, so the first steps need not learn
+// the (very uneven) marginal distribution. Logmix heads are left as
+// initialised.
+func initHeadBias(w *model.Weights, pooled []float64) {
+	if w.Config.Head != model.HeadCat {
+		return
+	}
+	hb := w.Tensors["head.bias"]
+	for k := range hb {
+		hb[k] = float32(math.Log(pooled[k]))
+	}
 }
