@@ -20,7 +20,7 @@ type LRFindResult struct {
 	// the steepest descent of the smoothed loss against log rate.
 	MinRate, Steepest float64
 	// Suggested is the proposed peak rate: MinRate/10, or Steepest when
-	// smaller.
+	// smaller, but not below the sweep's first rate.
 	Suggested float64
 }
 
@@ -102,6 +102,7 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int) (*LRFindR
 	if r.Steepest > 0 && r.Steepest < r.Suggested {
 		r.Suggested = r.Steepest
 	}
+	r.Suggested = math.Max(r.Suggested, lo)
 	return r, nil
 }
 

@@ -245,12 +245,12 @@ func TestLRFind(t *testing.T) {
 	}
 	cells := rec.QualityCells()[:2]
 	var log bytes.Buffer
-	o := Options{Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 2), Batch: 4, Seed: 1, Threads: 2, Log: &log}
+	o := Options{Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 2), Batch: 8, Seed: 1, Threads: 2, Log: &log}
 	r, err := LRFind(context.Background(), o, 1e-5, 10, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Rates) < 3 || !(r.Suggested >= 1e-5 && r.Suggested <= 10) || r.Suggested > r.MinRate {
+	if len(r.Rates) < 3 || !(r.Suggested >= 1e-5 && r.Suggested <= 10) || r.Suggested > math.Max(r.MinRate, 1e-5) {
 		t.Errorf("lr-find: %d points, min at %.3g, suggested %.3g", len(r.Rates), r.MinRate, r.Suggested)
 	}
 	for i := 1; i < len(r.Rates); i++ {
