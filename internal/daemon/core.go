@@ -56,15 +56,17 @@ type Stats struct {
 	// Frames is the number of frames accepted (stale frames excluded).
 	Frames uint64
 	// Stale counts frames dropped because their seq was not past the last
-	// processed one (duplicates, late or out-of-order frames).
+	// processed one but less than rgc.WindowBins behind it (duplicates, late
+	// or out-of-order frames).
 	Stale uint64
 	// GapBins counts missing bins filled by holding the last frame.
 	GapBins uint64
 	// Clamped counts frames with an intensity clamped into
 	// [stream.MinIntensity, stream.MaxIntensity].
 	Clamped uint64
-	// Restarts counts stream restarts after a gap of more than
-	// rgc.WindowBins bins.
+	// Restarts counts stream restarts: a frame more than rgc.WindowBins
+	// bins after the last one (a long gap) or at least that many behind it
+	// (the device restarted its numbering without a reset).
 	Restarts uint64
 	// Resets counts reset control messages.
 	Resets uint64
@@ -209,10 +211,12 @@ func (c *Core) frame(seq int64, fr *stream.Frame, latest int64) {
 	switch {
 	case !c.started:
 		c.start(seq)
-	case seq <= c.last:
+	case seq <= c.last && c.last-seq < rgc.WindowBins:
 		c.stats.Stale++
 		return
-	case seq-c.last-1 > rgc.WindowBins:
+	case seq <= c.last || seq-c.last-1 > rgc.WindowBins:
+		// A jump of more than a window either way: a new stream (e.g. the
+		// device restarted without a reset, or a long outage).
 		c.stats.Restarts++
 		c.start(seq)
 	default:

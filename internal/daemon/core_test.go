@@ -336,6 +336,15 @@ func TestCoreRobustness(t *testing.T) {
 			t.Fatalf("stats %+v, %d new decisions, want a restart and 3 decisions at 6023", st, len(sink.got)-n)
 		}
 	})
+	t.Run("a jump back by a window or more restarts the stream", func(t *testing.T) {
+		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
+		core.Frames(sub(3000, 4000), 3999)
+		core.Frames(clean, clean.LastSeq()) // device restarted at seq 0, no reset
+		st := core.Stats()
+		if st.Restarts != 1 || st.Stale != 0 || !sameDecisions(sink.got, want) {
+			t.Fatalf("stats %+v: want one restart and the fresh stream's decisions", st)
+		}
+	})
 	t.Run("out-of-range intensities are clamped", func(t *testing.T) {
 		core, _ := newCore(t, []int{1}, Config{})
 		f := synthFrames(0, 3)

@@ -401,7 +401,8 @@ func TestHostilePayloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		want[c.reason]++
-		if err := bad.PublishFrames(f.frames(f.lo+100, f.lo+110)); err != nil { // stale duplicates
+		cur := f.lo + i*40 // the good stream has reached cur-1
+		if err := bad.PublishFrames(f.frames(cur-30, cur-20)); err != nil { // stale duplicates
 			t.Fatal(err)
 		}
 		if err := bad.Flush(context.Background()); err != nil {
