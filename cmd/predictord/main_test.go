@@ -3,7 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/internal/embednats"
+	"rgcpred/internal/fakepred"
+	"rgcpred/internal/service"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
@@ -261,4 +273,159 @@ func TestDaemonWithEngine(t *testing.T) {
 		}
 	}
 	t.Logf("%d spikes of %d cells (%d distinct intervals) equal to the offline engine rollout", nWant, len(ids), len(gaps))
+}
+
+// TestNATSAuth: the daemon connects with a token and with user/password to
+// servers that require them.
+func TestNATSAuth(t *testing.T) {
+	cases := []struct {
+		name string
+		opts func(o *server.Options)
+		args []string
+		conn nats.Option
+	}{
+		{"token", func(o *server.Options) { o.Authorization = "s3cret" }, []string{"--nats-token", "s3cret"}, nats.Token("s3cret")},
+		{"user", func(o *server.Options) { o.Username, o.Password = "dev", "pw" }, []string{"--nats-user", "dev", "--nats-pass", "pw"}, nats.UserInfo("dev", "pw")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+			c.opts(opts)
+			srv, err := server.NewServer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Start()
+			defer srv.Shutdown()
+			if !srv.ReadyForConnections(5 * time.Second) {
+				t.Fatal("server not ready")
+			}
+			if _, err := nats.Connect(srv.ClientURL()); err == nil {
+				t.Fatal("server accepts unauthenticated clients: test is void")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			logs := &syncBuf{}
+			args := append([]string{"--nats-url", srv.ClientURL(), "--metrics-addr", "", "--model", "fake"}, c.args...)
+			go func() { done <- run(ctx, args, logs, nil, fakeLoader([]int{1, 2})) }()
+			nc, err := nats.Connect(srv.ClientURL(), c.conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			p, _ := stream.NewPublisher(nc, "dev0")
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := p.Status(context.Background())
+				if err == nil {
+					if len(st.Cells) != 2 {
+						t.Fatalf("status %+v", st)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("daemon not serving: %v\n%s", err, logs)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func fakeLoader(ids []int) service.Loader {
+	return func(string, int) (*service.Model, error) {
+		return &service.Model{Predictor: fakepred.New(ids), Cells: ids, Name: "fake"}, nil
+	}
+}
+
+// writeCerts makes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, and writes them as PEM files to dir.
+func writeCerts(t *testing.T, dir string) (ca *x509.CertPool, serverCert tls.Certificate) {
+	t.Helper()
+	now := time.Now()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(crand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) tls.Certificate {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour),
+			NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		der, err := x509.CreateCertificate(crand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(key)
+		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+		_ = os.WriteFile(filepath.Join(dir, name+".pem"), certPEM, 0o600)
+		_ = os.WriteFile(filepath.Join(dir, name+"-key.pem"), keyPEM, 0o600)
+		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	serverCert = leaf("server", 2, x509.ExtKeyUsageServerAuth)
+	leaf("client", 3, x509.ExtKeyUsageClientAuth)
+	_ = os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600)
+	ca = x509.NewCertPool()
+	ca.AddCert(caCert)
+	return ca, serverCert
+}
+
+// TestNATSMutualTLS: the daemon verifies the server with --nats-tls-ca and
+// presents --nats-tls-cert/--nats-tls-key to a server that requires client
+// certificates.
+func TestNATSMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, sc := writeCerts(t, dir)
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, TLS: true, TLSVerify: true,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{sc}, ClientCAs: ca, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	if _, err := nats.Connect(srv.ClientURL(), nats.RootCAs(filepath.Join(dir, "ca.pem"))); err == nil {
+		t.Fatal("server accepts clients without a certificate: test is void")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuf{}
+	args := []string{"--nats-url", srv.ClientURL(), "--metrics-addr", "", "--model", "fake",
+		"--nats-tls-ca", filepath.Join(dir, "ca.pem"), "--nats-tls-cert", filepath.Join(dir, "client.pem"), "--nats-tls-key", filepath.Join(dir, "client-key.pem")}
+	go func() { done <- run(ctx, args, logs, nil, fakeLoader([]int{1, 2})) }()
+	nc, err := nats.Connect(srv.ClientURL(), nats.RootCAs(filepath.Join(dir, "ca.pem")),
+		nats.ClientCert(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, _ := stream.NewPublisher(nc, "dev0")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := p.Status(context.Background()); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("daemon not serving over TLS: %v\n%s", err, logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
