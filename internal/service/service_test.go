@@ -687,3 +687,34 @@ func value(t *testing.T, c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// TestTwoDevices: one daemon serving two devices keeps their streams apart;
+// each device gets the offline rollout's spikes for its own stream.
+func TestTwoDevices(t *testing.T) {
+	f := getFixture(t)
+	e := startNATS(t)
+	startService(t, e, Config{Load: fakeLoader(f.ids), Devices: []string{"left", "right"}})
+	pl, pr := newPublisher(t, e, "left"), newPublisher(t, e, "right")
+	cl, cr := collectAll(t, pl), collectAll(t, pr)
+	// The right device's stream is the left's shifted by 5000 in seq: the
+	// same stimulus and histories, so the same spikes 5000 bins later.
+	publishSplit(t, f, pl, 100, nil)
+	if err := pr.SendHistory(f.histories()); err != nil {
+		t.Fatal(err)
+	}
+	for lo := f.lo; lo < f.hi; lo += 70 {
+		fr := f.frames(lo, min(lo+70, f.hi))
+		fr.FirstSeq += 5000
+		if err := pr.PublishFrames(fr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameSpikes(t, waitSpikes(t, cl, f.hi, f.nSpike), f.want)
+	shifted := map[int][]int64{}
+	for cell, bins := range f.want {
+		for _, b := range bins {
+			shifted[cell] = append(shifted[cell], b+5000)
+		}
+	}
+	sameSpikes(t, waitSpikes(t, cr, f.hi+5000, f.nSpike), shifted)
+}
