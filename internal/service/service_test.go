@@ -401,7 +401,7 @@ func TestHostilePayloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		want[c.reason]++
-		cur := f.lo + i*40 // the good stream has reached cur-1
+		cur := f.lo + i*40                                                  // the good stream has reached cur-1
 		if err := bad.PublishFrames(f.frames(cur-30, cur-20)); err != nil { // stale duplicates
 			t.Fatal(err)
 		}
