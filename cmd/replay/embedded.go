@@ -29,7 +29,7 @@ func startEmbedded(ctx context.Context, o *options, cells []int, load service.Lo
 		ModelPath:      o.ckpt,
 		Load:           load,
 		Cells:          cells,
-		MaxLag:         rgc.Horizon,
+		MaxLag:         40, // predictord's default --max-lag
 		PublishSilence: true,
 		Log:            zerolog.Nop(),
 	})

@@ -52,6 +52,7 @@ type options struct {
 	ckpt      string
 	threads   int
 	oracle    bool
+	listCells bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -75,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat.ckpt", "checkpoint the --embedded daemon serves")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
 	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
+	fs.BoolVar(&o.listCells, "list-cells", false, "print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -178,6 +180,14 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 	ids, err := selectCells(rec, o.cells)
 	if err != nil {
 		return err
+	}
+	if o.listCells {
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = strconv.Itoa(id)
+		}
+		fmt.Fprintln(stdout, strings.Join(s, ","))
+		return nil
 	}
 	if o.embedded {
 		url, stop, err := startEmbedded(ctx, o, ids, load)

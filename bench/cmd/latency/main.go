@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string) error {
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
 	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
-	maxLag := fs.Int64("max-lag", rgc.Horizon, "daemon overload threshold in bins: a decision more than this many bins behind the newest frame is skipped (0: never)")
+	maxLag := fs.Int64("max-lag", 40, "daemon overload threshold in bins, as predictord's --max-lag: a decision more than this many bins behind the newest frame is skipped (0: never)")
 	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
