@@ -296,8 +296,11 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 		// A read in place by the strided kernel: no packing.
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
-			macroStrided(m, n, kb, a[pc:], lda, func(jp int) []float32 { return b.panel(pc, kb, jp) },
-				c, ldc, tile, apack, relu && pc+kb == k)
+			bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
+			for ic := 0; ic < m; ic += mc {
+				mb := min(mc, m-ic)
+				macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, relu && pc+kb == k)
+			}
 		}
 		return
 	}
@@ -476,6 +479,11 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 			bpanel := func(jp int) []float32 { return bp[jp*kb*nr : (jp+1)*kb*nr] }
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
+				if !transA && alpha == 1 {
+					// A read in place by the strided kernel: no packing.
+					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, false)
+					continue
+				}
 				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a)
 				macro(mb, nb, kb, buf.a, bpanel, c[ic*ldc+jc:], ldc, buf.tile)
 			}
