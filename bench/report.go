@@ -74,9 +74,12 @@ type Report struct {
 	ModelInfo string `json:"model_info"`
 	Recording string `json:"recording"`
 	Split     string `json:"split"`
-	// Threads is the engine's thread count; MaxBatch its batch limit.
-	Threads  int `json:"threads"`
-	MaxBatch int `json:"max_batch"`
+	// Threads is the engine's thread count; MaxBatch its batch limit;
+	// MaxLag the daemon's overload threshold in bins; GOMAXPROCS the run's.
+	Threads    int   `json:"threads"`
+	MaxBatch   int   `json:"max_batch"`
+	MaxLag     int64 `json:"max_lag"`
+	GOMAXPROCS int   `json:"gomaxprocs"`
 	// CellPolicy says how cells were chosen.
 	CellPolicy string `json:"cell_policy"`
 	// CriterionP99Ms is the real-time criterion's latency bound.
@@ -148,7 +151,8 @@ func pos(v float64) float64 {
 
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d; %s\n", r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Machine)
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, max lag %d bins, GOMAXPROCS %d; %s\n",
+		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.MaxLag, r.GOMAXPROCS, r.Machine)
 	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %8s %11s %11s %6s %5s %9s\n",
 		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
 	for _, p := range r.Points {

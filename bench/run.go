@@ -107,6 +107,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Split:          "test",
 		Threads:        o.Threads,
 		MaxBatch:       o.MaxBatch,
+		MaxLag:         o.MaxLag,
+		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
 		CellPolicy: fmt.Sprintf("cells drawn from the %d cells of the recording the model knows, quality cells first; "+
 			"beyond %d cells, further devices reuse the same ids (d devices of ceil(n/d) cells)", len(pool), len(pool)),

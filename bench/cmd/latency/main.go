@@ -57,12 +57,17 @@ func run(ctx context.Context, args []string) error {
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
+	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2, "GOMAXPROCS of the run: by default two more than the CPUs, so that the replay devices' goroutines (pacer, NATS client) get their own Ps as they would in their own process instead of waiting for the engine threads to be preempted")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *procs < 1 {
+		return fmt.Errorf("--gomaxprocs %d: want at least 1", *procs)
+	}
+	runtime.GOMAXPROCS(*procs)
 	counts, err := parseCounts(*cells)
 	if err != nil {
 		return err
