@@ -26,6 +26,9 @@ func main() {
 	genStrided(p, "kernS8x32AVX512", "Z", 8, 2, 64, 32, 6, true)
 	genStrided(p, "kernS4x32AVX512", "Z", 4, 2, 64, 32, 6, true)
 	genStrided(p, "kernS4x16AVX2", "Y", 4, 2, 32, 16, 2, false)
+	// Narrow kernels: the left half of a packed panel (n <= nr/2 columns).
+	genStrided(p, "kernSN12x16AVX512", "Z", 12, 1, 64, 32, 6, true)
+	genStrided(p, "kernSN6x8AVX2", "Y", 6, 1, 32, 16, 2, false)
 	if err := os.WriteFile("kernel_amd64.s", []byte(s.String()), 0o644); err != nil {
 		panic(err)
 	}
@@ -102,7 +105,8 @@ func gen(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int,
 	p("\tRET")
 }
 
-// genStrided writes a micro-kernel that reads A unpacked: row i of the tile
+// genStrided writes a micro-kernel for an mr x (vecs*lanes) tile, where nr
+// is the packed B panel's width in floats (its row stride), that reads A unpacked: row i of the tile
 // at a + i*lda, so that no packing of A is needed (a convolution's padded
 // input is its own im2col matrix). Rows are addressed from base registers
 // SI (rows 0-3), R11 (rows 4-7), R12 (rows 8-11) with index lda (R9) or

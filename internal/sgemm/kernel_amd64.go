@@ -13,10 +13,10 @@ func selectKernel(avx512, avx2 bool) kernelSpec {
 	switch {
 	case avx512:
 		return kernelSpec{name: "avx512", mr: 12, nr: 32, run: runAVX512, runS: runSAVX512,
-			edges: []edgeKernel{{8, runS8AVX512}, {4, runS4AVX512}}}
+			edges: []edgeKernel{{8, runS8AVX512}, {4, runS4AVX512}}, narrow: runSNAVX512}
 	case avx2:
 		return kernelSpec{name: "avx2", mr: 6, nr: 16, run: runAVX2, runS: runSAVX2,
-			edges: []edgeKernel{{4, runS4AVX2}}}
+			edges: []edgeKernel{{4, runS4AVX2}}, narrow: runSNAVX2}
 	}
 	return genericKernel
 }
@@ -86,6 +86,38 @@ func runS4AVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, r
 	_ = b[16*k-1]
 	_ = c[3*ldc+15]
 	kernS4x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
+
+// kernSN12x16AVX512 computes C[0:12, 0:16] += A*B from the left half of a
+// packed 32-column B panel.
+//
+//go:noescape
+func kernSN12x16AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+// kernSN6x8AVX2 computes C[0:6, 0:8] += A*B from the left half of a packed
+// 16-column B panel.
+//
+//go:noescape
+func kernSN6x8AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+
+func runSNAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[11*lda+k-1]
+	_ = b[32*k-1]
+	_ = c[11*ldc+15]
+	kernSN12x16AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+}
+
+func runSNAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+	if k == 0 {
+		return
+	}
+	_ = a[5*lda+k-1]
+	_ = b[16*k-1]
+	_ = c[5*ldc+7]
+	kernSN6x8AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
 }
 
 func b2i(b bool) int {

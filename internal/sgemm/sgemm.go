@@ -49,6 +49,8 @@ type kernelSpec struct {
 	// edges are strided kernels for fewer rows than mr (largest first),
 	// used for the last rows of C.
 	edges []edgeKernel
+	// narrow, if set, is runS for the left nr/2 columns of a panel only.
+	narrow func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
 }
 
 // edgeKernel is a strided micro-kernel for a rows x nr tile.
@@ -357,6 +359,15 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 					}
 				}
 			}
+			run := kern.runS
+			if w <= nr/2 && kern.narrow != nil {
+				run = kern.narrow
+				if w == nr/2 && h == mr {
+					run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+					i0 += mr
+					continue
+				}
+			}
 			ap, ld := a[i0*lda:], lda
 			if h < mr {
 				// Copy the last rows, zero-padded to mr, row-major.
@@ -371,7 +382,7 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 				ap, ld = abuf, kb
 			}
 			clear(tile)
-			kern.runS(kb, ap, ld, bp, tile, nr, false)
+			run(kb, ap, ld, bp, tile, nr, false)
 			for i := 0; i < h; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
 				src := tile[i*nr : i*nr+w]

@@ -178,16 +178,19 @@ func TestKernelsAgree(t *testing.T) {
 				t.Errorf("kernel %s m=%d: %v", spec.name, m, err)
 			}
 			// Strided (unpacked A) kernels with the fused ReLU; n=64 so
-			// that full-width tiles reach the edge kernels.
-			b64 := randSlice(rng, 53*64)
-			c2 = randSlice(rng, m*64)
-			want = naive(false, false, m, 64, 53, 1, a, 53, b64, 64, 1, c2, 64)
-			GemmPackedReLU(false, m, 1, a, 53, NewPackedB(false, 53, 64, b64, 64), 1, c2, 64, make([]float32, WorkSize()))
-			for i := range want {
-				want[i] = max(want[i], 0)
-			}
-			if err := compare(c2, want, tol(53)); err != nil {
-				t.Errorf("kernel %s m=%d, strided ReLU: %v", spec.name, m, err)
+			// that full-width tiles reach the edge kernels, n=16 and 8 for
+			// the narrow kernels.
+			for _, n := range []int{64, 16, 8, 41} {
+				bn := randSlice(rng, 53*n)
+				c2 = randSlice(rng, m*n)
+				want = naive(false, false, m, n, 53, 1, a, 53, bn, n, 1, c2, n)
+				GemmPackedReLU(false, m, 1, a, 53, NewPackedB(false, 53, n, bn, n), 1, c2, n, make([]float32, WorkSize()))
+				for i := range want {
+					want[i] = max(want[i], 0)
+				}
+				if err := compare(c2, want, tol(53)); err != nil {
+					t.Errorf("kernel %s m=%d n=%d, strided ReLU: %v", spec.name, m, n, err)
+				}
 			}
 		}
 	}
