@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
@@ -209,5 +211,81 @@ func TestEvalErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.msg)
 		}
+	}
+}
+
+// TestEvalCheckpoints evaluates random-weight checkpoints through the
+// engine: two models, one of them given as two repeats, plus a baseline.
+func TestEvalCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	raw, _, err := synth.Generate(context.Background(), synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := rgc.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := rec.ClusterIDs()
+	save := func(name string, seed uint64, cellIDs []int) string {
+		cfg, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, len(cellIDs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck := &model.Checkpoint{Weights: model.InitWeights(cfg, rand.New(rand.NewPCG(seed, 1))), CellIDs: cellIDs,
+			BinRateHz: rgc.BinRateHz, WindowBins: rgc.WindowBins, Horizon: rgc.Horizon}
+		path := filepath.Join(dir, name)
+		if err := ck.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	a, b1, b2 := save("a.ckpt", 1, ids), save("b1.ckpt", 2, ids), save("b2.ckpt", 3, ids)
+	partial := save("partial.ckpt", 4, ids[:1])
+	jsonPath, plotPath := filepath.Join(dir, "eval.json"), filepath.Join(dir, "eval.svg")
+	out, err := captureStdout(t, func() error {
+		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", a, "--ckpt", b1 + "," + b2,
+			"--baseline", "zero", "--nll-stride", "50", "--threads", "1", "--json", jsonPath, "--plot", plotPath})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res evalJSON
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Models) != 3 || res.Models[1].Name != "a" || res.Models[2].Name != "b1 (x2)" {
+		t.Fatalf("models in %s:\n%s", jsonPath, out)
+	}
+	rep := res.Models[2]
+	if len(rep.Repeats) != 2 || len(rep.Cells) != 2 || rep.NLLStride != 50 {
+		t.Fatalf("repeats model: %d repeats, %d cells, stride %d", len(rep.Repeats), len(rep.Cells), rep.NLLStride)
+	}
+	for c := range rep.Cells {
+		for _, name := range metricNames {
+			want := (rep.Repeats[0][c].metric(name) + rep.Repeats[1][c].metric(name)) / 2
+			if got := rep.Cells[c].metric(name); math.Abs(got-want) > 1e-12 {
+				t.Errorf("cell %d %s: %v, want the repeats' mean %v", c, name, got, want)
+			}
+		}
+	}
+	if rep.Repeats[0][0].NLL == rep.Repeats[1][0].NLL {
+		t.Error("the two repeats scored identically; different weights expected")
+	}
+	if svg, err := os.ReadFile(plotPath); err != nil || strings.Count(string(svg), "<circle") != 4*2*3 {
+		t.Errorf("plot: %v, want 3 models x (point + legend) x 4 charts", err)
+	}
+	_, err = captureStdout(t, func() error {
+		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", partial, "--threads", "1"})
+	})
+	if err == nil || !strings.Contains(err.Error(), "does not know cells") {
+		t.Errorf("checkpoint lacking a cell: %v", err)
 	}
 }
