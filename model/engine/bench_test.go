@@ -45,3 +45,43 @@ func BenchmarkPredict(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStages breaks the gpt-a-cat forward pass of one window into its
+// stages (CPU time per window of each).
+func BenchmarkStages(b *testing.B) {
+	w := randomWeights(b, "gpt-a-cat", len(cellIDs), 1)
+	e, err := NewFromWeights(w, cellIDs, 1, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	window := randomBatch(1, cellIDs, 2).Inputs
+	n, wk := e.net, e.workers[0]
+	stage := func(name string, f func()) {
+		c0 := processCPU()
+		for i := 0; i < b.N; i++ {
+			f()
+		}
+		b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
+	}
+	for b.Loop() {
+		n.forward(wk, window, 0, wk.logits)
+	}
+	x := n.stem(wk, window)
+	y := n.cnnBlocks(wk, x)
+	stage("stem", func() { n.stem(wk, window) })
+	stage("blocks", func() { n.cnnBlocks(wk, x) })
+	stage("gpt", func() { n.gpt(wk, y, 0) })
+	stage("head", func() { n.headLast(wk, wk.logits) })
+}
+
+// BenchmarkReference is the float64 reference forward pass of the test
+// file: the plain-Go baseline in the same run.
+func BenchmarkReference(b *testing.B) {
+	w := randomWeights(b, "gpt-a-cat", len(cellIDs), 1)
+	window := randomBatch(1, cellIDs, 2).Inputs
+	ref := refNet{c: w.Config, w: w}
+	for b.Loop() {
+		ref.forward(window, 0)
+	}
+}

@@ -8,14 +8,20 @@ import (
 
 // forward computes the head outputs of one window (rgc.WindowLen floats,
 // [InRows, bins] row-major) for the cell on embedding row cell, into logits
-// (Config.HeadOut floats). Shapes in comments are [positions, channels]
-// (channels-last) for the CNN and [tokens, features] for the transformer;
-// paper sizes in parentheses for gpt-a.
+// (Config.HeadOut floats): head(gpt(cnn(input) + embed(cell))). Shapes in
+// comments are [positions, channels] (channels-last) for the CNN and
+// [tokens, features] for the transformer; paper sizes for gpt-a.
 func (n *network) forward(wk *worker, window []float32, cell int, logits []float32) {
+	x := n.stem(wk, window) // [512, 16]
+	x = n.cnnBlocks(wk, x)  // [64, 64]
+	n.gpt(wk, x, cell)      // residual stream wk.x [64, 64]
+	n.headLast(wk, logits)  // [81]
+}
+
+// stem runs conv1 and conv2 of the CNN encoder (docs/spike-prediction.md
+// section 2) and returns their output [512, 16].
+func (n *network) stem(wk *worker, window []float32) []float32 {
 	c := n.cfg
-
-	// ---- CNN encoder (docs/spike-prediction.md section 2) ----
-
 	// Input [5, 1024] -> channels-last [1024, 5], zero-padded by conv1.pad
 	// (10) positions on each side (the padding rows are never written).
 	p := n.conv1.pad
@@ -34,22 +40,27 @@ func (n *network) forward(wk *worker, window []float32, cell int, logits []float
 
 	// conv2 (k21, stride 1) + bn2 + ReLU: [512, 16] -> [512, 16].
 	n.conv2.apply(wk.c1, n.stemLen, wk.c2, true, wk.work)
+	return wk.c2
+}
 
-	// 4 bottleneck blocks: [512, 16] -> [256, 64] -> [128, 64] -> [64, 64]
-	// -> [64, 64].
-	x := wk.c2
+// cnnBlocks runs the 4 bottleneck blocks: [512, 16] -> [256, 64] ->
+// [128, 64] -> [64, 64] -> [64, 64].
+func (n *network) cnnBlocks(wk *worker, x []float32) []float32 {
 	for i := range n.blocks {
 		x = n.blocks[i].forward(wk, &wk.blocks[i], x)
 	}
+	return x
+}
 
-	// ---- Transformer stem (GPT-2, pre-layer-norm) ----
-
+// gpt runs the transformer stem (GPT-2, pre-layer-norm) on the CNN output x
+// and leaves the residual stream in wk.x [T, d].
+func (n *network) gpt(wk *worker, x []float32, cell int) {
 	// The CNN output [64 positions, 64 channels] is read as 64 tokens of 64
 	// features. gpt-b projects them to the model width.
 	T, d := n.tokens, n.width
 	h := wk.x // residual stream [T, d]
 	if n.proj != nil {
-		n.proj.apply(T, x, c.BlockOut, h, d, wk.work)
+		n.proj.apply(T, x, n.cfg.BlockOut, h, d, wk.work)
 	} else {
 		copy(h, x[:T*d])
 	}
@@ -67,9 +78,13 @@ func (n *network) forward(wk *worker, window []float32, cell int, logits []float
 	for l := range n.layers {
 		n.layers[l].forward(n, wk, l == len(n.layers)-1)
 	}
+}
 
-	// Final layer norm and the head, on the last token only.
-	last := h[(T-1)*d : T*d]
+// headLast applies the final layer norm ln_f and the head to the last token
+// of the residual stream.
+func (n *network) headLast(wk *worker, logits []float32) {
+	T, d := n.tokens, n.width
+	last := wk.x[(T-1)*d : T*d]
 	layerNorm(last, wk.last, n.lnfw, n.lnfb)
 	n.head.apply(1, wk.last, d, logits, len(logits), wk.work)
 }
