@@ -120,7 +120,9 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 	}
 	threads = min(threads, maxBatch)
 	e := &Engine{
-		cfg: cfg, net: newNetwork(w), rowOf: rowOf, maxBatch: maxBatch,
+		// A private copy: later changes to w (training goes on) must not
+		// reach the engine half-way.
+		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
 		rows: make([]int, maxBatch), done: make(chan struct{}, threads),
 	}
 	for i := 0; i < threads; i++ {

@@ -279,3 +279,33 @@ func TestVectorMath(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineCopiesWeights: changing the weights after New must not change
+// the engine's outputs.
+func TestEngineCopiesWeights(t *testing.T) {
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 3)
+	e, err := NewFromWeights(w, cellIDs, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	b := randomBatch(2, cellIDs, 4)
+	before := make([]float32, 2*rgc.NumClasses)
+	after := make([]float32, 2*rgc.NumClasses)
+	if err := e.Predict(b, before); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range w.Tensors {
+		for i := range ts {
+			ts[i] *= 2
+		}
+	}
+	if err := e.Predict(b, after); err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if before[i] != after[i] {
+			t.Fatalf("output %d changed from %v to %v after the weights changed", i, before[i], after[i])
+		}
+	}
+}
