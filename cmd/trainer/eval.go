@@ -415,23 +415,31 @@ func sum(x []float64) float64 {
 	return s
 }
 
-// progressLine shows a task's progress on one terminal line, at most every
-// 200 ms.
+// progressLine shows a task's progress: on a terminal one line rewritten at
+// most every 200 ms, otherwise (a log file) a line every 10 s.
 type progressLine struct {
 	w           io.Writer
+	tty         bool
+	every       time.Duration
 	label       string
 	start, last time.Time
-	shown       bool
 	p           rollout.Progress
 }
 
 func newProgressLine(w io.Writer, label string) *progressLine {
-	return &progressLine{w: w, label: label, start: time.Now()}
+	l := &progressLine{w: w, label: label, start: time.Now(), every: 10 * time.Second}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			l.tty, l.every = true, 200*time.Millisecond
+		}
+	}
+	l.last = l.start
+	return l
 }
 
 func (l *progressLine) update(p rollout.Progress) {
 	l.p = p
-	if now := time.Now(); now.Sub(l.last) >= 200*time.Millisecond {
+	if now := time.Now(); now.Sub(l.last) >= l.every {
 		l.last = now
 		l.show()
 	}
@@ -447,14 +455,20 @@ func (l *progressLine) show() {
 	if frac > 0 && frac < 1 {
 		eta = fmt.Sprintf(", %.0f s left", el/frac-el)
 	}
-	fmt.Fprintf(l.w, "\r%s: %5.1f%% (%d windows, %.0f windows/s, %.1f s%s)   ",
+	msg := fmt.Sprintf("%s: %5.1f%% (%d windows, %.0f windows/s, %.1f s%s)",
 		l.label, 100*frac, l.p.Windows, float64(l.p.Windows)/math.Max(el, 1e-9), el, eta)
-	l.shown = true
+	if l.tty {
+		fmt.Fprintf(l.w, "\r%s   ", msg)
+	} else {
+		fmt.Fprintln(l.w, msg)
+	}
 }
 
 func (l *progressLine) finish() {
 	l.show()
-	fmt.Fprintln(l.w)
+	if l.tty {
+		fmt.Fprintln(l.w)
+	}
 }
 
 // printEvalTable prints one row per model: IQM [95% CI] of each metric.
