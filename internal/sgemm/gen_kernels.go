@@ -110,7 +110,8 @@ func gen(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int,
 // at a + i*lda, so that no packing of A is needed (a convolution's padded
 // input is its own im2col matrix). Rows are addressed from base registers
 // SI (rows 0-3), R11 (rows 4-7), R12 (rows 8-11) with index lda (R9) or
-// 3*lda (R10). If relu != 0 the stored result is max(C + A*B, 0).
+// 3*lda (R10). flags bit 1: store bias + A*B (bias: one row of nr floats,
+// the same for every row) instead of C + A*B; bit 0: store max(result, 0).
 func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int, zero512 bool) {
 	acc := mr * vecs
 	breg := func(v int) string { return fmt.Sprintf("%s%d", reg, acc+v) }
@@ -135,8 +136,8 @@ func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, 
 		xor = "VPXORD"
 	}
 	p("")
-	p("// func %s(k int, a *float32, lda int, b, c *float32, ldc int, relu int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	p("// func %s(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	p("\tMOVQ k+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ lda+16(FP), R9")
@@ -148,7 +149,8 @@ func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, 
 	p("\tMOVQ c+32(FP), DX")
 	p("\tMOVQ ldc+40(FP), R8")
 	p("\tSHLQ $2, R8")
-	p("\tMOVQ relu+48(FP), AX")
+	p("\tMOVQ bias+48(FP), BX")
+	p("\tMOVQ flags+56(FP), AX")
 	for i := 0; i < acc; i++ {
 		r := fmt.Sprintf("%s%d", reg, i)
 		p("\t%s %s, %s, %s", xor, r, r, r)
@@ -194,12 +196,14 @@ func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, 
 	p("store:")
 	zero := breg(0)
 	p("\t%s %s, %s, %s", xor, zero, zero, zero)
-	p("\tTESTQ AX, AX")
+	p("\tTESTQ $2, AX")
+	p("\tJNE storebias")
+	p("\tTESTQ $1, AX")
 	p("\tJNE storerelu")
-	store := func(relu bool) {
+	store := func(relu bool, src string) {
 		for i := 0; i < mr; i++ {
 			for v := 0; v < vecs; v++ {
-				p("\tVADDPS %d(DX), %s, %s", v*vbytes, accReg(i, v), accReg(i, v))
+				p("\tVADDPS %d(%s), %s, %s", v*vbytes, src, accReg(i, v), accReg(i, v))
 				if relu {
 					p("\tVMAXPS %s, %s, %s", zero, accReg(i, v), accReg(i, v))
 				}
@@ -212,7 +216,13 @@ func genStrided(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, 
 		p("\tVZEROUPPER")
 		p("\tRET")
 	}
-	store(false)
+	store(false, "DX")
 	p("storerelu:")
-	store(true)
+	store(true, "DX")
+	p("storebias:")
+	p("\tTESTQ $1, AX")
+	p("\tJNE storebiasrelu")
+	store(false, "BX")
+	p("storebiasrelu:")
+	store(true, "BX")
 }

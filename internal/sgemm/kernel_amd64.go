@@ -33,118 +33,134 @@ func kern12x32AVX512(k int, a, b, c *float32, ldc int)
 func kern6x16AVX2(k int, a, b, c *float32, ldc int)
 
 // kernS12x32AVX512 computes C[0:12, 0:32] += A*B with A unpacked (row i at
-// a + i*lda), B a packed 32-column panel; relu != 0 stores max(C, 0).
+// a + i*lda), B a packed 32-column panel. flags bit 1: the result is
+// bias + A*B (bias a 32-float row) instead of C + A*B; bit 0: ReLU.
 //
 //go:noescape
-func kernS12x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernS12x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernS6x16AVX2 is kernS12x32AVX512 for a 6 x 16 tile.
 //
 //go:noescape
-func kernS6x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernS6x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernS8x32AVX512 is kernS12x32AVX512 for an 8 x 32 tile.
 //
 //go:noescape
-func kernS8x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernS8x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernS4x32AVX512 is kernS12x32AVX512 for a 4 x 32 tile.
 //
 //go:noescape
-func kernS4x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernS4x32AVX512(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernS4x16AVX2 is kernS6x16AVX2 for a 4 x 16 tile.
 //
 //go:noescape
-func kernS4x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernS4x16AVX2(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
-func runS8AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runS8AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[7*lda+k-1]
 	_ = b[32*k-1]
 	_ = c[7*ldc+31]
-	kernS8x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernS8x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 32), flags(bias, relu))
 }
 
-func runS4AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runS4AVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[3*lda+k-1]
 	_ = b[32*k-1]
 	_ = c[3*ldc+31]
-	kernS4x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernS4x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 32), flags(bias, relu))
 }
 
-func runS4AVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runS4AVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[3*lda+k-1]
 	_ = b[16*k-1]
 	_ = c[3*ldc+15]
-	kernS4x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernS4x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 16), flags(bias, relu))
 }
 
 // kernSN12x16AVX512 computes C[0:12, 0:16] += A*B from the left half of a
 // packed 32-column B panel.
 //
 //go:noescape
-func kernSN12x16AVX512(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernSN12x16AVX512(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernSN6x8AVX2 computes C[0:6, 0:8] += A*B from the left half of a packed
 // 16-column B panel.
 //
 //go:noescape
-func kernSN6x8AVX2(k int, a *float32, lda int, b, c *float32, ldc int, relu int)
+func kernSN6x8AVX2(k int, a *float32, lda int, b, c *float32, ldc int, bias *float32, flags int)
 
-func runSNAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runSNAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[11*lda+k-1]
 	_ = b[32*k-1]
 	_ = c[11*ldc+15]
-	kernSN12x16AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernSN12x16AVX512(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 16), flags(bias, relu))
 }
 
-func runSNAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runSNAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[5*lda+k-1]
 	_ = b[16*k-1]
 	_ = c[5*ldc+7]
-	kernSN6x8AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernSN6x8AVX2(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 8), flags(bias, relu))
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
+// biasPtr returns &bias[0] after checking it holds a tile row of width
+// floats, or nil for no bias.
+func biasPtr(bias []float32, width int) *float32 {
+	if bias == nil {
+		return nil
 	}
-	return 0
+	_ = bias[width-1]
+	return &bias[0]
 }
 
-func runSAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+// flags encodes the strided kernels' store mode: bit 1 bias, bit 0 ReLU.
+func flags(bias []float32, relu bool) int {
+	f := 0
+	if bias != nil {
+		f |= 2
+	}
+	if relu {
+		f |= 1
+	}
+	return f
+}
+
+func runSAVX512(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[11*lda+k-1]
 	_ = b[32*k-1]
 	_ = c[11*ldc+31]
-	kernS12x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernS12x32AVX512(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 32), flags(bias, relu))
 }
 
-func runSAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+func runSAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	if k == 0 {
 		return
 	}
 	_ = a[5*lda+k-1]
 	_ = b[16*k-1]
 	_ = c[5*ldc+15]
-	kernS6x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, b2i(relu))
+	kernS6x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 16), flags(bias, relu))
 }
 
 func runAVX512(k int, a, b []float32, c []float32, ldc int) {

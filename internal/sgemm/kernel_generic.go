@@ -10,8 +10,9 @@ const (
 var genericKernel = kernelSpec{name: "generic", mr: genericMR, nr: genericNR, run: kernGeneric, runS: kernGenericStrided}
 
 // kernGenericStrided computes C[0:4, 0:4] += A*B with A unpacked (row i at
-// a[i*lda:]); with relu the stored result is max(C, 0).
-func kernGenericStrided(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool) {
+// a[i*lda:]), or C = bias + A*B when bias is not nil; with relu the stored
+// result is max(C, 0).
+func kernGenericStrided(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool) {
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	var c20, c21, c22, c23 float32
@@ -45,8 +46,12 @@ func kernGenericStrided(k int, a []float32, lda int, b []float32, c []float32, l
 	acc := [4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}}
 	for i := range acc {
 		r := c[i*ldc : i*ldc+4 : i*ldc+4]
+		base := r
+		if bias != nil {
+			base = bias[:4]
+		}
 		for j := range r {
-			v := r[j] + acc[i][j]
+			v := base[j] + acc[i][j]
 			if relu && v < 0 {
 				v = 0
 			}

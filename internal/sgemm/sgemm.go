@@ -45,19 +45,25 @@ type kernelSpec struct {
 	run func(k int, a, b []float32, c []float32, ldc int)
 	// runS is run with A unpacked: row i of the tile at a[i*lda:]; with
 	// relu it stores max(C + A*B, 0).
-	runS func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
+	runS stridedKernel
 	// edges are strided kernels for fewer rows than mr (largest first),
 	// used for the last rows of C.
 	edges []edgeKernel
 	// narrow, if set, is runS for the left nr/2 columns of a panel only.
-	narrow func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
+	narrow stridedKernel
 }
 
 // edgeKernel is a strided micro-kernel for a rows x nr tile.
 type edgeKernel struct {
 	rows int
-	run  func(k int, a []float32, lda int, b []float32, c []float32, ldc int, relu bool)
+	run  stridedKernel
 }
+
+// stridedKernel computes an r x nr (narrow: nr/2) tile C = base + A*B with
+// A unpacked (row i at a[i*lda:]) and B a packed panel, where base is C
+// itself, or the row bias (the same for every row) when bias is not nil;
+// with relu the stored result is max(C, 0).
+type stridedKernel func(k int, a []float32, lda int, b []float32, c []float32, ldc int, bias []float32, relu bool)
 
 // Kernel returns the name of the micro-kernel in use ("avx512", "avx2" or
 // "generic") and its tile size mr x nr.
@@ -301,7 +307,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 			bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
-				macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, relu && pc+kb == k)
+				macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, nil, relu && pc+kb == k)
 			}
 		}
 		return
@@ -333,27 +339,32 @@ func reluC(m, n int, c []float32, ldc int) {
 }
 
 // macroStrided multiplies A (m x kb, row i at a[i*lda:], unpacked) by a
-// packed B block (kb x n) and adds into C; with relu the final values are
-// clamped at 0. Edge tiles go through tile (mr*nr) and, for the last rows,
-// a zero-padded copy of A in abuf (at least mr*kb).
-func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []float32, c []float32, ldc int, tile, abuf []float32, relu bool) {
+// packed B block (kb x n) and adds into C, or, when bias is not nil, stores
+// bias (one row of n floats, broadcast over rows) + A*B; with relu the final
+// values are clamped at 0. Edge tiles go through tile (mr*nr) and, for the
+// last rows, a zero-padded copy of A in abuf (at least mr*kb).
+func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []float32, c []float32, ldc int, tile, abuf []float32, bias []float32, relu bool) {
 	mr, nr := kern.mr, kern.nr
 	for jp := 0; jp*nr < n; jp++ {
 		bp := bpanel(jp)
 		j0 := jp * nr
 		w := min(nr, n-j0)
+		var bj []float32 // this panel's bias
+		if bias != nil {
+			bj = bias[j0 : j0+w]
+		}
 	rows:
 		for i0 := 0; i0 < m; {
 			h := min(mr, m-i0)
 			if w == nr {
 				if h == mr {
-					kern.runS(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+					kern.runS(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, bj, relu)
 					i0 += mr
 					continue
 				}
 				for _, e := range kern.edges {
 					if h >= e.rows {
-						e.run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+						e.run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, bj, relu)
 						i0 += e.rows
 						continue rows
 					}
@@ -363,7 +374,7 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 			if w <= nr/2 && kern.narrow != nil {
 				run = kern.narrow
 				if w == nr/2 && h == mr {
-					run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, relu)
+					run(kb, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, bj, relu)
 					i0 += mr
 					continue
 				}
@@ -382,12 +393,16 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 				ap, ld = abuf, kb
 			}
 			clear(tile)
-			run(kb, ap, ld, bp, tile, nr, false)
+			run(kb, ap, ld, bp, tile, nr, nil, false)
 			for i := 0; i < h; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
+				base := dst
+				if bj != nil {
+					base = bj
+				}
 				src := tile[i*nr : i*nr+w]
 				for j, v := range src {
-					v += dst[j]
+					v += base[j]
 					if relu && v < 0 {
 						v = 0
 					}
@@ -395,6 +410,50 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 				}
 			}
 			i0 += h
+		}
+	}
+}
+
+// GemmPackedBias computes C = A*B + bias, then max(C, 0) if relu, where A is
+// m x k (row stride lda; rows may overlap, as for GemmPacked), B is packed
+// (k x n) and bias (n floats) is added to every row. C's previous contents
+// are never read: the bias goes straight into the micro-kernel's store,
+// which saves a pass over C. work must have at least WorkSize() elements.
+func GemmPackedBias(m int, a []float32, lda int, b *PackedB, bias []float32, relu bool, c []float32, ldc int, work []float32) {
+	k, n := b.k, b.n
+	checkMatOverlap("A", false, m, k, a, lda)
+	checkMat("C", false, m, n, c, ldc)
+	if len(bias) < n {
+		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
+	}
+	if len(work) < WorkSize() {
+		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), WorkSize()))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			copy(c[i*ldc:i*ldc+n], bias)
+		}
+		if relu {
+			reluC(m, n, c, ldc)
+		}
+		return
+	}
+	mc := mcBlock()
+	apack := work[:mc*kcBlock]
+	tile := work[mcMul*maxMR*kcBlock : mcMul*maxMR*kcBlock+kern.mr*kern.nr]
+	for pc := 0; pc < k; pc += kcBlock {
+		kb := min(kcBlock, k-pc)
+		bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
+		var bb []float32
+		if pc == 0 {
+			bb = bias[:n] // first block: bias + A*B; later blocks accumulate
+		}
+		for ic := 0; ic < m; ic += mc {
+			mb := min(mc, m-ic)
+			macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, bb, relu && pc+kb == k)
 		}
 	}
 }
@@ -492,7 +551,7 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 				mb := min(mc, m-ic)
 				if !transA && alpha == 1 {
 					// A read in place by the strided kernel: no packing.
-					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, false)
+					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, nil, false)
 					continue
 				}
 				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a)

@@ -159,6 +159,42 @@ func TestGemmPackedReLU(t *testing.T) {
 	}
 }
 
+// checkBias compares GemmPackedBias with the naive product plus bias (and
+// ReLU), starting from a C full of garbage that must not leak in.
+func checkBias(rng *rand.Rand, m, n, k int, relu bool) error {
+	a := randSlice(rng, m*k+1)
+	b := randSlice(rng, k*n)
+	bias := randSlice(rng, n)
+	zero := make([]float32, m*n)
+	want := naive(false, false, m, n, k, 1, a, k, b, n, 0, zero, n)
+	for i := range want {
+		want[i] += bias[i%n]
+		if relu {
+			want[i] = max(want[i], 0)
+		}
+	}
+	c := randSlice(rng, m*n)
+	for i := range c {
+		c[i] *= 1e6
+	}
+	GemmPackedBias(m, a, k, NewPackedB(false, k, n, b, n), bias, relu, c, n, make([]float32, WorkSize()))
+	if err := compare(c, want, tol(k)); err != nil {
+		return fmt.Errorf("GemmPackedBias m=%d n=%d k=%d relu=%v: %w", m, n, k, relu, err)
+	}
+	return nil
+}
+
+func TestGemmPackedBias(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, s := range []shape{{64, 128, 896}, {37, 41, 600}, {512, 16, 336}, {5, 8, 3}, {12, 32, 256}, {13, 81, 64}, {4, 4, 0}} {
+		for _, relu := range []bool{false, true} {
+			if err := checkBias(rng, s.m, s.n, s.k, relu); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
 func TestKernelsAgree(t *testing.T) {
 	// Every kernel this CPU can run must match the generic one.
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -190,6 +226,9 @@ func TestKernelsAgree(t *testing.T) {
 				}
 				if err := compare(c2, want, tol(53)); err != nil {
 					t.Errorf("kernel %s m=%d n=%d, strided ReLU: %v", spec.name, m, n, err)
+				}
+				if err := checkBias(rng, m, n, 53, true); err != nil {
+					t.Errorf("kernel %s: %v", spec.name, err)
 				}
 			}
 		}

@@ -290,16 +290,9 @@ func newConv(w *model.Weights, name, bn string, stride int) conv {
 
 // apply computes lOut output positions from the padded input in (row 0 is
 // the first padding row) into out (lOut x cout, row stride cout), followed
-// by ReLU (fused into the GEMM's final store) when relu is set.
+// by ReLU when relu is set; bias and ReLU are fused into the GEMM's store.
 func (c *conv) apply(in []float32, lOut int, out []float32, relu bool, work []float32) {
-	for l := 0; l < lOut; l++ {
-		copy(out[l*c.cout:(l+1)*c.cout], c.bias)
-	}
-	if relu {
-		sgemm.GemmPackedReLU(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
-	} else {
-		sgemm.GemmPacked(false, lOut, 1, in, c.stride*c.cin, c.w, 1, out, c.cout, work)
-	}
+	sgemm.GemmPackedBias(lOut, in, c.stride*c.cin, c.w, c.bias, relu, out, c.cout, work)
 }
 
 // linear is y = x W + b with W [in, out].
@@ -319,10 +312,7 @@ func newLinear(w *model.Weights, prefix string) linear {
 // apply computes rows x (rows x in, row stride ldx) into y (rows x out, row
 // stride ldy).
 func (f *linear) apply(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
-	for r := 0; r < rows; r++ {
-		copy(y[r*ldy:r*ldy+f.out], f.bias)
-	}
-	sgemm.GemmPacked(false, rows, 1, x, ldx, f.w, 1, y, ldy, work)
+	sgemm.GemmPackedBias(rows, x, ldx, f.w, f.bias, false, y, ldy, work)
 }
 
 // matvec computes y = x W + b for one row with a plain loop (cheaper than a
