@@ -78,14 +78,19 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int) (*LRFindR
 		sm := ema / (1 - math.Pow(0.98, float64(i+1)))
 		r.Rates, r.Losses = append(r.Rates, lr), append(r.Losses, sm)
 		fmt.Fprintf(o.Log, "lr %.3g  loss %.4f (raw %.4f)\n", lr, sm, loss)
+		// The first steps' average rests on few (noisy) batches: the
+		// minimum and the divergence test start after a tenth of the sweep.
+		if i < o.Steps/10 {
+			continue
+		}
 		if sm < best {
 			best, r.MinRate = sm, lr
 		}
-		if i > 10 && sm > 4*best {
+		if sm > 4*best {
 			break
 		}
 	}
-	if len(r.Rates) < 3 {
+	if len(r.Rates) < 3 || r.MinRate == 0 {
 		return nil, fmt.Errorf("lr-find: only %d steps completed", len(r.Rates))
 	}
 	steep := math.Inf(1)
