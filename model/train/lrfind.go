@@ -94,7 +94,7 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int) (*LRFindR
 		return nil, fmt.Errorf("lr-find: only %d steps completed", len(r.Rates))
 	}
 	steep := math.Inf(1)
-	for i := 1; i+1 < len(r.Rates); i++ {
+	for i := max(1, o.Steps/10); i+1 < len(r.Rates); i++ {
 		if r.Rates[i] > r.MinRate {
 			break
 		}
