@@ -204,6 +204,15 @@ func (b *builder) bn(x *G.Node, prefix string) *G.Node {
 	return b.op(k, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"), b.p(prefix+".running_mean"), b.p(prefix+".running_var"))
 }
 
+// bnRelu is ReLU(BN(x)), fused unless ReLU is replaced for tests.
+func (b *builder) bnRelu(x *G.Node, prefix string) *G.Node {
+	if b.gr.opts.smooth {
+		return b.relu(b.bn(x, prefix))
+	}
+	k := &bnReLU{bn: batchNorm{training: b.gr.opts.Training, eps: bnEps, momentum: bnMomentum, par: b.par}}
+	return b.op(k, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"), b.p(prefix+".running_mean"), b.p(prefix+".running_var"))
+}
+
 func (b *builder) linear(x *G.Node, prefix string) *G.Node {
 	return b.op(linear{}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
 }
@@ -216,8 +225,8 @@ func (b *builder) ln(x *G.Node, prefix string) *G.Node {
 func (b *builder) forward(x, cell *G.Node) *G.Node {
 	c := b.gr.cfg
 	pad := c.StemKernel / 2
-	h := b.relu(b.bn(b.conv(x, "cnn.conv1", 2, pad), "cnn.bn1"))
-	h = b.relu(b.bn(b.conv(h, "cnn.conv2", 1, pad), "cnn.bn2"))
+	h := b.bnRelu(b.conv(x, "cnn.conv1", 2, pad), "cnn.bn1")
+	h = b.bnRelu(b.conv(h, "cnn.conv2", 1, pad), "cnn.bn2")
 	for i := 0; i < c.NumBlocks(); i++ {
 		h = b.block(h, i)
 	}
@@ -251,8 +260,8 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	c := b.gr.cfg
 	p := fmt.Sprintf("cnn.blocks.%d", i)
 	s := c.BlockStride(i)
-	h := b.relu(b.bn(b.conv(x, p+".conv1", 1, 0), p+".bn1"))
-	h = b.relu(b.bn(b.conv(h, p+".conv2", s, c.BlockKernel/2), p+".bn2"))
+	h := b.bnRelu(b.conv(x, p+".conv1", 1, 0), p+".bn1")
+	h = b.bnRelu(b.conv(h, p+".conv2", s, c.BlockKernel/2), p+".bn2")
 	h = b.bn(b.conv(h, p+".conv3", 1, 0), p+".bn3")
 	sq := b.op(meanLen{}, p+".se.squeeze", h)
 	sq = b.relu(b.linear(sq, p+".se.fc1"))

@@ -491,3 +491,60 @@ func (r relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 		}
 	})
 }
+
+// bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are
+// memory-bound on the encoder's large activations. Inputs as batchNorm.
+type bnReLU struct {
+	bn   batchNorm
+	gbuf []float32 // gradient masked by the ReLU
+}
+
+func (k *bnReLU) name() string    { return k.bn.name() + "+relu" }
+func (k *bnReLU) diffWRT() []bool { return k.bn.diffWRT() }
+func (k *bnReLU) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return k.bn.outShape(in)
+}
+
+func (k *bnReLU) forward(in []*tensor.Dense, out []float32) {
+	nb, c, l := k.bn.stats(in, true)
+	x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
+	k.bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			ch := r % c
+			sc := float32(k.bn.invstd[ch]) * g[ch]
+			sh := be[ch] - float32(k.bn.mean[ch])*sc
+			xr, yr := x[r*l:(r+1)*l], out[r*l:(r+1)*l]
+			for j, v := range xr {
+				yr[j] = max(v*sc+sh, 0)
+			}
+		}
+	})
+}
+
+// backward masks the output gradient where the normalised value is not
+// positive (recomputed from x, not read from the output), then applies
+// batch norm's backward.
+func (k *bnReLU) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
+	nb, c, l := k.bn.stats(in, false)
+	x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
+	if len(k.gbuf) != len(gout) {
+		k.gbuf = make([]float32, len(gout))
+	}
+	gm := k.gbuf
+	k.bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			ch := r % c
+			sc := float32(k.bn.invstd[ch]) * g[ch]
+			sh := be[ch] - float32(k.bn.mean[ch])*sc
+			xr := x[r*l : (r+1)*l]
+			for j, v := range gout[r*l : (r+1)*l] {
+				if xr[j]*sc+sh > 0 {
+					gm[r*l+j] = v
+				} else {
+					gm[r*l+j] = 0
+				}
+			}
+		}
+	})
+	k.bn.backward(i, in, out, gm, gin)
+}
