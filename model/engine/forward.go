@@ -180,10 +180,7 @@ func (ly *layer) forward(n *network, wk *worker, lastOnly bool) {
 		att := wk.att[:nq*T]
 		sgemm.GemmWork(wk.gemmWork, false, true, nq, T, hd, scale, q, 3*d, k, 3*d, 0, att, T)
 		// Causal softmax: query q0+i sees keys 0..q0+i.
-		for i := 0; i < nq; i++ {
-			row := att[i*T : (i+1)*T]
-			softmaxCausal(row, q0+i+1)
-		}
+		softmaxCausal(att, nq, T, q0)
 		// y[:, head] = att v: [nq, T] x [T, hd] -> [nq, hd]
 		sgemm.GemmWork(wk.gemmWork, false, false, nq, hd, T, 1, att, T, v, 3*d, 0, wk.y[head*hd:], d)
 	}
@@ -207,25 +204,40 @@ func (ly *layer) forward(n *network, wk *worker, lastOnly bool) {
 	}
 }
 
-// softmaxCausal replaces row[:n] by its softmax and zeroes row[n:].
-func softmaxCausal(row []float32, n int) {
-	mx := row[0]
-	for _, v := range row[1:n] {
-		mx = max(mx, v)
+// softmaxCausal replaces each row i of att [nq, T] by the softmax of its
+// first q0+i+1 entries (the keys query q0+i may see) and zeroes the rest.
+// The exponentials run over the whole matrix at once (vectorised); masked
+// entries are set to a large negative number first and zeroed after.
+func softmaxCausal(att []float32, nq, T, q0 int) {
+	att = att[:nq*T]
+	for i := 0; i < nq; i++ {
+		row := att[i*T : (i+1)*T]
+		n := q0 + i + 1
+		mx := row[0]
+		for _, v := range row[1:n] {
+			mx = max(mx, v)
+		}
+		for j := range row[:n] {
+			row[j] -= mx
+		}
+		for j := range row[n:] {
+			row[n+j] = -100
+		}
 	}
-	for i, v := range row[:n] {
-		row[i] = v - mx
+	expInPlace(att)
+	for i := 0; i < nq; i++ {
+		row := att[i*T : (i+1)*T]
+		n := q0 + i + 1
+		var s float32
+		for _, e := range row[:n] {
+			s += e
+		}
+		inv := 1 / s
+		for j := range row[:n] {
+			row[j] *= inv
+		}
+		clear(row[n:])
 	}
-	expInPlace(row[:n])
-	var s float32
-	for _, e := range row[:n] {
-		s += e
-	}
-	inv := 1 / s
-	for i := range row[:n] {
-		row[i] *= inv
-	}
-	clear(row[n:])
 }
 
 // layerNorm writes (x - mean) / sqrt(var + eps) * w + b to y.
