@@ -26,7 +26,9 @@ import (
 // Sink receives what the core produces. Its methods are called from the
 // goroutine feeding the core and must not retain their slices.
 type Sink interface {
-	// Decisions receives the decisions taken at frame t (at least one).
+	// Decisions receives decisions taken at frame t (at least one): those
+	// of one model call, so several calls per frame when more than MaxBatch
+	// cells are due.
 	Decisions(t int64, ds []stream.Decision)
 	// Batch reports one Predict call of n windows that took d.
 	Batch(n int, d time.Duration)
@@ -46,6 +48,10 @@ type Config struct {
 	// the newest frame received is more than MaxLag bins past t. 0 disables
 	// skipping.
 	MaxLag int64
+	// Newest, if not nil, returns the newest frame seq received so far; the
+	// overload check consults it again before every model call after the
+	// first of a frame, since frames keep arriving while the model runs.
+	Newest func() int64
 	// PublishSilence also emits KindSilence decisions (median class "no
 	// spike in the next rgc.Horizon bins"); otherwise only spikes.
 	PublishSilence bool
@@ -287,11 +293,8 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64, latest int6
 	if len(c.due) == 0 {
 		return
 	}
-	if c.cfg.MaxLag > 0 && latest-b > c.cfg.MaxLag {
-		for _, i := range c.due {
-			c.cells[i].Advance(rgc.NoSpikeClass)
-		}
-		c.stats.DeadlineMisses += uint64(len(c.due))
+	if c.stale(b, latest) {
+		c.skip(c.due)
 		return
 	}
 	// The stimulus rows are the same for every cell: unroll the ring once.
@@ -300,13 +303,41 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64, latest int6
 		n := copy(row, c.stim[ch][s+1:])
 		copy(row[n:], c.stim[ch][:s+1])
 	}
-	c.out = c.out[:0]
+	// Publish after every model call, so the first chunks' decisions do not
+	// wait for the last chunk's.
 	for lo := 0; lo < len(c.due); lo += c.cfg.MaxBatch {
-		c.predict(c.due[lo:min(lo+c.cfg.MaxBatch, len(c.due))], b, ts)
+		chunk := c.due[lo:min(lo+c.cfg.MaxBatch, len(c.due))]
+		if lo > 0 && c.stale(b, latest) { // fell behind during the previous calls
+			c.skip(chunk)
+			continue
+		}
+		c.out = c.out[:0]
+		c.predict(chunk, b, ts)
+		if len(c.out) > 0 {
+			c.sink.Decisions(b, c.out)
+		}
 	}
-	if len(c.out) > 0 {
-		c.sink.Decisions(b, c.out)
+}
+
+// stale reports whether decisions due at bin b are too late to matter: the
+// newest frame received (latest, or Config.Newest when set and later) is more
+// than MaxLag bins past b.
+func (c *Core) stale(b, latest int64) bool {
+	if c.cfg.MaxLag <= 0 {
+		return false
 	}
+	if c.cfg.Newest != nil {
+		latest = max(latest, c.cfg.Newest())
+	}
+	return latest-b > c.cfg.MaxLag
+}
+
+// skip steps the cells as "no spike" without running the model (overload).
+func (c *Core) skip(cells []int) {
+	for _, i := range cells {
+		c.cells[i].Advance(rgc.NoSpikeClass)
+	}
+	c.stats.DeadlineMisses += uint64(len(cells))
 }
 
 func (c *Core) predict(chunk []int, b, ts int64) {

@@ -447,6 +447,38 @@ func TestCoreOverloadSkipsStaleDeadlines(t *testing.T) {
 	}
 }
 
+// TestCoreOverloadBetweenCalls: frames that arrive while the model runs
+// make the later calls of the same frame stale.
+func TestCoreOverloadBetweenCalls(t *testing.T) {
+	var newest int64 = 1023
+	p := &advancing{p: fakepred.New([]int{1, 2, 3}), newest: &newest}
+	sink := &collect{}
+	core, err := New(p, sink, Config{Known: []int{1, 2, 3}, Cells: []int{1, 2, 3}, MaxBatch: 1, MaxLag: 40,
+		Newest: func() int64 { return newest }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core.Frames(synthFrames(0, 1024), 1023)
+	// The first call (cell 1) ran; meanwhile 100 frames arrived, so cells
+	// 2 and 3 were skipped.
+	if st := core.Stats(); st.Predictions != 1 || st.DeadlineMisses != 2 || p.calls != 1 {
+		t.Fatalf("stats %+v, %d calls: want 1 prediction and 2 misses", st, p.calls)
+	}
+}
+
+// advancing is a predictor during whose calls 100 frames arrive.
+type advancing struct {
+	p      rgc.Predictor
+	newest *int64
+	calls  int
+}
+
+func (a *advancing) Predict(b *rgc.Batch, out []float32) error {
+	a.calls++
+	*a.newest += 100
+	return a.p.Predict(b, out)
+}
+
 type failing struct {
 	err   error
 	panic bool

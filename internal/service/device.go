@@ -112,6 +112,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Cells:          s.cells,
 		MaxBatch:       maxBatch,
 		MaxLag:         s.cfg.MaxLag,
+		Newest:         d.newest.Load,
 		PublishSilence: s.cfg.PublishSilence,
 	})
 	if err != nil {
