@@ -398,6 +398,18 @@ func newNetwork(w *model.Weights) *network {
 	n.posEmb = w.Get("gpt.pos_emb")
 	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("gpt.blocks.%d", i)
+		// Fold the attention scale 1/sqrt(head_dim) into the q columns of
+		// qkv (w is the engine's private copy), so the score GEMM needs none.
+		d, scale := c.Width(), float32(1/math.Sqrt(float64(c.HeadDim)))
+		qw, qb := w.Get(p+".attn.qkv.weight"), w.Get(p+".attn.qkv.bias")
+		for r := 0; r < d; r++ {
+			for col := 0; col < d; col++ {
+				qw[r*3*d+col] *= scale
+			}
+		}
+		for col := 0; col < d; col++ {
+			qb[col] *= scale
+		}
 		n.layers = append(n.layers, layer{
 			ln1w: w.Get(p + ".ln1.weight"), ln1b: w.Get(p + ".ln1.bias"),
 			ln2w: w.Get(p + ".ln2.weight"), ln2b: w.Get(p + ".ln2.bias"),

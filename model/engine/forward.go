@@ -165,8 +165,8 @@ func (ly *layer) forward(n *network, wk *worker, lastOnly bool) {
 	}
 	ly.qkv.apply(T, wk.h, d, wk.qkv, 3*d, wk.work)
 
-	// Causal multi-head self-attention, scale 1/sqrt(hd).
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	// Causal multi-head self-attention, scale 1/sqrt(hd) (folded into the
+	// q columns of qkv at load).
 	q0 := 0 // first query token
 	if lastOnly {
 		q0 = T - 1
@@ -176,9 +176,9 @@ func (ly *layer) forward(n *network, wk *worker, lastOnly bool) {
 		q := wk.qkv[q0*3*d+head*hd:]
 		k := wk.qkv[d+head*hd:]
 		v := wk.qkv[2*d+head*hd:]
-		// att = q k^T * scale: [nq, T]
+		// att = q k^T / sqrt(hd): [nq, T]
 		att := wk.att[:nq*T]
-		sgemm.GemmWork(wk.gemmWork, false, true, nq, T, hd, scale, q, 3*d, k, 3*d, 0, att, T)
+		sgemm.GemmWork(wk.gemmWork, false, true, nq, T, hd, 1, q, 3*d, k, 3*d, 0, att, T)
 		// Causal softmax: query q0+i sees keys 0..q0+i.
 		softmaxCausal(att, nq, T, q0)
 		// y[:, head] = att v: [nq, T] x [T, hd] -> [nq, hd]
