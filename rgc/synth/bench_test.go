@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"rgcpred/rgc"
@@ -38,4 +39,34 @@ func BenchmarkOracle(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(refs))/b.Elapsed().Seconds(), "windows/s")
 	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N*len(refs)), "µs/window")
+}
+
+// BenchmarkBaselineBinStimulus is the baseline for BenchmarkGenerate: binning
+// (rgc.BinStimulus) the stimulus of a 15-minute recording once, as every
+// rgc.Load does.
+func BenchmarkBaselineBinStimulus(b *testing.B) {
+	raw, _, err := Generate(context.Background(), Config{Cells: 1, Minutes: 15, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rgc.BinStimulus(raw.Pattern, raw.Triggers, raw.NumSamples)
+	}
+}
+
+// BenchmarkBaselineExp80 is the baseline for BenchmarkOracle: 80
+// exponentials, the cost of one survival curve over the horizon with the
+// future stimulus known.
+func BenchmarkBaselineExp80(b *testing.B) {
+	s := 0.0
+	for i := 0; i < b.N; i++ {
+		for k := 0; k < rgc.Horizon; k++ {
+			s += math.Exp(-float64(k) * 1e-3 * float64(i&7))
+		}
+	}
+	if s == 0 {
+		b.Fatal("unreachable")
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N), "µs/window")
 }

@@ -78,4 +78,24 @@
 // (D >= 36) and frame lengths (>= 45 bins) at most one new frame matters, so
 // a window costs at most about 15 x 16 short branches. There is no
 // approximation: the probabilities sum to 1 up to rounding (tested to 1e-9).
+//
+// # What the model sees, and the look-ahead bound
+//
+// The model's stimulus rows come from rgc.BinStimulus, a zero-phase low-pass
+// filter whose kernel reaches 16 bins (ModelLookahead) past each bin, so a
+// window ending at t carries a little information about frames that start in
+// t+1..t+16. The specification's oracle (stimulus known up to t) is
+// therefore not a strict lower bound for a model of those windows: with
+// SetLookahead(ModelLookahead) the oracle also knows every frame starting up
+// to t+16, a superset of what any window holds, and its NLL is a strict
+// lower bound. The two differ little: 1.3716 against 1.3681 nats on the
+// test split of 60 cells x 15 minutes (seed 1).
+//
+// # Checks
+//
+// The tests compare the oracle with brute-force Monte Carlo futures
+// (chi-square per window, alpha 1e-4, including a three-level tree and the
+// look-ahead oracle, with a power check against a predictor that ignores
+// frame switches), check calibration and NLL = entropy on a simulated
+// recording, and check that the oracle beats the zero-input model.
 package synth

@@ -8,6 +8,8 @@ import (
 	"rgcpred/rgc"
 )
 
+var _ rgc.Predictor = (*Oracle)(nil)
+
 // maxTreeNodes bounds the size of the oracle's tree of futures; a truth whose
 // frames are so short and latencies so small that more futures matter is
 // refused rather than evaluated slowly.
