@@ -113,6 +113,45 @@ func TestDrawCellRanges(t *testing.T) {
 			t.Errorf("cell %d: drive standard deviation %g, want 0.8-1.5", i, sd)
 		}
 	}
+	types := map[string]int{}
+	for i := 0; i < 100; i++ {
+		c := DrawCell(12, i, i)
+		types[c.Type]++
+		// The filter's polarity per channel matches the type.
+		var sum [rgc.StimChannels]float64
+		for ch := range c.StimFilter {
+			for _, k := range c.StimFilter[ch][:MinLatencyBins+40] {
+				sum[ch] += k // the first lobe dominates the first 40 bins
+			}
+		}
+		switch c.Type {
+		case "on":
+			for ch, s := range sum {
+				if s <= 0 {
+					t.Errorf("ON cell %d: channel %d's first lobe is %g", i, ch, s)
+				}
+			}
+		case "off":
+			for ch, s := range sum {
+				if s >= 0 {
+					t.Errorf("OFF cell %d: channel %d's first lobe is %g", i, ch, s)
+				}
+			}
+		case "opponent":
+			if sum[0]*sum[3] >= 0 || sum[1]*sum[2] >= 0 {
+				t.Errorf("opponent cell %d: first lobes %v are not long against short wavelengths", i, sum)
+			}
+		default:
+			t.Errorf("cell %d: unknown type %q", i, c.Type)
+		}
+	}
+	// 40% / 40% / 20%, within 4 binomial standard deviations of 100 draws.
+	for typ, p := range map[string]float64{"on": 0.4, "off": 0.4, "opponent": 0.2} {
+		if sd := math.Sqrt(100 * p * (1 - p)); math.Abs(float64(types[typ])-100*p) > 4*sd {
+			t.Errorf("%d %s cells of 100, want about %.0f", types[typ], typ, 100*p)
+		}
+	}
+
 	a, b := DrawCell(5, 3, 3), DrawCell(5, 3, 3)
 	if a.Bias != b.Bias || a.StimFilter[2][60] != b.StimFilter[2][60] || a.HistFilter[7] != b.HistFilter[7] {
 		t.Error("the same seed and index drew different cells")

@@ -166,7 +166,9 @@ func (o *Oracle) CellIndex(clusterID int) (int, bool) {
 // cluster id) and end bin b.Ends[i] (a recording bin), it writes the exact
 // class probabilities. The spike history is read from the window's spike row
 // (so generated spikes in a rollout are honoured); the stimulus is looked up
-// in the recording by b.Ends.
+// in the recording by b.Ends, which must therefore be recording bins: each
+// window's last stimulus column is checked against the recording's binned
+// stimulus (rgc.BinStimulus) at b.Ends[i], and a mismatch is an error.
 func (o *Oracle) Predict(b *rgc.Batch, out []float32) error {
 	if err := b.Check(); err != nil {
 		return fmt.Errorf("synth oracle: %w", err)
