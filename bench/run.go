@@ -228,9 +228,35 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	p.DaemonSkipped = int64(counterSum(reg, "predictord_deadline_misses_total"))
 	p.DeadlineMisses = p.DaemonSkipped + p.DeviceLateDecisions
 	p.PredictionsPerSec = float64(p.Predictions) / wall.Seconds()
+	p.MeanBatch = histMean(reg, "predictord_batch_size")
+	p.MeanPredictMs = 1000 * histMean(reg, "predictord_predict_seconds")
 	p.CPU = cpu.Seconds() / wall.Seconds()
 	p.LoadAvg = loadAvg()
 	return p, nil
+}
+
+// histMean returns the mean of every observation of the named histogram in
+// reg (0 without observations).
+func histMean(reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetHistogram().GetSampleSum()
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // counterSum adds up every series of the named counter in reg.
