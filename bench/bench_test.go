@@ -126,8 +126,8 @@ func TestRunSmall(t *testing.T) {
 		if p.Predictions == 0 || p.Latency.N != int(p.Decisions) || p.Decisions < int64(p.Predictions)-int64(p.DaemonSkipped)-int64(p.Cells) {
 			t.Fatalf("point %d: %d predictions, %d decisions, %d latency samples", i, p.Predictions, p.Decisions, p.Latency.N)
 		}
-		if p.CPU <= 0 {
-			t.Fatalf("point %d: cpu %v", i, p.CPU)
+		if p.CPU <= 0 || p.MeanBatch < 1 || p.MeanPredictMs <= 0 {
+			t.Fatalf("point %d: cpu %v, mean batch %v, mean call %v ms", i, p.CPU, p.MeanBatch, p.MeanPredictMs)
 		}
 	}
 	t.Logf("%+v", rep.Points)
