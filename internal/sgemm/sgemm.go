@@ -139,8 +139,20 @@ func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32) {
 				clear(dp[w:])
 			}
 		} else {
-			// op(B)[p][j] = B[j][p]
-			for j := 0; j < w; j++ {
+			// op(B)[p][j] = B[j][p], four rows of B at a time so that each
+			// write fills four consecutive floats.
+			j := 0
+			for ; j+4 <= w; j += 4 {
+				r0 := b[(j0+j)*ldb+pc:][:kb]
+				r1 := b[(j0+j+1)*ldb+pc:][:kb]
+				r2 := b[(j0+j+2)*ldb+pc:][:kb]
+				r3 := b[(j0+j+3)*ldb+pc:][:kb]
+				for p := range r0 {
+					dp := d[p*nr+j : p*nr+j+4 : p*nr+j+4]
+					dp[0], dp[1], dp[2], dp[3] = r0[p], r1[p], r2[p], r3[p]
+				}
+			}
+			for ; j < w; j++ {
 				row := b[(j0+j)*ldb+pc : (j0+j)*ldb+pc+kb]
 				for p, v := range row {
 					d[p*nr+j] = v
