@@ -35,6 +35,7 @@ type synthNLLJSON struct {
 	Windows          int      `json:"windows"`
 	Oracle           float64  `json:"oracle"`
 	OracleEntropy    float64  `json:"oracle_entropy"`
+	OracleGapSE      float64  `json:"oracle_gap_se"`
 	OracleLookahead  *float64 `json:"oracle_lookahead,omitempty"`
 	ZeroInput        float64  `json:"zero_input"`
 	ZeroInputEntropy float64  `json:"zero_input_entropy"`
@@ -125,7 +126,7 @@ func synthesise(ctx context.Context, w io.Writer, out string, cfg synth.Config, 
 			return err
 		}
 		zero := synth.FixedNLL(rec, rgc.Test, idx, synth.ClassFrequencies(rec, rgc.Train, idx))
-		s.NLL = &synthNLLJSON{Windows: res.Windows, Oracle: res.NLL, OracleEntropy: res.Entropy, ZeroInput: zero.NLL, ZeroInputEntropy: zero.Entropy}
+		s.NLL = &synthNLLJSON{Windows: res.Windows, Oracle: res.NLL, OracleEntropy: res.Entropy, OracleGapSE: res.GapSE, ZeroInput: zero.NLL, ZeroInputEntropy: zero.Entropy}
 		if ahead {
 			if err := o.SetLookahead(synth.ModelLookahead); err != nil {
 				return err
@@ -139,7 +140,7 @@ func synthesise(ctx context.Context, w io.Writer, out string, cfg synth.Config, 
 		s.NLL.Seconds = time.Since(start).Seconds()
 		if !asJSON {
 			fmt.Fprintf(w, "test split, %d windows (%.1f s):\n", res.Windows, s.NLL.Seconds)
-			fmt.Fprintf(w, "  Bayes-optimal NLL (oracle, stimulus known to t): %.4f nats (its mean entropy %.4f)\n", res.NLL, res.Entropy)
+			fmt.Fprintf(w, "  Bayes-optimal NLL (oracle, stimulus known to t): %.4f nats (its mean entropy %.4f; NLL - entropy %+.4f, standard error %.4f)\n", res.NLL, res.Entropy, res.NLL-res.Entropy, res.GapSE)
 			if s.NLL.OracleLookahead != nil {
 				fmt.Fprintf(w, "  oracle knowing frames up to t+%d:                %.4f nats\n", synth.ModelLookahead, *s.NLL.OracleLookahead)
 			}

@@ -22,7 +22,17 @@ type NLLResult struct {
 	Entropy float64
 	// PerCell holds each cell's mean NLL, in the order of the cells asked for.
 	PerCell []float64
+	// GapSE is the standard error of NLL - Entropy by batch means: the
+	// windows of each cell cut into consecutive batches of SEBatch windows
+	// (far longer than the 80-bin horizons that correlate neighbouring
+	// windows), whose mean gaps are treated as independent. For an exact
+	// predictor NLL - Entropy is 0 within a few GapSE. 0 when there are
+	// fewer than two whole batches.
+	GapSE float64
 }
+
+// SEBatch is the batch length, in windows, of NLLResult.GapSE.
+const SEBatch = 2048
 
 // minProb floors probabilities inside logarithms, so that a class the
 // predictor deems impossible costs -log(minProb) rather than infinity.
@@ -49,7 +59,10 @@ func BayesNLL(ctx context.Context, o *Oracle, rec *rgc.Recording, s rgc.Split, c
 		}
 		idx[j] = i
 	}
-	type part struct{ nll, ent float64 }
+	type part struct {
+		nll, ent float64
+		batches  []float64 // mean NLL - entropy of each whole batch
+	}
 	parts := make([]part, len(cells))
 	errs := make([]error, len(cells))
 	jobs := make(chan int)
@@ -68,6 +81,7 @@ func BayesNLL(ctx context.Context, o *Oracle, rec *rgc.Recording, s rgc.Split, c
 				hi := 0 // first spike after t
 				nh := len(o.cells[idx[j]].hist)
 				var p part
+				bsum := 0.0
 				for t := first; t <= last; t++ {
 					for hi < len(sb) && int(sb[hi]) <= t {
 						hi++
@@ -79,8 +93,15 @@ func BayesNLL(ctx context.Context, o *Oracle, rec *rgc.Recording, s rgc.Split, c
 						errs[j] = fmt.Errorf("cluster %d, end bin %d: %w", rec.Cells[cells[j]].ClusterID, t, err)
 						break
 					}
-					p.nll -= math.Log(max(o.probs[rgc.Target(sb, t)], minProb))
-					p.ent += entropy(o.probs)
+					nl := -math.Log(max(o.probs[rgc.Target(sb, t)], minProb))
+					h := entropy(o.probs)
+					p.nll += nl
+					p.ent += h
+					bsum += nl - h
+					if (t-first+1)%SEBatch == 0 {
+						p.batches = append(p.batches, bsum/SEBatch)
+						bsum = 0
+					}
 					if t%4096 == 0 && ctx.Err() != nil {
 						break
 					}
@@ -102,7 +123,9 @@ func BayesNLL(ctx context.Context, o *Oracle, rec *rgc.Recording, s rgc.Split, c
 			return nil, fmt.Errorf("bayes nll: %w", err)
 		}
 	}
+	var batches []float64
 	for j, p := range parts {
+		batches = append(batches, p.batches...)
 		res.NLL += p.nll
 		res.Entropy += p.ent
 		res.PerCell[j] = p.nll / float64(n)
@@ -110,6 +133,17 @@ func BayesNLL(ctx context.Context, o *Oracle, rec *rgc.Recording, s rgc.Split, c
 	res.Windows = n * len(cells)
 	res.NLL /= float64(res.Windows)
 	res.Entropy /= float64(res.Windows)
+	if nb := len(batches); nb >= 2 {
+		mean, ss := 0.0, 0.0
+		for _, b := range batches {
+			mean += b
+		}
+		mean /= float64(nb)
+		for _, b := range batches {
+			ss += (b - mean) * (b - mean)
+		}
+		res.GapSE = math.Sqrt(ss / float64(nb-1) / float64(nb))
+	}
 	return res, nil
 }
 
