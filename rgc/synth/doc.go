@@ -36,7 +36,7 @@
 // same information up to the filter's smoothing.
 //
 // The stimulus filter k_c is, per channel, a biphasic difference of two
-// gamma-shaped lobes starting after a pure response latency of 36-46 bins
+// gamma-shaped lobes starting after a pure response latency of 36-45 bins
 // (nothing in the first 35 ms, most weight 40-300 ms back, 320 bins long),
 // with per-channel gains: ON cells (all gains positive), OFF cells (all
 // negative) and colour-opponent cells (short and long wavelengths of opposite
