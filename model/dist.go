@@ -102,38 +102,6 @@ func logNormCDF(x float64) float64 {
 // logNormSF returns log Q(x) = log(1 - Phi(x)) = log Phi(-x).
 func logNormSF(x float64) float64 { return logNormCDF(-x) }
 
-// logNormDiff returns log(Phi(b) - Phi(a)) for a <= b, without cancellation
-// in either tail.
-func logNormDiff(a, b float64) float64 {
-	switch {
-	case !(a < b):
-		return math.Inf(-1)
-	case b <= 0:
-		// Both in the lower half: Phi(b) - Phi(a) = Phi(b) (1 - Phi(a)/Phi(b)).
-		lb := logNormCDF(b)
-		return lb + log1mExp(logNormCDF(a)-lb)
-	case a >= 0:
-		// Both in the upper half: Q(a) - Q(b) = Q(a) (1 - Q(b)/Q(a)).
-		la := logNormSF(a)
-		return la + log1mExp(logNormSF(b)-la)
-	default:
-		// Straddling 0: erf is accurate near 0 and the result is >= its
-		// smaller half, so no catastrophic cancellation.
-		return math.Log(0.5 * (math.Erf(b/math.Sqrt2) - math.Erf(a/math.Sqrt2)))
-	}
-}
-
-// log1mExp returns log(1 - exp(x)) for x <= 0 (Maechler, "Accurately
-// computing log(1 - exp(-|a|))", 2012).
-func log1mExp(x float64) float64 {
-	switch {
-	case x > -math.Ln2:
-		return math.Log(-math.Expm1(x))
-	default:
-		return math.Log1p(-math.Exp(x))
-	}
-}
-
 // logMixComponents returns mixture m's log weight (log-softmax of the
 // mixture logits, with the given log-sum-exp), mean and clamped log sigma.
 func logMixComponent(params []float32, mixtures, m int, lse float64) (logw, mu, logSigma float64) {
