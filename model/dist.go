@@ -102,7 +102,7 @@ func logNormCDF(x float64) float64 {
 // logNormSF returns log Q(x) = log(1 - Phi(x)) = log Phi(-x).
 func logNormSF(x float64) float64 { return logNormCDF(-x) }
 
-// logMixComponents returns mixture m's log weight (log-softmax of the
+// logMixComponent returns mixture m's log weight (log-softmax of the
 // mixture logits, with the given log-sum-exp), mean and clamped log sigma.
 func logMixComponent(params []float32, mixtures, m int, lse float64) (logw, mu, logSigma float64) {
 	logw = float64(params[m]) - lse
