@@ -33,3 +33,26 @@ func BenchmarkGemmTrans(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKernels runs a 256^3 product with every kernel this CPU can run
+// (AVX-512, AVX2, generic Go), as the engine calls it (packed B, A in
+// place).
+func BenchmarkKernels(b *testing.B) {
+	const n = 256
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, y, z := randSlice(rng, n*n), randSlice(rng, n*n), make([]float32, n*n)
+	orig := kern
+	defer func() { kern = orig }()
+	for _, spec := range availableKernels() {
+		kern = spec
+		pb := NewPackedB(false, n, n, y, n)
+		work := make([]float32, WorkSize())
+		b.Run(spec.name, func(b *testing.B) {
+			c0 := processCPU()
+			for b.Loop() {
+				GemmPacked(false, n, 1, x, n, pb, 0, z, n, work)
+			}
+			b.ReportMetric(2*n*n*n*float64(b.N)/(processCPU()-c0)/1e9, "GFLOP/cpu-s")
+		})
+	}
+}
