@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
+	"rgcpred/internal/plot"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 )
@@ -52,8 +55,9 @@ func runSynth(ctx context.Context, args []string) error {
 	nll := fs.Bool("nll", false, "also score the test split: the oracle's Bayes-optimal NLL and the zero-input model's")
 	ahead := fs.Bool("lookahead", false, fmt.Sprintf("with --nll, also score the oracle that knows frames starting up to %d bins after t (as far as the model's filtered stimulus reaches)", synth.ModelLookahead))
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	plotPath := fs.String("plot", "", "write SVG charts of the first cells' true filters: FILE (stimulus filters, summed over the LEDs) and FILE with -history before .svg (history filters)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]] [--json]\n\nSimulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\nwith the cells' true parameters in DIR/truth.json (see rgc/synth).")
+		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]] [--plot FILE.svg] [--json]\n\nSimulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\nwith the cells' true parameters in DIR/truth.json (see rgc/synth).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,7 +73,57 @@ func runSynth(ctx context.Context, args []string) error {
 	if *ahead && !*nll {
 		return errors.New("--lookahead needs --nll")
 	}
-	return synthesise(ctx, os.Stdout, *out, synth.Config{Cells: *cells, Minutes: *minutes, Seed: *seed}, *nll, *ahead, *asJSON)
+	if err := synthesise(ctx, os.Stdout, *out, synth.Config{Cells: *cells, Minutes: *minutes, Seed: *seed}, *nll, *ahead, *asJSON); err != nil {
+		return err
+	}
+	if *plotPath != "" {
+		tr, err := synth.LoadTruth(*out)
+		if err != nil {
+			return err
+		}
+		return plotTruth(tr, *plotPath)
+	}
+	return nil
+}
+
+// plotCells is the number of cells plotTruth draws.
+const plotCells = 6
+
+// plotTruth draws the first cells' stimulus filters (summed over the LEDs:
+// the response to all LEDs switching on together) to path and their history
+// filters to path with "-history" before the extension.
+func plotTruth(tr *synth.Truth, path string) error {
+	stim := plot.Chart{Title: "true stimulus filters (sum over LEDs)", XLabel: "lag (ms)", YLabel: "weight per bin"}
+	hist := plot.Chart{Title: "true spike-history filters", XLabel: "lag (ms)", YLabel: "log-intensity change"}
+	for i := 0; i < min(plotCells, len(tr.Cells)); i++ {
+		c := &tr.Cells[i]
+		name := fmt.Sprintf("cell %d (%s)", c.ClusterID, c.Type)
+		var sx, sy []float64
+		for j := range c.StimFilter[0] {
+			v := 0.0
+			for ch := range c.StimFilter {
+				v += c.StimFilter[ch][j]
+			}
+			sx = append(sx, float64(j)*rgc.BinMs)
+			sy = append(sy, v)
+		}
+		stim.Series = append(stim.Series, plot.Series{Name: name, X: sx, Y: sy})
+		var hx, hy []float64
+		for j, v := range c.HistFilter {
+			hx = append(hx, float64(j+1)*rgc.BinMs)
+			hy = append(hy, max(v, -10)) // clip the refractory dip for scale
+		}
+		hist.Series = append(hist.Series, plot.Series{Name: name, X: hx, Y: hy})
+	}
+	if err := stim.SaveSVG(path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	ext := filepath.Ext(path)
+	hpath := strings.TrimSuffix(path, ext) + "-history" + ext
+	if err := hist.SaveSVG(hpath); err != nil {
+		return fmt.Errorf("plot %s: %w", hpath, err)
+	}
+	return nil
 }
 
 // synthesise generates, writes and (with nll) scores a synthetic recording,

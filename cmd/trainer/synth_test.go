@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,6 +43,25 @@ func TestSynthCommand(t *testing.T) {
 	// Inspect reads it like the shipped recording.
 	if sum := summarise(rec); sum.Cells != 3 || sum.Stimulus.Frames != s.Frames {
 		t.Errorf("inspect summary %+v", sum)
+	}
+
+	// Charts of the true filters.
+	tr, err := synth.LoadTruth(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := filepath.Join(t.TempDir(), "filters.svg")
+	if err := plotTruth(tr, svg); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{svg, strings.TrimSuffix(svg, ".svg") + "-history.svg"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(data, []byte("<svg")) || !bytes.Contains(data, []byte("cell 2 ("+tr.Cells[2].Type+")")) {
+			t.Errorf("%s is not a chart of the three cells", p)
+		}
 	}
 
 	for _, tc := range []struct {
