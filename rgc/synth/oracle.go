@@ -47,6 +47,14 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("synth oracle: %w", err)
 	}
+	if len(raw.Cells) != len(tr.Cells) {
+		return nil, fmt.Errorf("synth oracle: recording %s has %d cells but the truth has %d", raw.Name, len(raw.Cells), len(tr.Cells))
+	}
+	for i := range raw.Cells {
+		if raw.Cells[i].ClusterID != tr.Cells[i].ClusterID {
+			return nil, fmt.Errorf("synth oracle: recording %s cell %d is cluster %d but the truth's is %d", raw.Name, i, raw.Cells[i].ClusterID, tr.Cells[i].ClusterID)
+		}
+	}
 	o := &Oracle{fr: fr, byID: map[int]int{}}
 	o.stim = rgc.BinStimulus(raw.Pattern, raw.Triggers, raw.NumSamples)
 	for _, l := range tr.FrameLengths {

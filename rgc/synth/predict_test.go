@@ -124,10 +124,20 @@ func TestNewOracleRejectsBadInput(t *testing.T) {
 	if _, err := NewOracle(raw, &bad); err == nil || !strings.Contains(err.Error(), "sum to") {
 		t.Errorf("improper frame-length distribution: got %v", err)
 	}
+	other := *tr
+	other.Cells = tr.Cells[:1]
+	if _, err := NewOracle(raw, &other); err == nil || !strings.Contains(err.Error(), "the truth has 1") {
+		t.Errorf("truth of another recording: got %v", err)
+	}
+	other.Cells = []CellParams{tr.Cells[0], tr.Cells[1]}
+	other.Cells[1].ClusterID = 9
+	if _, err := NewOracle(raw, &other); err == nil || !strings.Contains(err.Error(), "the truth's is 9") {
+		t.Errorf("truth with other cluster ids: got %v", err)
+	}
 	// Too many futures: 1-bin frames and zero latency.
 	tiny := *tr
 	tiny.FrameLengths = []FrameLength{{1, 0.5}, {2, 0.5}}
-	tiny.Cells = []CellParams{shortCell(0, 0, 4)}
+	tiny.Cells = []CellParams{shortCell(0, 0, 4), shortCell(1, 0, 4)}
 	if _, err := NewOracle(raw, &tiny); err == nil || !strings.Contains(err.Error(), "exceed the limit") {
 		t.Errorf("exploding tree: got %v", err)
 	}
