@@ -74,7 +74,8 @@
 // t+80-D are irrelevant and are never enumerated. Bins before a branch point
 // are shared by all its branches, and lambda factorises as exp(known drive)
 // times a precomputed exp(change of drive due to a frame switch), so each
-// tree node costs one exponential per bin. With the default latencies
+// tree node costs at most one exponential per bin (a short polynomial, exact
+// to rounding, when lambda < 0.02). With the default latencies
 // (D >= 36) and frame lengths (>= 45 bins) at most one new frame matters, so
 // a window costs at most about 15 x 16 short branches. There is no
 // approximation: the probabilities sum to 1 up to rounding (tested to 1e-9).
