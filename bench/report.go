@@ -58,6 +58,10 @@ type Point struct {
 	// CPU is the process's CPU time (user + system) over wall time: 1.0 is
 	// one core busy. It includes the replay device and the NATS server.
 	CPU float64 `json:"cpu"`
+	// CPUPerPredictionMs is the process CPU time per predicted window (all
+	// of it: model, daemon, NATS, devices), a figure that, unlike the
+	// latencies, hardly depends on what else the machine runs.
+	CPUPerPredictionMs float64 `json:"cpu_per_prediction_ms"`
 	// PaceMaxLagMs is the largest delay of a frame behind its deadline on
 	// the device side.
 	PaceMaxLagMs float64 `json:"pace_max_lag_ms"`
@@ -157,12 +161,12 @@ func pos(v float64) float64 {
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, max lag %d bins, GOMAXPROCS %d; %s\n",
 		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.MaxLag, r.GOMAXPROCS, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %11s %11s %6s %5s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %8s %11s %11s %6s %5s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2f %8.3f %8d %11s %11.3f %6.2f %5.1f %9v\n",
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %9v\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
-			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.RealTime)
+			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
 }

@@ -231,6 +231,9 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	p.MeanBatch = histMean(reg, "predictord_batch_size")
 	p.MeanPredictMs = 1000 * histMean(reg, "predictord_predict_seconds")
 	p.CPU = cpu.Seconds() / wall.Seconds()
+	if p.Predictions > 0 {
+		p.CPUPerPredictionMs = 1000 * cpu.Seconds() / float64(p.Predictions)
+	}
 	p.LoadAvg = loadAvg()
 	return p, nil
 }
