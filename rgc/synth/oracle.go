@@ -322,15 +322,39 @@ func (o *Oracle) node(m *cellModel, t, depth, from int, s, w float64, e, p, minL
 			break // lengths ascend: later ones start even later
 		}
 		wl := wz * l.Prob / float64(numPatterns)
+		// A leaf: the frame after this child cannot change the horizon
+		// (it starts at least the shortest length later), so the child's
+		// bins all count with weight wl and it has no children.
+		leaf := e1+o.lengths[0].Bins+m.latency > t+rgc.Horizon
 		child := o.lam[depth+1]
 		for q := 0; q < numPatterns; q++ {
 			ed := m.expDelta[(p*numPatterns+q)*rgc.Horizon:][:rgc.Horizon]
+			if leaf {
+				o.leaf(lam[start:], ed[t+1+start-e1:], start, surv[start], wl)
+				continue
+			}
 			for i := start; i < rgc.Horizon; i++ {
 				child[i] = lam[i] * ed[t+1+i-e1]
 			}
 			o.node(m, t, depth+1, start, surv[start], wl, e1, q, 0)
 		}
 	}
+}
+
+// leaf adds the contribution of a tree node whose drive no later frame
+// changes within the horizon: bins from..Horizon-1 have intensity
+// lam[i-from] * ed[i-from], the survival before bin from is s and the
+// node's weight is w. It is node's loop with every weight of staying 1.
+func (o *Oracle) leaf(lam, ed []float64, from int, s, w float64) {
+	probs := o.probs[from:rgc.Horizon]
+	ed = ed[:len(probs)]
+	lam = lam[:len(probs)]
+	for i := range probs {
+		q := survive(lam[i] * ed[i])
+		probs[i] += w * s * (1 - q)
+		s *= q
+	}
+	o.probs[rgc.NoSpikeClass] += w * s
 }
 
 // tailFrom returns P(L >= max(x, minLen)) under the unconditional
