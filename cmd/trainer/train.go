@@ -118,19 +118,64 @@ func runLRFind(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runModel(_ context.Context, args []string) error {
+func runModel(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("model", flag.ContinueOnError)
 	name := fs.String("config", "gpt-a-cat", "model: STEM-HEAD[-cpu]")
 	cells := fs.Int("cells", 60, "number of cells (rows of the cell embedding)")
+	ckpt := fs.String("ckpt", "", "checkpoint to describe and score instead of a configuration")
+	data := fs.String("data", "data/chicken-17-08-21", "with --ckpt: recording to score on")
+	split := fs.String("split", "val", "with --ckpt: split to score on")
+	windows := fs.Int("windows", 16384, "with --ckpt: windows to score (uniform, fixed seed)")
+	threads := fs.Int("threads", runtime.NumCPU(), "with --ckpt: inference threads")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *ckpt != "" {
+		return scoreCheckpoint(ctx, *ckpt, *data, *split, *windows, *threads)
 	}
 	c, err := model.ParseConfigName(*name, *cells)
 	if err != nil {
 		return err
 	}
+	printCounts(c)
+	return nil
+}
+
+func printCounts(c model.Config) {
 	cnn, gpt, head := c.CountParams("cnn."), c.CountParams("gpt."), c.CountParams("head.")
 	fmt.Printf("%s (%d cells): cnn %d, gpt %d (cell embedding %d), head %d, total %d parameters\n",
 		c.Name(), c.NumCells, cnn, gpt, c.NumCells*c.Width(), head, c.CountParams(""))
+}
+
+// scoreCheckpoint prints a checkpoint's provenance and its NLL on a
+// uniform sample of windows of a split, next to the zero-input models
+// (training-split class frequencies, pooled and per cell) on the same
+// windows.
+func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threads int) error {
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		return err
+	}
+	printCounts(ck.Weights.Config)
+	p := ck.Provenance
+	fmt.Printf("trained on %s: %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n", p.Data, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
+	split, err := rgc.ParseSplit(splitName)
+	if err != nil {
+		return err
+	}
+	rec, err := rgc.Load(data)
+	if err != nil {
+		return err
+	}
+	cells, err := rec.CellIndices(ck.CellIDs)
+	if err != nil {
+		return err
+	}
+	res, err := train.Score(ctx, ck, rec, split, cells, n, threads)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s split, %d windows: model NLL %.4f +- %.4f; zero-input %.4f (pooled), %.4f (per cell); model - per-cell zero-input %.4f +- %.4f (paired SE)\n",
+		split, res.N, res.Model, res.ModelSE, res.ZeroPooled, res.ZeroPerCell, res.Model-res.ZeroPerCell, res.DiffSE)
 	return nil
 }

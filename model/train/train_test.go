@@ -236,6 +236,18 @@ func TestRunInterruptResume(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "m-loss.svg")); err != nil {
 		t.Errorf("no loss curve: %v", err)
 	}
+	sc, err := Score(context.Background(), best, rec, rgc.Val, cells, 40, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{sc.Model, sc.ZeroPooled, sc.ZeroPerCell} {
+		if !(v > 0 && v < 10) {
+			t.Errorf("score %+v: NLLs must be positive and finite", sc)
+		}
+	}
+	if sc.N != 40 || !(sc.DiffSE > 0) {
+		t.Errorf("score %+v: want 40 windows and a standard error", sc)
+	}
 }
 
 func TestLRFind(t *testing.T) {
