@@ -197,6 +197,13 @@ type batchNorm struct {
 	par      parallel
 	mean     []float64
 	invstd   []float64
+
+	// The statistics of the last forward pass are reused by the backward
+	// passes of the same run (gorgonia runs a node's forward before any of
+	// its gradients); gen counts forward passes, and the per-channel
+	// gradient sums are computed once per pass for the three gradients.
+	gen, sumGen int
+	sdy, sdyx   []float64
 }
 
 func (bn *batchNorm) name() string {
@@ -278,6 +285,7 @@ func (bn *batchNorm) stats(in []*tensor.Dense, update bool) (nb, c, l int) {
 
 func (bn *batchNorm) forward(in []*tensor.Dense, out []float32) {
 	nb, c, l := bn.stats(in, true)
+	bn.gen++
 	x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
 	bn.par.run(nb*c, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
@@ -293,31 +301,55 @@ func (bn *batchNorm) forward(in []*tensor.Dense, out []float32) {
 }
 
 func (bn *batchNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
-	nb, c, l := bn.stats(in, false)
+	bn.backwardWith(i, in, gout, gin)
+}
+
+// sums computes, once per forward pass, the per-channel sums of dy and of
+// dy * xhat (the gradients of beta and gamma).
+func (bn *batchNorm) sums(x, gout []float32, nb, c, l int) {
+	if bn.sumGen == bn.gen && len(bn.sdy) == c {
+		return
+	}
+	bn.sumGen = bn.gen
+	if len(bn.sdy) != c {
+		bn.sdy, bn.sdyx = make([]float64, c), make([]float64, c)
+	}
+	bn.par.run(c, func(lo, hi, _ int) {
+		for ch := lo; ch < hi; ch++ {
+			m, is := float32(bn.mean[ch]), bn.invstd[ch]
+			var sdy, sdyx float64
+			for b := 0; b < nb; b++ {
+				r := (b*c + ch) * l
+				xr := x[r : r+l]
+				var a1, a2 float32
+				for j, v := range gout[r : r+l] {
+					a1 += v
+					a2 += v * (xr[j] - m)
+				}
+				sdy += float64(a1)
+				sdyx += float64(a2) * is
+			}
+			bn.sdy[ch], bn.sdyx[ch] = sdy, sdyx
+		}
+	})
+}
+
+// backwardWith computes gradient i from the output gradient gout, with the
+// statistics of the last forward pass.
+func (bn *batchNorm) backwardWith(i int, in []*tensor.Dense, gout, gin []float32) {
+	s := in[0].Shape()
+	nb, c, l := s[0], s[1], s[2]
 	x, g := f32(in[0]), f32(in[1])
+	bn.sums(x, gout, nb, c, l)
 	switch i {
 	case 2: // dbeta
-		for ch := 0; ch < c; ch++ {
-			var s float64
-			for b := 0; b < nb; b++ {
-				for _, v := range gout[(b*c+ch)*l : (b*c+ch+1)*l] {
-					s += float64(v)
-				}
-			}
-			gin[ch] = float32(s)
+		for ch := range gin {
+			gin[ch] = float32(bn.sdy[ch])
 		}
 		return
 	case 1: // dgamma = sum gy * xhat
-		for ch := 0; ch < c; ch++ {
-			var s float64
-			m, is := bn.mean[ch], bn.invstd[ch]
-			for b := 0; b < nb; b++ {
-				r := (b*c + ch) * l
-				for j, v := range gout[r : r+l] {
-					s += float64(v) * (float64(x[r+j]) - m) * is
-				}
-			}
-			gin[ch] = float32(s)
+		for ch := range gin {
+			gin[ch] = float32(bn.sdyx[ch])
 		}
 		return
 	}
@@ -335,29 +367,15 @@ func (bn *batchNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32)
 	}
 	// dx = gamma*invstd/N * (N dy - sum dy - xhat sum(dy xhat)).
 	n := float64(nb * l)
-	bn.par.run(c, func(lo, hi, _ int) {
-		for ch := lo; ch < hi; ch++ {
+	bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			ch := r % c
 			m, is := float32(bn.mean[ch]), float32(bn.invstd[ch])
-			var sdy, sdyx float64
-			for b := 0; b < nb; b++ {
-				r := (b*c + ch) * l
-				xr := x[r : r+l]
-				var a1, a2 float32
-				for j, v := range gout[r : r+l] {
-					a1 += v
-					a2 += v * (xr[j] - m)
-				}
-				sdy += float64(a1)
-				sdyx += float64(a2) * float64(is)
-			}
 			k := g[ch] * is
-			a, bb := float32(sdy/n), float32(sdyx/n)
-			for b := 0; b < nb; b++ {
-				r := (b*c + ch) * l
-				xr, gr := x[r:r+l], gin[r:r+l]
-				for j, v := range gout[r : r+l] {
-					gr[j] = k * (v - a - (xr[j]-m)*is*bb)
-				}
+			a, bb := float32(bn.sdy[ch]/n), float32(bn.sdyx[ch]/n)
+			xr, gr := x[r*l:(r+1)*l], gin[r*l:(r+1)*l]
+			for j, v := range gout[r*l : (r+1)*l] {
+				gr[j] = k * (v - a - (xr[j]-m)*is*bb)
 			}
 		}
 	})
@@ -495,8 +513,9 @@ func (r relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 // bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are
 // memory-bound on the encoder's large activations. Inputs as batchNorm.
 type bnReLU struct {
-	bn   batchNorm
-	gbuf []float32 // gradient masked by the ReLU
+	bn      batchNorm
+	gbuf    []float32 // output gradient masked by the ReLU
+	maskGen int
 }
 
 func (k *bnReLU) name() string    { return k.bn.name() + "+relu" }
@@ -507,6 +526,7 @@ func (k *bnReLU) outShape(in []tensor.Shape) (tensor.Shape, error) {
 
 func (k *bnReLU) forward(in []*tensor.Dense, out []float32) {
 	nb, c, l := k.bn.stats(in, true)
+	k.bn.gen++
 	x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
 	k.bn.par.run(nb*c, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
@@ -522,29 +542,33 @@ func (k *bnReLU) forward(in []*tensor.Dense, out []float32) {
 }
 
 // backward masks the output gradient where the normalised value is not
-// positive (recomputed from x, not read from the output), then applies
-// batch norm's backward.
-func (k *bnReLU) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
-	nb, c, l := k.bn.stats(in, false)
-	x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
-	if len(k.gbuf) != len(gout) {
-		k.gbuf = make([]float32, len(gout))
-	}
-	gm := k.gbuf
-	k.bn.par.run(nb*c, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			ch := r % c
-			sc := float32(k.bn.invstd[ch]) * g[ch]
-			sh := be[ch] - float32(k.bn.mean[ch])*sc
-			xr := x[r*l : (r+1)*l]
-			for j, v := range gout[r*l : (r+1)*l] {
-				if xr[j]*sc+sh > 0 {
-					gm[r*l+j] = v
-				} else {
-					gm[r*l+j] = 0
+// positive (recomputed from x, once per forward pass), then applies batch
+// norm's backward.
+func (k *bnReLU) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+	if k.maskGen != k.bn.gen || len(k.gbuf) != len(gout) {
+		k.maskGen = k.bn.gen
+		s := in[0].Shape()
+		nb, c, l := s[0], s[1], s[2]
+		x, g, be := f32(in[0]), f32(in[1]), f32(in[2])
+		if len(k.gbuf) != len(gout) {
+			k.gbuf = make([]float32, len(gout))
+		}
+		gm := k.gbuf
+		k.bn.par.run(nb*c, func(lo, hi, _ int) {
+			for r := lo; r < hi; r++ {
+				ch := r % c
+				sc := float32(k.bn.invstd[ch]) * g[ch]
+				sh := be[ch] - float32(k.bn.mean[ch])*sc
+				xr := x[r*l : (r+1)*l]
+				for j, v := range gout[r*l : (r+1)*l] {
+					if xr[j]*sc+sh > 0 {
+						gm[r*l+j] = v
+					} else {
+						gm[r*l+j] = 0
+					}
 				}
 			}
-		}
-	})
-	k.bn.backward(i, in, out, gm, gin)
+		})
+	}
+	k.bn.backwardWith(i, in, k.gbuf, gin)
 }
