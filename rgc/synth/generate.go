@@ -152,14 +152,33 @@ func drawFrames(r *rand.Rand, dist []FrameLength, bins int) *frames {
 // simulate runs the cell's GLM over every bin of the stimulus and returns
 // the bins holding a spike.
 func simulate(m *cellModel, f *frames, r *rand.Rand) []int32 {
-	var spikes []int32
+	return simulateDrive(m, stimulusDrive(m, f, nil), r)
+}
+
+// stimulusDrive returns the cell's stimulus drive in every bin of the
+// stimulus, reusing buf when it is long enough.
+func stimulusDrive(m *cellModel, f *frames, buf []float64) []float64 {
+	if cap(buf) < f.end() {
+		buf = make([]float64, f.end())
+	}
+	drive := buf[:f.end()]
 	fu := 0
-	nh := len(m.hist)
-	for u := 0; u < f.end(); u++ {
+	for u := range drive {
 		for fu+1 < len(f.pat) && f.start[fu+1] <= u {
 			fu++
 		}
-		eta := m.bias + m.stimDrive(f, u, fu)
+		drive[u] = m.stimDrive(f, u, fu)
+	}
+	return drive
+}
+
+// simulateDrive runs the cell's GLM over bins 0..len(drive)-1 given its
+// stimulus drive per bin and returns the bins holding a spike.
+func simulateDrive(m *cellModel, drive []float64, r *rand.Rand) []int32 {
+	var spikes []int32
+	nh := len(m.hist)
+	for u, d := range drive {
+		eta := m.bias + d
 		for k := len(spikes) - 1; k >= 0; k-- {
 			lag := u - int(spikes[k])
 			if lag > nh {

@@ -88,8 +88,8 @@ func TestDrawCellRanges(t *testing.T) {
 		if m.latency < MinLatencyBins {
 			t.Errorf("cell %d: latency %d bins, want >= %d", i, m.latency, MinLatencyBins)
 		}
-		if c.NominalRateHz < 1 || c.NominalRateHz > 14 {
-			t.Errorf("cell %d: nominal rate %g Hz outside [1, 14]", i, c.NominalRateHz)
+		if c.NominalRateHz < 0.9 || c.NominalRateHz > 8 {
+			t.Errorf("cell %d: target rate %g Hz outside [0.9, 8]", i, c.NominalRateHz)
 		}
 		// Most of the filter's absolute weight lies 40-300 ms back.
 		in, all := 0.0, 0.0
@@ -109,8 +109,8 @@ func TestDrawCellRanges(t *testing.T) {
 			t.Errorf("cell %d: history filter at lag 1 is %g, want a strong refractory dip", i, c.HistFilter[0])
 		}
 		sd := math.Sqrt(driveVariance(c.StimFilter, 50))
-		if sd < 0.79 || sd > 1.51 {
-			t.Errorf("cell %d: drive standard deviation %g, want 0.8-1.5", i, sd)
+		if sd < 2.19 || sd > 3.21 {
+			t.Errorf("cell %d: drive standard deviation %g, want 2.2-3.2", i, sd)
 		}
 	}
 	types := map[string]int{}

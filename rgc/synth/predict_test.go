@@ -12,7 +12,7 @@ import (
 )
 
 func TestPredictMatchesProbs(t *testing.T) {
-	_, _, rec, o := generate(t, Config{Cells: 3, Minutes: 2, Seed: 8})
+	_, tr, rec, o := generate(t, Config{Cells: 3, Minutes: 2, Seed: 8})
 	refs := []rgc.WindowRef{}
 	for c := range rec.Cells {
 		sb := rec.Cells[c].SpikeBins
@@ -64,9 +64,16 @@ func TestPredictMatchesProbs(t *testing.T) {
 			t.Fatalf("rollout window class %d: Predict %g, Probs with the generated spike %g", k, recorded[k], want[k])
 		}
 	}
-	// The refractory dip right after the generated spike.
-	if want[0] > 1e-3 {
-		t.Errorf("P(spike 3 bins after a spike) = %g, want the refractory dip to make it tiny", want[0])
+	// The refractory dip right after the generated spike: bin T+1 lies 3
+	// bins after it, so its intensity is the spike-free one times exp(h[3]).
+	free := make([]float64, rgc.NumClasses)
+	if err := o.Probs(refs[0].Cell, refs[0].T, nil, free); err != nil {
+		t.Fatal(err)
+	}
+	h3 := tr.Cells[refs[0].Cell].HistFilter[2]
+	ratio := math.Log1p(-want[0]) / math.Log1p(-free[0])
+	if h3 > -1 || math.Abs(ratio-math.Exp(h3)) > 1e-9*math.Exp(h3) {
+		t.Errorf("intensity 3 bins after a spike / without it = %g, want exp(h[3]) = %g (a refractory dip)", ratio, math.Exp(h3))
 	}
 
 	allocs := testing.AllocsPerRun(20, func() {
