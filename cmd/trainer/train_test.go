@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rgcpred/model"
+)
+
+func TestModelCommand(t *testing.T) {
+	if err := runModel(context.Background(), []string{"--config", "gpt-b-logmix-cpu"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runModel(context.Background(), []string{"--config", "gpt-z-cat"}); err == nil {
+		t.Error("unknown stem accepted")
+	}
+	c, err := model.ParseConfigName("gpt-a-cat", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The spec's sizes: CNN ~0.55-0.6 M, gpt-a ~0.1 M parameters.
+	if n := c.CountParams("cnn."); n < 540_000 || n > 600_000 {
+		t.Errorf("paper CNN has %d parameters", n)
+	}
+	if n := c.CountParams("gpt."); n < 90_000 || n > 120_000 {
+		t.Errorf("gpt-a has %d parameters", n)
+	}
+}
+
+func TestTrainCommandErrors(t *testing.T) {
+	data := filepath.Join("..", "..", "data", "chicken-17-08-21")
+	out := filepath.Join(t.TempDir(), "m.ckpt")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data", data, "--cells", "some", "--out", out}, "--cells"},
+		{[]string{"--data", data, "--config", "gpt-a-dog", "--out", out}, "head"},
+		{[]string{"--data", filepath.Join(t.TempDir(), "missing"), "--out", out}, "missing"},
+		{[]string{"--data", data, "--lr", "0", "--out", out}, "learning rate"},
+	} {
+		err := runTrain(context.Background(), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a failed run wrote a checkpoint")
+	}
+}
