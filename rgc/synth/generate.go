@@ -50,8 +50,29 @@ func Generate(ctx context.Context, cfg Config) (*rgc.Raw, *Truth, error) {
 		}
 		tr.Cells = append([]CellParams(nil), cfg.Params...)
 	} else {
-		for i := 0; i < cfg.Cells; i++ {
-			tr.Cells = append(tr.Cells, DrawCell(cfg.Seed, i, i))
+		// Each draw calibrates its bias by simulation: draw in parallel.
+		tr.Cells = make([]CellParams, cfg.Cells)
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for w := 0; w < min(runtime.GOMAXPROCS(0), cfg.Cells); w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					tr.Cells[i] = DrawCell(cfg.Seed, i, i)
+				}
+			}()
+		}
+		for i := range tr.Cells {
+			if ctx.Err() != nil {
+				break
+			}
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("synth: %w", err)
 		}
 	}
 	if err := tr.Validate(); err != nil {

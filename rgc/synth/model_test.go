@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -166,5 +167,30 @@ func TestSurvive(t *testing.T) {
 		if got, want := survive(l), math.Exp(-l); math.Abs(got-want) > 1e-15 {
 			t.Errorf("survive(%g) = %.17g, exp(-l) = %.17g", l, got, want)
 		}
+	}
+}
+
+// TestRatesLikeRealCells simulates drawn cells and checks that each fires at
+// its calibrated target rate (within a factor 1.5: the calibration counts 2
+// minutes of bursty spikes, the check 4, together about 20% error at 1 Hz)
+// and that the rates span about the real quality cells' 0.8-8.6 Hz.
+func TestRatesLikeRealCells(t *testing.T) {
+	const minutes = 4
+	raw, tr, err := Generate(context.Background(), Config{Cells: 12, Minutes: minutes, Seed: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := math.Inf(1), 0.0
+	for i, c := range raw.Cells {
+		rate := float64(len(c.Spikes)) / (float64(raw.NumSamples) / rgc.SensorRateHz)
+		want := tr.Cells[i].NominalRateHz
+		t.Logf("cell %d (%s): %.2f Hz, target %.2f", i, tr.Cells[i].Type, rate, want)
+		if rate < want/1.5 || rate > want*1.5 {
+			t.Errorf("cell %d: %.2f Hz, target %.2f Hz", i, rate, want)
+		}
+		lo, hi = min(lo, rate), max(hi, rate)
+	}
+	if lo < 0.6 || lo > 2 || hi < 4 || hi > 10 {
+		t.Errorf("rates span %.2f-%.2f Hz, want about 0.8-8.6 Hz", lo, hi)
 	}
 }

@@ -66,8 +66,9 @@ type CellParams struct {
 	ClusterID int `json:"cluster_id"`
 	// Type describes the cell: "on", "off" or "opponent".
 	Type string `json:"type"`
-	// NominalRateHz is the rate the bias was set for, ignoring the history
-	// filter; the simulated rate differs somewhat.
+	// NominalRateHz is the target rate the bias was calibrated for by
+	// simulating the cell, history included; a recording's rate differs by
+	// sampling error (about 15-20% at 1 Hz over a few minutes).
 	NominalRateHz float64 `json:"nominal_rate_hz"`
 	// Bias is b, the log intensity per bin at zero drive.
 	Bias float64 `json:"bias"`
@@ -212,7 +213,8 @@ func uniform(r *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*r.Float
 // DrawCell draws the parameters of cell number index of the population with
 // the given seed (see the package documentation for the distributions; 40%
 // ON, 40% OFF, 20% colour-opponent cells). The same seed and index always
-// give the same cell.
+// give the same cell. It simulates the cell for a few minutes to calibrate
+// its bias (about 10-20 ms of CPU).
 func DrawCell(seed uint64, index, clusterID int) CellParams {
 	r := newRand(seed, streamParams+uint64(index))
 	c := CellParams{ClusterID: clusterID}
@@ -306,8 +308,8 @@ func DrawCell(seed uint64, index, clusterID int) CellParams {
 
 // Bias calibration: simulated length and number of corrections.
 const (
-	calibBins  = 60000 // about 60 s
-	calibSteps = 4
+	calibBins  = 120000 // about 2 minutes
+	calibSteps = 5
 )
 
 // calibrateBias sets c.Bias so that the cell fires at about
@@ -315,8 +317,8 @@ const (
 // calibration stimulus, then calibSteps corrections b += log(target/rate)
 // from simulations of the cell on that stimulus, each with the same random
 // numbers (seeded by s1, s2) so the rate is a smooth function of b. The
-// remaining error is mostly the sampling error of 60 s of spikes (about
-// 1/sqrt(60 rate)).
+// remaining error is mostly the sampling error of 2 minutes of bursty
+// spikes (about 15% at 1 Hz, 5% at 8 Hz).
 func calibrateBias(c *CellParams, s1, s2 uint64) {
 	f := drawFrames(newRand(s1, s2), DefaultFrameLengths(), calibBins)
 	m := newCellModel(c)
@@ -355,7 +357,8 @@ func maxPeriodicHistory(h []float64, maxPeriod int) float64 {
 
 // biphasic returns a filter of n bins: zero below lag d, then
 // g(x; tau1) - beta g(x; tau2) at x = j - d, with g(x; tau) = (x/tau)^2
-// exp(2 - x/tau) a gamma-shaped lobe peaking at 1 at x = 2 tau.
+// exp(2 - x/tau) a gamma-shaped lobe peaking at 4 at x = 2 tau (its area
+// is 2 e^2 tau, proportional to tau).
 func biphasic(n, d int, tau1, tau2, beta float64) []float64 {
 	k := make([]float64, n)
 	for j := d; j < n; j++ {
