@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,11 +88,20 @@ func TestReportCriterionTableAndPlot(t *testing.T) {
 	if !strings.Contains(tab.String(), "served in real time (p99 <= 2ms, no missed deadline): 5") {
 		t.Fatalf("table:\n%s", tab.String())
 	}
-	var svg bytes.Buffer
-	if err := r.Chart().WriteSVG(&svg); err != nil {
+	path := filepath.Join(t.TempDir(), "r.json")
+	other := &Report{ModelInfo: "other model", Points: []Point{{Cells: 1, Latency: replay.DurationSummary{N: 1, P99Ms: 0.5}}}}
+	if err := replay.WriteJSON(path, other); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"<svg", "p99.9", "2 ms bound"} {
+	back, err := ReadReport(path)
+	if err != nil || back.ModelInfo != "other model" || len(back.Points) != 1 || back.Points[0].Latency.P99Ms != 0.5 {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	var svg bytes.Buffer
+	if err := r.Chart(back).WriteSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"<svg", "p99.9", "2 ms bound", "p99, other model"} {
 		if !strings.Contains(svg.String(), s) {
 			t.Fatalf("svg lacks %q", s)
 		}

@@ -8,9 +8,11 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"time"
 
 	"rgcpred/bench/replay"
@@ -115,9 +117,10 @@ func (r *Report) finish() {
 	}
 }
 
-// Chart returns the plot of latency percentiles against cells (log latency
-// axis), with the real-time bound as a reference line.
-func (r *Report) Chart() *plot.Chart {
+// Chart returns the plot of latency percentiles against cells (log axes),
+// with the real-time bound as a reference line; the p99 of each report in
+// compare is added for comparison (e.g. another model).
+func (r *Report) Chart(compare ...*Report) *plot.Chart {
 	n := len(r.Points)
 	x := make([]float64, n)
 	p50, p99, p999, mx := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
@@ -132,7 +135,7 @@ func (r *Report) Chart() *plot.Chart {
 	} else {
 		bound = nil
 	}
-	return &plot.Chart{
+	c := &plot.Chart{
 		Title:  fmt.Sprintf("Frame-to-decision latency, %s, %d threads", r.ModelInfo, r.Threads),
 		XLabel: "cells served (real time, 992 Hz)",
 		YLabel: "latency (ms)",
@@ -146,6 +149,15 @@ func (r *Report) Chart() *plot.Chart {
 			{Name: "2 ms bound", X: bx, Y: bound},
 		},
 	}
+	for _, o := range compare {
+		var ox, oy []float64
+		for _, p := range o.Points {
+			ox = append(ox, float64(p.Cells))
+			oy = append(oy, pos(p.Latency.P99Ms))
+		}
+		c.Series = append(c.Series, plot.Series{Name: "p99, " + o.ModelInfo, X: ox, Y: oy, Points: true})
+	}
+	return c
 }
 
 // pos maps non-positive values (no samples) to NaN so the log axis skips
@@ -169,4 +181,17 @@ func (r *Report) WriteTable(w io.Writer) {
 			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
+}
+
+// ReadReport reads a report written as JSON by the latency command.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read report %s: %w", path, err)
+	}
+	return &r, nil
 }

@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string) error {
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
+	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
+	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
 	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2, "GOMAXPROCS of the run: by default two more than the CPUs, so that the replay devices' goroutines (pacer, NATS client) get their own Ps as they would in their own process instead of waiting for the engine threads to be preempted")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,6 +76,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *threads < 1 {
 		return fmt.Errorf("--threads %d: want at least 1", *threads)
+	}
+	if *fromJSON != "" {
+		rep, err := bench.ReadReport(*fromJSON)
+		if err != nil {
+			return err
+		}
+		return output(rep, "", *svgOut, *compare)
 	}
 	rec, err := rgc.Load(*data)
 	if err != nil {
@@ -110,18 +119,31 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return output(rep, *jsonOut, *svgOut, *compare)
+}
+
+// output prints the table and writes the JSON and the plot.
+func output(rep *bench.Report, jsonOut, svgOut, compare string) error {
 	rep.WriteTable(os.Stdout)
-	if *jsonOut != "" {
-		if err := replay.WriteJSON(*jsonOut, rep); err != nil {
+	if jsonOut != "" {
+		if err := replay.WriteJSON(jsonOut, rep); err != nil {
 			return err
 		}
-		fmt.Printf("wrote %s\n", *jsonOut)
+		fmt.Printf("wrote %s\n", jsonOut)
 	}
-	if *svgOut != "" {
-		if err := rep.Chart().SaveSVG(*svgOut); err != nil {
-			return fmt.Errorf("write %s: %w", *svgOut, err)
+	if svgOut != "" {
+		var others []*bench.Report
+		if compare != "" {
+			o, err := bench.ReadReport(compare)
+			if err != nil {
+				return err
+			}
+			others = append(others, o)
 		}
-		fmt.Printf("wrote %s\n", *svgOut)
+		if err := rep.Chart(others...).SaveSVG(svgOut); err != nil {
+			return fmt.Errorf("write %s: %w", svgOut, err)
+		}
+		fmt.Printf("wrote %s\n", svgOut)
 	}
 	return nil
 }
