@@ -33,7 +33,7 @@ type kernel interface {
 }
 
 // f32 returns the float32 backing slice of a dense tensor.
-func f32(t *tensor.Dense) []float32 { return t.Data().([]float32) }
+func f32(t *tensor.Dense) []float32 { return t.Float32s() }
 
 // tensorType is the gorgonia type of a float32 tensor with dims dimensions.
 func tensorType(dims int) hm.Type {
