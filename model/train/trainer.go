@@ -235,12 +235,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	defer ev.g.Close()
-	if st.Step == 0 {
-		pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
-		st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
-		if o.Resume == "" {
-			initHeadBias(w, pooled)
-		}
+	// The zero-input models, scored on this run's validation set (which a
+	// resumed run may draw at another size).
+	pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
+	st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
+	if o.Resume == "" {
+		initHeadBias(w, pooled)
 	}
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
