@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"rgcpred/rgc"
 )
@@ -57,6 +59,7 @@ func BenchmarkStages(b *testing.B) {
 	defer e.Close()
 	window := randomBatch(1, cellIDs, 2).Inputs
 	n, wk := e.net, e.workers[0]
+	p := &pass{wk: wk, a: wk.acts, part: 0, parts: 1}
 	stage := func(name string, f func()) {
 		c0 := processCPU()
 		for i := 0; i < b.N; i++ {
@@ -65,14 +68,82 @@ func BenchmarkStages(b *testing.B) {
 		b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
 	}
 	for b.Loop() {
-		n.forward(wk, window, 0, wk.logits)
+		n.forward(p, window, 0, wk.acts.logits)
 	}
-	x := n.stem(wk, window)
-	y := n.cnnBlocks(wk, x)
-	stage("stem", func() { n.stem(wk, window) })
-	stage("blocks", func() { n.cnnBlocks(wk, x) })
-	stage("gpt", func() { n.gpt(wk, y, 0) })
-	stage("head", func() { n.headLast(wk, wk.logits) })
+	x := n.stem(p, window)
+	y := n.cnnBlocks(p, x)
+	stage("stem", func() { n.stem(p, window) })
+	stage("blocks", func() { n.cnnBlocks(p, x) })
+	stage("gpt", func() { n.gpt(p, y, 0) })
+	stage("head", func() { n.headLast(p, wk.acts.logits) })
+}
+
+// BenchmarkSmall measures the wall-clock latency of the small batches the
+// daemon runs at each frame (1-4 windows) on 1 and 2 threads, for the paper
+// CNN and the CPU preset; batch 2 also with every window split across the
+// threads (split) instead of one window per thread, and batch 1 with
+// barriers that park on channels at once (chan) or spin without bound
+// (spin) instead of spinning for spinFor, then parking.
+func BenchmarkSmall(b *testing.B) {
+	type variant struct {
+		batch, threads int
+		mode           string // "", "split" or "chan"
+	}
+	var vs []variant
+	for batch := 1; batch <= 4; batch++ {
+		vs = append(vs, variant{batch, 1, ""}, variant{batch, 2, ""})
+	}
+	vs = append(vs, variant{2, 2, "split"}, variant{1, 2, "chan"}, variant{1, 2, "spin"},
+		variant{1, 2, "spin100us"}, variant{1, 2, "spin300us"}, variant{1, 2, "spin1ms"})
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		w := randomWeights(b, name, len(cellIDs), 1)
+		for _, v := range vs {
+			label := fmt.Sprintf("%s/batch%d/threads%d", name, v.batch, v.threads)
+			if v.mode != "" {
+				label += "/" + v.mode
+			}
+			b.Run(label, func(b *testing.B) {
+				e, err := NewFromWeights(w, cellIDs, v.batch, v.threads)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				e.splitAll = v.mode == "split"
+				switch v.mode {
+				case "chan":
+					e.setSpin(0)
+				case "spin":
+					e.setSpin(time.Hour)
+				case "spin100us":
+					e.setSpin(100 * time.Microsecond)
+				case "spin300us":
+					e.setSpin(300 * time.Microsecond)
+				case "spin1ms":
+					e.setSpin(time.Millisecond)
+				}
+				batch := randomBatch(v.batch, cellIDs, 2)
+				out := make([]float32, v.batch*rgc.NumClasses)
+				lat := make([]time.Duration, 0, 1<<16)
+				b.ReportAllocs()
+				for b.Loop() {
+					t0 := time.Now()
+					if err := e.Predict(batch, out); err != nil {
+						b.Fatal(err)
+					}
+					if len(lat) < cap(lat) {
+						lat = append(lat, time.Since(t0))
+					}
+				}
+				b.ReportMetric(1e3*b.Elapsed().Seconds()/float64(b.N), "ms/batch")
+				// On shared cores the mean is dominated by the times a
+				// thread was descheduled; the minimum and median show the
+				// quiet-machine figure.
+				slices.Sort(lat)
+				b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
+				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+			})
+		}
+	}
 }
 
 // BenchmarkReference is the float64 reference forward pass of the test
@@ -83,5 +154,32 @@ func BenchmarkReference(b *testing.B) {
 	ref := refNet{c: w.Config, w: w}
 	for b.Loop() {
 		ref.forward(window, 0)
+	}
+}
+
+// BenchmarkBarrier measures one crossing of the threads' barrier by two
+// goroutines with no work between crossings (ns/op per crossing): spinning
+// (the default spin-then-park), and parking at once (chan).
+func BenchmarkBarrier(b *testing.B) {
+	for _, mode := range []string{"spin", "chan"} {
+		b.Run(mode, func(b *testing.B) {
+			bar := newBarrier(2)
+			if mode == "chan" {
+				bar.spin.Store(0)
+			}
+			n := b.N
+			done := make(chan struct{})
+			go func() {
+				for i := 0; i < n; i++ {
+					bar.wait(1)
+				}
+				close(done)
+			}()
+			b.ResetTimer()
+			for i := 0; i < n; i++ {
+				bar.wait(0)
+			}
+			<-done
+		})
 	}
 }

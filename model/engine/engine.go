@@ -10,8 +10,15 @@
 // channels]), which makes a strided, zero-padded convolution input its own
 // im2col matrix: the GEMM reads overlapping rows in place.
 //
-// A batch is split across threads window by window; each thread owns its
-// buffers and runs the whole forward pass of its windows.
+// Threads: a batch of n windows on t threads runs n - n%t windows whole,
+// n/t per thread, each thread with its own buffers (the best throughput);
+// each remaining window is split across all threads layer by layer: every
+// convolution's output positions, the transformer's tokens and the
+// squeeze-excite channels are divided between the threads, which meet at a
+// spinning barrier where a layer reads rows another thread wrote (about 15
+// per window). So a batch of 1 (the real-time case) uses every core. The
+// split does not change the arithmetic of any output element: results are
+// bit-identical for any thread count.
 //
 // # Backend seam
 //
@@ -28,6 +35,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"rgcpred/internal/sgemm"
 	"rgcpred/model"
@@ -63,10 +71,10 @@ type Engine struct {
 	rowOf    map[int]int // cluster id -> embedding row
 	maxBatch int
 
-	workers []*worker      // workers[0] runs on the calling goroutine
-	jobs    []chan span    // jobs[i] feeds workers[i], i >= 1
-	done    chan struct{}  // one receive per finished span
-	wg      sync.WaitGroup // helper goroutines, for Close
+	workers []*worker // workers[0] runs on the calling goroutine
+	team    *team     // hands jobs to workers 1.. (nil with one thread)
+	bar     *barrier  // between the layers of a window split across threads
+	wg      sync.WaitGroup
 
 	// The call in progress, read by the workers.
 	cur struct {
@@ -75,13 +83,14 @@ type Engine struct {
 		out    []float32 // per-window outputs of width outW
 		outW   int
 		probs  bool
+		whole  int // windows 0..whole run one per thread, the rest split
 	}
-	rows   []int // maxBatch embedding rows
-	closed bool
+	rows []int // maxBatch embedding rows
+	// splitAll makes every window split across the threads (benchmarks
+	// compare it with one window per thread for batches of 2).
+	splitAll bool
+	closed   bool
 }
-
-// span is a range of windows of the current chunk.
-type span struct{ lo, hi int }
 
 // New returns an engine for a checkpoint, processing up to maxBatch windows
 // per pass on threads threads (both at least 1).
@@ -118,29 +127,45 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		}
 		rowOf[id] = i
 	}
-	threads = min(threads, maxBatch)
 	e := &Engine{
 		// A private copy: later changes to w (training goes on) must not
 		// reach the engine half-way.
 		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
-		rows: make([]int, maxBatch), done: make(chan struct{}, threads),
+		rows: make([]int, maxBatch), bar: newBarrier(threads),
 	}
 	for i := 0; i < threads; i++ {
 		e.workers = append(e.workers, newWorker(e.net))
 	}
-	for i := 1; i < threads; i++ {
-		ch := make(chan span, 1)
-		e.jobs = append(e.jobs, ch)
-		e.wg.Add(1)
-		go func(wk *worker) {
-			defer e.wg.Done()
-			for s := range ch {
-				e.run(wk, s)
-				e.done <- struct{}{}
-			}
-		}(e.workers[i])
+	if threads > 1 {
+		e.team = newTeam(threads - 1)
+		for i := 1; i < threads; i++ {
+			e.wg.Add(1)
+			go e.helper(i)
+		}
 	}
 	return e, nil
+}
+
+// helper is the loop of the goroutine running worker i >= 1.
+func (e *Engine) helper(i int) {
+	defer e.wg.Done()
+	var seen uint32
+	for {
+		seen = e.team.next(i-1, seen)
+		if e.team.quit.Load() {
+			return
+		}
+		e.run(i)
+		e.team.report()
+	}
+}
+
+// setSpin sets how long waiting threads poll before parking.
+func (e *Engine) setSpin(d time.Duration) {
+	e.bar.spin.Store(int64(d))
+	if e.team != nil {
+		e.team.spin.Store(int64(d))
+	}
 }
 
 // Config returns the model configuration the engine runs.
@@ -159,10 +184,11 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	for _, ch := range e.jobs {
-		close(ch)
+	if e.team != nil {
+		e.team.quit.Store(true)
+		e.team.start()
+		e.wg.Wait()
 	}
-	e.wg.Wait()
 	return nil
 }
 
@@ -213,42 +239,64 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 	return nil
 }
 
-// dispatch splits windows 0..n of the current chunk across the workers and
-// waits for them.
+// dispatch runs windows 0..n of the current chunk on the workers and waits
+// for them. With t threads, the first n - n%t windows run whole, n/t
+// consecutive ones per thread (no synchronisation inside a window: the
+// best throughput); each of the remaining n%t windows is split across all
+// threads layer by layer (rows of every GEMM, tokens of the transformer),
+// so that a batch smaller than the thread count leaves no core idle.
 func (e *Engine) dispatch(n int) {
-	t := min(len(e.workers), n)
-	per := (n + t - 1) / t
-	sent := 0
-	for i := 1; i < t; i++ {
-		lo := i * per
-		if lo >= n {
-			break
-		}
-		e.jobs[i-1] <- span{lo, min(lo+per, n)}
-		sent++
+	t := len(e.workers)
+	e.cur.whole = n - n%t
+	if e.splitAll {
+		e.cur.whole = 0
 	}
-	e.run(e.workers[0], span{0, min(per, n)})
-	for ; sent > 0; sent-- {
-		<-e.done
+	if e.team == nil {
+		e.run(0)
+		return
+	}
+	e.team.start()
+	e.run(0)
+	e.team.finish()
+}
+
+// run is worker i's share of the current chunk.
+func (e *Engine) run(i int) {
+	c := &e.cur
+	wk := e.workers[i]
+	t := len(e.workers)
+	per := c.whole / t
+	whole := pass{wk: wk, a: wk.acts, part: 0, parts: 1}
+	for w := i * per; w < (i+1)*per; w++ {
+		e.window(&whole, w)
+	}
+	split := pass{wk: wk, a: e.workers[0].acts, part: i, parts: t, bar: e.bar}
+	for w := c.whole; w < len(c.rows); w++ {
+		// The previous window's last readers of the shared activations
+		// (and, after the whole windows, worker 0's own pass) are done.
+		split.sync()
+		e.window(&split, w)
 	}
 }
 
-// run computes windows s.lo..s.hi of the current chunk on worker wk.
-func (e *Engine) run(wk *worker, s span) {
+// window runs p's share of the forward pass of window i of the chunk; part
+// 0 writes the window's output.
+func (e *Engine) window(p *pass, i int) {
 	c := &e.cur
-	for i := s.lo; i < s.hi; i++ {
-		window := c.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
-		dst := c.out[i*c.outW : (i+1)*c.outW]
-		if !c.probs {
-			e.net.forward(wk, window, c.rows[i], dst)
-			continue
-		}
-		e.net.forward(wk, window, c.rows[i], wk.logits)
-		if e.cfg.Head == model.HeadLogMix {
-			model.LogMixProbs(wk.logits, e.cfg.Mixtures, dst)
-		} else {
-			model.CatProbs(wk.logits, dst)
-		}
+	input := c.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
+	dst := c.out[i*c.outW : (i+1)*c.outW]
+	logits := p.a.logits
+	if !c.probs {
+		logits = dst
+	}
+	e.net.forward(p, input, c.rows[i], logits)
+	if p.part != 0 || !c.probs {
+		return
+	}
+	if e.cfg.Head == model.HeadLogMix {
+		model.LogMixProbs(logits, e.cfg.Mixtures, dst)
+	} else {
+		model.CatProbs(logits, dst)
 	}
 }
 
@@ -288,11 +336,16 @@ func newConv(w *model.Weights, name, bn string, stride int) conv {
 		w: sgemm.NewPackedB(false, k*cin, cout, b, cout), bias: bias}
 }
 
-// apply computes lOut output positions from the padded input in (row 0 is
-// the first padding row) into out (lOut x cout, row stride cout), followed
-// by ReLU when relu is set; bias and ReLU are fused into the GEMM's store.
-func (c *conv) apply(in []float32, lOut int, out []float32, relu bool, work []float32) {
-	sgemm.GemmPackedBias(lOut, in, c.stride*c.cin, c.w, c.bias, relu, out, c.cout, work)
+// apply computes output positions lo..hi from the padded input in (row 0
+// is the first padding row) into rows lo..hi of out (row stride cout),
+// followed by ReLU when relu is set; bias and ReLU are fused into the
+// GEMM's store.
+func (c *conv) apply(in []float32, lo, hi int, out []float32, relu bool, work []float32) {
+	if hi <= lo {
+		return
+	}
+	ld := c.stride * c.cin
+	sgemm.GemmPackedBias(hi-lo, in[lo*ld:], ld, c.w, c.bias, relu, out[lo*c.cout:], c.cout, work)
 }
 
 // linear is y = x W + b with W [in, out].
@@ -423,7 +476,7 @@ func newNetwork(w *model.Weights) *network {
 }
 
 // ---------------------------------------------------------------------------
-// Per-thread buffers.
+// Buffers.
 
 type blockBuf struct {
 	h1  []float32 // [pad + lIn + pad, mid], padding rows stay zero
@@ -433,27 +486,33 @@ type blockBuf struct {
 	out []float32 // [lOut, out]
 }
 
+// acts are the activations of one window, shared by the threads that
+// compute it (each writes its own rows).
+type acts struct {
+	in     []float32 // [pad + bins + pad, InRows]
+	c1     []float32 // [pad + stemLen + pad, stemCh]
+	c2     []float32 // [stemLen, stemCh]
+	blocks []blockBuf
+	pool   []float32 // squeeze-excite: channel means
+
+	x, h   []float32    // [tokens, width] residual stream and normalised copy
+	qkv    [2][]float32 // [tokens, 3 width], alternating between layers
+	y      []float32    // [tokens, width] attention output (heads concatenated)
+	mlp    []float32    // [tokens, 4 width]
+	tmp    []float32    // [tokens, width]
+	last   []float32    // [width] final normalised last token
+	logits []float32    // head output of the window (Predict converts it)
+}
+
+// worker is one thread: its GEMM workspaces and small scratch, and the
+// activations of the windows it runs whole.
 type worker struct {
 	work     []float32 // sgemm.GemmPacked workspace
 	gemmWork []float32 // sgemm.GemmWork workspace
-	in       []float32 // [pad + bins + pad, InRows]
-	c1       []float32 // [pad + stemLen + pad, stemCh]
-	c2       []float32 // [stemLen, stemCh]
-	blocks   []blockBuf
-	pool     []float32 // squeeze-excite: channel means
-	seHid    []float32
-	seGate   []float32
-
-	x, h []float32 // [tokens, width] residual stream and normalised copy
-	qkv  []float32 // [tokens, 3 width]
-	att  []float32 // [tokens, tokens] attention weights of one head
-	y    []float32 // [tokens, width] attention output (heads concatenated)
-	mlp  []float32 // [tokens, 4 width]
-	tmp  []float32 // [tokens, width]
-	last []float32 // [width] final normalised last token
-	emb  []float32 // [tokens, block out] CNN output when a projection follows
-	// logits is the head output of one window (Predict converts it).
-	logits []float32
+	att      []float32 // [tokens, tokens] attention weights of one head
+	seHid    []float32 // squeeze-excite hidden layer
+	seGate   []float32 // squeeze-excite channel gates
+	acts     *acts
 }
 
 func newWorker(n *network) *worker {
@@ -461,23 +520,27 @@ func newWorker(n *network) *worker {
 	d, t := n.width, n.tokens
 	wk := &worker{
 		work: make([]float32, sgemm.WorkSize()), gemmWork: make([]float32, sgemm.GemmWorkSize()),
+		att: make([]float32, t*t), seHid: make([]float32, c.BlockOut/c.SEReduction),
+		seGate: make([]float32, c.BlockOut),
+	}
+	a := &acts{
 		in:   make([]float32, (n.bins+2*n.conv1.pad)*c.InRows),
 		c1:   make([]float32, (n.stemLen+2*n.conv2.pad)*c.StemCh),
 		c2:   make([]float32, n.stemLen*c.StemCh),
-		pool: make([]float32, c.BlockOut), seHid: make([]float32, c.BlockOut/c.SEReduction),
-		seGate: make([]float32, c.BlockOut),
-		x:      make([]float32, t*d), h: make([]float32, t*d), qkv: make([]float32, t*3*d),
-		att: make([]float32, t*t), y: make([]float32, t*d), mlp: make([]float32, t*4*d),
+		pool: make([]float32, c.BlockOut),
+		x:    make([]float32, t*d), h: make([]float32, t*d),
+		qkv: [2][]float32{make([]float32, t*3*d), make([]float32, t*3*d)},
+		y:   make([]float32, t*d), mlp: make([]float32, t*4*d),
 		tmp: make([]float32, t*d), last: make([]float32, d),
-		emb:    make([]float32, t*c.BlockOut),
 		logits: make([]float32, c.HeadOut()),
 	}
 	for _, b := range n.blocks {
-		wk.blocks = append(wk.blocks, blockBuf{
+		a.blocks = append(a.blocks, blockBuf{
 			h1: make([]float32, (b.lIn+2*b.conv2.pad)*b.mid),
 			h2: make([]float32, b.lOut*b.mid), h3: make([]float32, b.lOut*b.out),
 			sc: make([]float32, b.lOut*b.out), out: make([]float32, b.lOut*b.out),
 		})
 	}
+	wk.acts = a
 	return wk
 }

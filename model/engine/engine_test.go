@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"rgcpred/model"
 	"rgcpred/rgc"
@@ -135,37 +136,69 @@ func TestEngineMatchesReference(t *testing.T) {
 }
 
 // TestEngineThreadsAndChunksAgree: the split across threads and chunks must
-// not change any output bit.
+// not change any output bit, whether windows run whole (one per thread) or
+// split layer by layer across the threads (the rows of every GEMM are the
+// same sums in the same order whichever thread computes them), for the
+// paper CNN and the CPU preset, with and without a projection, and with
+// barriers that park at once (spin 0) as well as spinning ones.
 func TestEngineThreadsAndChunksAgree(t *testing.T) {
-	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 5)
-	b := randomBatch(7, cellIDs, 6)
-	var first []float32
-	for _, tc := range [][2]int{{8, 1}, {3, 2}, {1, 1}, {7, 3}} {
-		e, err := NewFromWeights(w, cellIDs, tc[0], tc[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float32, b.Len()*rgc.NumClasses)
-		if err := e.Predict(b, out); err != nil {
-			t.Fatal(err)
-		}
-		e.Close()
-		if first == nil {
-			first = out
-			continue
-		}
-		for i := range out {
-			if out[i] != first[i] {
-				t.Fatalf("maxBatch %d threads %d: output %d = %v, want %v", tc[0], tc[1], i, out[i], first[i])
+	type setting struct {
+		maxBatch, threads int
+		splitAll          bool
+		spin              time.Duration
+	}
+	settings := []setting{
+		{8, 1, false, spinFor},
+		{3, 2, false, spinFor}, // chunks of 3: 2 windows whole, 1 split
+		{1, 1, false, spinFor},
+		{7, 3, false, spinFor}, // 6 whole, 1 split 3 ways
+		{1, 2, false, spinFor}, // every window split 2 ways
+		{2, 3, false, 0},       // 2 windows split 3 ways, parking barriers
+		{8, 2, true, spinFor},  // everything split
+	}
+	for i, name := range []string{"gpt-a-cat-cpu", "gpt-b-logmix-cpu", "gpt-a-cat"} {
+		w := randomWeights(t, name, len(cellIDs), uint64(5+i))
+		b := randomBatch(7, cellIDs, 6)
+		var first []float32
+		for _, tc := range settings {
+			if name == "gpt-a-cat" && tc.threads == 3 {
+				continue // keep the test fast: the paper CNN is 3x the work
+			}
+			e, err := NewFromWeights(w, cellIDs, tc.maxBatch, tc.threads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.splitAll = tc.splitAll
+			e.setSpin(tc.spin)
+			out := make([]float32, b.Len()*rgc.NumClasses)
+			// Twice: the second call reuses the buffers of the first.
+			for range 2 {
+				if err := e.Predict(b, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.Close()
+			if first == nil {
+				first = out
+				continue
+			}
+			for i := range out {
+				if out[i] != first[i] {
+					t.Fatalf("%s %+v: output %d = %v, want %v", name, tc, i, out[i], first[i])
+				}
 			}
 		}
 	}
 }
 
+// TestEngineZeroAllocs: no allocation per call, on 1 and 2 threads, with
+// windows whole (chunks of 4) and split (chunks of 3 on 2 threads: one
+// window split; a chunk of 1: split).
 func TestEngineZeroAllocs(t *testing.T) {
-	for _, threads := range []int{1, 2} {
+	for _, tc := range [][2]int{{4, 1}, {4, 2}, {3, 2}, {1, 2}} {
+		maxBatch, threads := tc[0], tc[1]
 		w := randomWeights(t, "gpt-a-logmix-cpu", len(cellIDs), 8)
-		e, err := NewFromWeights(w, cellIDs, 4, threads)
+		e, err := NewFromWeights(w, cellIDs, maxBatch, threads)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +211,7 @@ func TestEngineZeroAllocs(t *testing.T) {
 		})
 		e.Close()
 		if allocs != 0 {
-			t.Errorf("threads %d: %v allocations per Predict, want 0", threads, allocs)
+			t.Errorf("maxBatch %d threads %d: %v allocations per Predict, want 0", maxBatch, threads, allocs)
 		}
 	}
 }
