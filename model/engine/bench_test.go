@@ -141,6 +141,7 @@ func BenchmarkSmall(b *testing.B) {
 				slices.Sort(lat)
 				b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+				b.ReportMetric(float64(e.backoffs), "backoffs")
 			})
 		}
 	}

@@ -89,7 +89,11 @@ type Engine struct {
 	// splitAll makes every window split across the threads (benchmarks
 	// compare it with one window per thread for batches of 2).
 	splitAll bool
-	closed   bool
+	// Contention back-off (see dispatch): calls left that run every window
+	// whole, consecutive contended calls, the next back-off's length, and
+	// the number of back-offs so far (tests, benchmarks).
+	backoff, contended, nextBackoff, backoffs int
+	closed                                    bool
 }
 
 // New returns an engine for a checkpoint, processing up to maxBatch windows
@@ -131,7 +135,7 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		// A private copy: later changes to w (training goes on) must not
 		// reach the engine half-way.
 		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
-		rows: make([]int, maxBatch), bar: newBarrier(threads),
+		rows: make([]int, maxBatch), bar: newBarrier(threads), nextBackoff: backoffCalls,
 	}
 	for i := 0; i < threads; i++ {
 		e.workers = append(e.workers, newWorker(e.net))
@@ -245,29 +249,62 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 // best throughput); each of the remaining n%t windows is split across all
 // threads layer by layer (rows of every GEMM, tokens of the transformer),
 // so that a batch smaller than the thread count leaves no core idle.
+//
+// Splitting pays only when the threads run at the same time. When the
+// cores are oversubscribed, a thread waiting at a barrier for one that was
+// descheduled ends up parking. After contendedCalls consecutive calls whose
+// split windows parked more than twice per window, the engine runs every
+// window whole (a batch of 1 on the calling thread alone) for a backoff
+// of backoffCalls calls, then tries splitting again; each backoff that
+// ends in contention again doubles the next, up to maxBackoffCalls.
 func (e *Engine) dispatch(n int) {
 	t := len(e.workers)
 	e.cur.whole = n - n%t
 	if e.splitAll {
 		e.cur.whole = 0
 	}
-	if e.team == nil {
+	if e.backoff > 0 {
+		e.backoff--
+		e.cur.whole = n
+	}
+	if e.team == nil || n == 1 && e.cur.whole == 1 {
 		e.run(0)
 		return
 	}
 	e.team.start()
 	e.run(0)
 	e.team.finish()
+	split := n - e.cur.whole
+	if split == 0 {
+		return
+	}
+	if e.bar.parks.Swap(0) <= int64(2*split) {
+		e.contended, e.nextBackoff = 0, backoffCalls
+		return
+	}
+	if e.contended++; e.contended >= contendedCalls {
+		e.contended = 0
+		e.backoff = e.nextBackoff
+		e.nextBackoff = min(2*e.nextBackoff, maxBackoffCalls)
+		e.backoffs++
+	}
 }
 
-// run is worker i's share of the current chunk.
+// Contention back-off (see dispatch).
+const (
+	contendedCalls  = 3
+	backoffCalls    = 200
+	maxBackoffCalls = 6400
+)
+
+// run is worker i's share of the current chunk: whole windows
+// ceil(whole*i/t)..ceil(whole*(i+1)/t), then its part of each split window.
 func (e *Engine) run(i int) {
 	c := &e.cur
 	wk := e.workers[i]
 	t := len(e.workers)
-	per := c.whole / t
 	whole := pass{wk: wk, a: wk.acts, part: 0, parts: 1}
-	for w := i * per; w < (i+1)*per; w++ {
+	for w := (c.whole*i + t - 1) / t; w < (c.whole*(i+1)+t-1)/t; w++ {
 		e.window(&whole, w)
 	}
 	split := pass{wk: wk, a: e.workers[0].acts, part: i, parts: t, bar: e.bar}

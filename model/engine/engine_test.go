@@ -342,3 +342,54 @@ func TestEngineCopiesWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineContentionBackoff: barriers that park at once (spin budget 0,
+// as when the partner thread is always descheduled) make the engine run
+// windows whole after contendedCalls calls, for backoffCalls calls, with
+// unchanged outputs; it then splits again, and backs off twice as long when
+// the contention persists.
+func TestEngineContentionBackoff(t *testing.T) {
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 11)
+	b := randomBatch(1, cellIDs, 12)
+	e, err := NewFromWeights(w, cellIDs, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.setSpin(0)
+	split := make([]float32, rgc.NumClasses)
+	for i := 0; i < contendedCalls; i++ {
+		if e.backoffs != 0 {
+			t.Fatalf("back-off after %d contended calls, want %d", i, contendedCalls)
+		}
+		if err := e.Predict(b, split); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.backoffs != 1 || e.backoff != backoffCalls {
+		t.Fatalf("after %d split calls with parking barriers: %d backoffs, %d calls left, want 1 and %d", contendedCalls, e.backoffs, e.backoff, backoffCalls)
+	}
+	whole := make([]float32, rgc.NumClasses)
+	for i := 0; i < backoffCalls; i++ {
+		if err := e.Predict(b, whole); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.backoff != 0 || e.backoffs != 1 {
+		t.Fatalf("after %d whole calls: %d calls left, %d backoffs, want 0 and 1", backoffCalls, e.backoff, e.backoffs)
+	}
+	for i := range whole {
+		if whole[i] != split[i] {
+			t.Fatalf("class %d: whole window %v, split %v", i, whole[i], split[i])
+		}
+	}
+	// Splitting again meets contention again: a back-off twice as long.
+	for i := 0; i < contendedCalls; i++ {
+		if err := e.Predict(b, whole); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.backoffs != 2 || e.backoff != 2*backoffCalls {
+		t.Errorf("split retried after the back-off: %d backoffs, %d calls left, want 2 and %d", e.backoffs, e.backoff, 2*backoffCalls)
+	}
+}

@@ -57,6 +57,7 @@ type barrier struct {
 	spin   atomic.Int64
 	parked []atomic.Bool // party i is blocked on wake[i]
 	wake   []chan struct{}
+	parks  atomic.Int64 // waits that ended parked (contention)
 }
 
 func newBarrier(parties int) *barrier {
@@ -87,6 +88,7 @@ func (b *barrier) wait(part int) {
 	s := spinner{budget: time.Duration(b.spin.Load())}
 	for b.phase.Load() == ph {
 		if !s.more() {
+			b.parks.Add(1)
 			park(&b.parked[part], b.wake[part], func() bool { return b.phase.Load() != ph })
 			return
 		}
