@@ -393,3 +393,46 @@ func TestEngineContentionBackoff(t *testing.T) {
 		t.Errorf("split retried after the back-off: %d backoffs, %d calls left, want 2 and %d", e.backoffs, e.backoff, 2*backoffCalls)
 	}
 }
+
+// TestVectorHelpers checks the vector helpers (AVX2 where the CPU has it)
+// against the portable loops for every length up to 40 (tails included):
+// element-wise ones bit for bit, max exactly, the sum within 1e-6 relative
+// to a float64 sum (its order differs).
+func TestVectorHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for n := 1; n <= 40; n++ {
+		a, b, g, s := vec(n), vec(n), vec(n), vec(n)
+		got, want := append([]float32(nil), a...), append([]float32(nil), a...)
+		addTo(got, b)
+		addToGo(want, b)
+		gr, gw := make([]float32, n), make([]float32, n)
+		gateRelu(gr, a, g, s)
+		gateReluGo(gw, a, g, s)
+		sr, sw := append([]float32(nil), a...), append([]float32(nil), a...)
+		scaleAdd(sr, 0.37, -1.5)
+		scaleAddGo(sw, 0.37, -1.5)
+		for i := 0; i < n; i++ {
+			if got[i] != want[i] || gr[i] != gw[i] || sr[i] != sw[i] {
+				t.Fatalf("n %d element %d: addTo %v/%v gateRelu %v/%v scaleAdd %v/%v (vector/portable)", n, i, got[i], want[i], gr[i], gw[i], sr[i], sw[i])
+			}
+		}
+		if m, w := maxOf(a), maxOfGo(a); m != w {
+			t.Fatalf("n %d: maxOf %v, want %v", n, m, w)
+		}
+		var ref, mag float64
+		for _, v := range a {
+			ref += float64(v)
+			mag += math.Abs(float64(v))
+		}
+		if d := math.Abs(float64(sum(a)) - ref); d > 1e-6*mag {
+			t.Fatalf("n %d: sum %v, want %v", n, sum(a), ref)
+		}
+	}
+}

@@ -170,16 +170,9 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
 	pool := p.a.pool[c0:c1]
 	clear(pool)
 	for l := 0; l < b.lOut; l++ {
-		row := buf.h3[l*b.out+c0 : l*b.out+c1]
-		row = row[:len(pool)]
-		for ch, v := range row {
-			pool[ch] += v
-		}
+		addTo(pool, buf.h3[l*b.out+c0:])
 	}
-	inv := 1 / float32(b.lOut)
-	for ch := range pool {
-		pool[ch] *= inv
-	}
+	scaleAdd(pool, 1/float32(b.lOut), 0)
 	p.sync() // the gates read every channel's mean
 	b.se1.matvec(p.a.pool, wk.seHid, b.se1w)
 	relu(wk.seHid)
@@ -192,17 +185,8 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
 	out := buf.out
 	gate := wk.seGate[:b.out]
 	for l := lo; l < hi; l++ {
-		o := out[l*b.out : (l+1)*b.out]
-		h3 := buf.h3[l*b.out : (l+1)*b.out]
-		s := sc[l*b.out : (l+1)*b.out]
-		h3, s, g := h3[:len(o)], s[:len(o)], gate[:len(o)]
-		for ch := range o {
-			v := h3[ch]*g[ch] + s[ch]
-			if v < 0 {
-				v = 0
-			}
-			o[ch] = v
-		}
+		r := l * b.out
+		gateRelu(out[r:r+b.out], buf.h3[r:], gate, sc[r:])
 	}
 	return out
 }
@@ -262,9 +246,7 @@ func (ly *layer) forward(n *network, p *pass, qkv []float32, lastOnly bool) {
 	tmp := a.tmp[q0*d : q1*d]
 	ly.proj.apply(nq, y, d, tmp, d, wk.work)
 	xs := x[q0*d : q1*d]
-	for i, v := range tmp {
-		xs[i] += v
-	}
+	addTo(xs, tmp)
 
 	// ln2, MLP: x += gelu(h W_fc + b) W_proj + b
 	h := a.h[q0*d : q1*d]
@@ -275,9 +257,7 @@ func (ly *layer) forward(n *network, p *pass, qkv []float32, lastOnly bool) {
 	ly.fc.apply(nq, h, d, mlp, 4*d, wk.work)
 	geluTanh(mlp)
 	ly.mproj.apply(nq, mlp, 4*d, tmp, d, wk.work)
-	for i, v := range tmp {
-		xs[i] += v
-	}
+	addTo(xs, tmp)
 }
 
 // softmaxCausal replaces each row i of att [nq, T] by the softmax of its
@@ -289,13 +269,7 @@ func softmaxCausal(att []float32, nq, T, q0 int) {
 	for i := 0; i < nq; i++ {
 		row := att[i*T : (i+1)*T]
 		n := q0 + i + 1
-		mx := row[0]
-		for _, v := range row[1:n] {
-			mx = max(mx, v)
-		}
-		for j := range row[:n] {
-			row[j] -= mx
-		}
+		scaleAdd(row[:n], 1, -maxOf(row[:n]))
 		for j := range row[n:] {
 			row[n+j] = -100
 		}
@@ -304,25 +278,15 @@ func softmaxCausal(att []float32, nq, T, q0 int) {
 	for i := 0; i < nq; i++ {
 		row := att[i*T : (i+1)*T]
 		n := q0 + i + 1
-		var s float32
-		for _, e := range row[:n] {
-			s += e
-		}
-		inv := 1 / s
-		for j := range row[:n] {
-			row[j] *= inv
-		}
+		scaleAdd(row[:n], 1/sum(row[:n]), 0)
 		clear(row[n:])
 	}
 }
 
 // layerNorm writes (x - mean) / sqrt(var + eps) * w + b to y.
 func layerNorm(x, y, w, b []float32) {
-	var s, ss float32
-	for _, v := range x {
-		s += v
-	}
-	mean := s / float32(len(x))
+	var ss float32
+	mean := sum(x) / float32(len(x))
 	for _, v := range x {
 		dv := v - mean
 		ss += dv * dv

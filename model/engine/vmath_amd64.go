@@ -41,3 +41,74 @@ func expInPlace(x []float32) {
 		x[i] = expf(max(v, -87))
 	}
 }
+
+//go:noescape
+func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func gateReluAVX2(out, h, gate, sc *float32, n int)
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+//go:noescape
+func sumAVX2(x *float32, n int) float32
+
+//go:noescape
+func scaleAddAVX2(x *float32, n int, a, b float32)
+
+// addTo sets dst[i] += src[i] for i < len(dst) (src at least as long).
+func addTo(dst, src []float32) {
+	src = src[:len(dst)]
+	n8 := len(dst) &^ 7
+	if hasAVX2 && n8 > 0 {
+		addAVX2(&dst[0], &src[0], n8)
+		dst, src = dst[n8:], src[n8:]
+	}
+	addToGo(dst, src)
+}
+
+// gateRelu sets out[i] = max(h[i]*g[i] + s[i], 0) for i < len(out).
+func gateRelu(out, h, g, s []float32) {
+	h, g, s = h[:len(out)], g[:len(out)], s[:len(out)]
+	n8 := len(out) &^ 7
+	if hasAVX2 && n8 > 0 {
+		gateReluAVX2(&out[0], &h[0], &g[0], &s[0], n8)
+		out, h, g, s = out[n8:], h[n8:], g[n8:], s[n8:]
+	}
+	gateReluGo(out, h, g, s)
+}
+
+// maxOf returns the largest element of x (len(x) >= 1).
+func maxOf(x []float32) float32 {
+	n8 := len(x) &^ 7
+	if !hasAVX2 || n8 == 0 {
+		return maxOfGo(x)
+	}
+	m := maxAVX2(&x[0], n8)
+	if n8 < len(x) {
+		m = max(m, maxOfGo(x[n8:]))
+	}
+	return m
+}
+
+// sum returns the sum of x.
+func sum(x []float32) float32 {
+	n8 := len(x) &^ 7
+	var s float32
+	if hasAVX2 && n8 > 0 {
+		s = sumAVX2(&x[0], n8)
+		x = x[n8:]
+	}
+	return s + sumGo(x)
+}
+
+// scaleAdd sets x[i] = x[i]*a + b.
+func scaleAdd(x []float32, a, b float32) {
+	n8 := len(x) &^ 7
+	if hasAVX2 && n8 > 0 {
+		scaleAddAVX2(&x[0], n8, a, b)
+		x = x[n8:]
+	}
+	scaleAddGo(x, a, b)
+}

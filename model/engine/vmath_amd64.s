@@ -214,3 +214,118 @@ eloop:
 edone:
 	VZEROUPPER
 	RET
+
+// func addAVX2(dst, src *float32, n int) sets dst[i] += src[i], n a multiple of 8.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ adone
+aloop:
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	DECQ CX
+	JNZ aloop
+adone:
+	VZEROUPPER
+	RET
+
+// func gateReluAVX2(out, h, gate, sc *float32, n int) sets out[i] = max(h[i]*gate[i] + sc[i], 0)
+// (multiply, then add: the rounding of the scalar code), n a multiple of 8.
+TEXT ·gateReluAVX2(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ h+8(FP), SI
+	MOVQ gate+16(FP), DX
+	MOVQ sc+24(FP), BX
+	MOVQ n+32(FP), CX
+	VXORPS Y3, Y3, Y3
+	SHRQ $3, CX
+	JZ gtdone
+gtloop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VADDPS (BX), Y0, Y0
+	VMAXPS Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ gtloop
+gtdone:
+	VZEROUPPER
+	RET
+
+// func maxAVX2(x *float32, n int) float32 returns max(x[0:n]), n a positive multiple of 8.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VMOVUPS (SI), Y0
+	ADDQ $32, SI
+	DECQ CX
+	JZ mred
+mloop:
+	VMAXPS (SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ mloop
+mred:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X1, X1
+	VMAXPS X1, X0, X0
+	VPSHUFD $1, X0, X1
+	VMAXSS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+// func sumAVX2(x *float32, n int) float32 returns the sum of x[0:n] (8 lane
+// sums, then pairwise), n a multiple of 8.
+TEXT ·sumAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	SHRQ $3, CX
+	JZ sred
+sloop:
+	VADDPS (SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ sloop
+sred:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVHLPS X0, X1, X1
+	VADDPS X1, X0, X0
+	VPSHUFD $1, X0, X1
+	VADDSS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+// func scaleAddAVX2(x *float32, n int, a, b float32) sets x[i] = x[i]*a + b
+// (multiply, then add), n a multiple of 8.
+TEXT ·scaleAddAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS a+16(FP), Y1
+	VBROADCASTSS b+20(FP), Y2
+	SHRQ $3, CX
+	JZ sadone
+saloop:
+	VMULPS (SI), Y1, Y0
+	VADDPS Y2, Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ saloop
+sadone:
+	VZEROUPPER
+	RET

@@ -15,3 +15,18 @@ func expInPlace(x []float32) {
 		x[i] = expf(max(v, -87))
 	}
 }
+
+// addTo sets dst[i] += src[i] for i < len(dst) (src at least as long).
+func addTo(dst, src []float32) { addToGo(dst, src[:len(dst)]) }
+
+// gateRelu sets out[i] = max(h[i]*g[i] + s[i], 0) for i < len(out).
+func gateRelu(out, h, g, s []float32) { gateReluGo(out, h[:len(out)], g[:len(out)], s[:len(out)]) }
+
+// maxOf returns the largest element of x (len(x) >= 1).
+func maxOf(x []float32) float32 { return maxOfGo(x) }
+
+// sum returns the sum of x.
+func sum(x []float32) float32 { return sumGo(x) }
+
+// scaleAdd sets x[i] = x[i]*a + b.
+func scaleAdd(x []float32, a, b float32) { scaleAddGo(x, a, b) }
