@@ -396,8 +396,8 @@ func TestEngineContentionBackoff(t *testing.T) {
 
 // TestVectorHelpers checks the vector helpers (AVX2 where the CPU has it)
 // against the portable loops for every length up to 40 (tails included):
-// element-wise ones bit for bit, max exactly, the sum within 1e-6 relative
-// to a float64 sum (its order differs).
+// element-wise ones bit for bit, max exactly, sums within 1e-6 relative to
+// a float64 sum (their order differs).
 func TestVectorHelpers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	vec := func(n int) []float32 {
@@ -422,6 +422,21 @@ func TestVectorHelpers(t *testing.T) {
 			if got[i] != want[i] || gr[i] != gw[i] || sr[i] != sw[i] {
 				t.Fatalf("n %d element %d: addTo %v/%v gateRelu %v/%v scaleAdd %v/%v (vector/portable)", n, i, got[i], want[i], gr[i], gw[i], sr[i], sw[i])
 			}
+		}
+		nr, nw := make([]float32, n), make([]float32, n)
+		norm(nr, a, g, s, 0.3, 1.7)
+		normGo(nw, a, g, s, 0.3, 1.7)
+		for i := range nr {
+			if nr[i] != nw[i] {
+				t.Fatalf("n %d element %d: norm %v, portable %v", n, i, nr[i], nw[i])
+			}
+		}
+		var sq float64
+		for _, v := range a {
+			sq += (float64(v) - 0.3) * (float64(v) - 0.3)
+		}
+		if d := math.Abs(float64(sumSqDev(a, 0.3)) - sq); d > 1e-6*sq {
+			t.Fatalf("n %d: sumSqDev %v, want %v", n, sumSqDev(a, 0.3), sq)
 		}
 		if m, w := maxOf(a), maxOfGo(a); m != w {
 			t.Fatalf("n %d: maxOf %v, want %v", n, m, w)

@@ -285,19 +285,10 @@ func softmaxCausal(att []float32, nq, T, q0 int) {
 
 // layerNorm writes (x - mean) / sqrt(var + eps) * w + b to y.
 func layerNorm(x, y, w, b []float32) {
-	var ss float32
 	mean := sum(x) / float32(len(x))
-	for _, v := range x {
-		dv := v - mean
-		ss += dv * dv
-	}
-	inv := float32(1 / math.Sqrt(float64(ss/float32(len(x)))+lnEps))
-	y = y[:len(x)]
-	w = w[:len(x)]
-	b = b[:len(x)]
-	for i, v := range x {
-		y[i] = (v-mean)*inv*w[i] + b[i]
-	}
+	vr := sumSqDev(x, mean) / float32(len(x))
+	inv := float32(1 / math.Sqrt(float64(vr)+lnEps))
+	norm(y, x, w, b, mean, inv)
 }
 
 func relu(x []float32) {

@@ -112,3 +112,31 @@ func scaleAdd(x []float32, a, b float32) {
 	}
 	scaleAddGo(x, a, b)
 }
+
+//go:noescape
+func sumSqDevAVX2(x *float32, n int, m float32) float32
+
+//go:noescape
+func normAVX2(y, x, w, b *float32, n int, m, inv float32)
+
+// sumSqDev returns the sum of (x[i]-m)^2.
+func sumSqDev(x []float32, m float32) float32 {
+	n8 := len(x) &^ 7
+	var s float32
+	if hasAVX2 && n8 > 0 {
+		s = sumSqDevAVX2(&x[0], n8, m)
+		x = x[n8:]
+	}
+	return s + sumSqDevGo(x, m)
+}
+
+// norm sets y[i] = (x[i]-m)*inv*w[i] + b[i] for i < len(x).
+func norm(y, x, w, b []float32, m, inv float32) {
+	y, w, b = y[:len(x)], w[:len(x)], b[:len(x)]
+	n8 := len(x) &^ 7
+	if hasAVX2 && n8 > 0 {
+		normAVX2(&y[0], &x[0], &w[0], &b[0], n8, m, inv)
+		y, x, w, b = y[n8:], x[n8:], w[n8:], b[n8:]
+	}
+	normGo(y, x, w, b, m, inv)
+}

@@ -329,3 +329,61 @@ saloop:
 sadone:
 	VZEROUPPER
 	RET
+
+// func sumSqDevAVX2(x *float32, n int, m float32) float32 returns the sum of
+// (x[i]-m)^2 over x[0:n] (8 lane sums, then pairwise), n a multiple of 8.
+TEXT ·sumSqDevAVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y2
+	VXORPS Y0, Y0, Y0
+	SHRQ $3, CX
+	JZ qred
+qloop:
+	VMOVUPS (SI), Y1
+	VSUBPS Y2, Y1, Y1
+	VMULPS Y1, Y1, Y1
+	VADDPS Y1, Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ qloop
+qred:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVHLPS X0, X1, X1
+	VADDPS X1, X0, X0
+	VPSHUFD $1, X0, X1
+	VADDSS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func normAVX2(y, x, w, b *float32, n int, m, inv float32) sets
+// y[i] = ((x[i]-m)*inv)*w[i] + b[i] (each operation rounded, as the scalar
+// code), n a multiple of 8.
+TEXT ·normAVX2(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ b+24(FP), BX
+	MOVQ n+32(FP), CX
+	VBROADCASTSS m+40(FP), Y2
+	VBROADCASTSS inv+44(FP), Y3
+	SHRQ $3, CX
+	JZ ndone
+nloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y2, Y0, Y0
+	VMULPS Y3, Y0, Y0
+	VMULPS (DX), Y0, Y0
+	VADDPS (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ nloop
+ndone:
+	VZEROUPPER
+	RET

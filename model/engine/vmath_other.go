@@ -30,3 +30,9 @@ func sum(x []float32) float32 { return sumGo(x) }
 
 // scaleAdd sets x[i] = x[i]*a + b.
 func scaleAdd(x []float32, a, b float32) { scaleAddGo(x, a, b) }
+
+// sumSqDev returns the sum of (x[i]-m)^2.
+func sumSqDev(x []float32, m float32) float32 { return sumSqDevGo(x, m) }
+
+// norm sets y[i] = (x[i]-m)*inv*w[i] + b[i] for i < len(x).
+func norm(y, x, w, b []float32, m, inv float32) { normGo(y, x, w, b, m, inv) }
