@@ -48,34 +48,38 @@ func BenchmarkPredict(b *testing.B) {
 	}
 }
 
-// BenchmarkStages breaks the gpt-a-cat forward pass of one window into its
-// stages (CPU time per window of each).
+// BenchmarkStages breaks the forward pass of one window (gpt-a-cat and
+// gpt-a-cat-cpu) into its stages (CPU time per window of each).
 func BenchmarkStages(b *testing.B) {
-	w := randomWeights(b, "gpt-a-cat", len(cellIDs), 1)
-	e, err := NewFromWeights(w, cellIDs, 1, 1)
-	if err != nil {
-		b.Fatal(err)
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		b.Run(name, func(b *testing.B) {
+			w := randomWeights(b, name, len(cellIDs), 1)
+			e, err := NewFromWeights(w, cellIDs, 1, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			window := randomBatch(1, cellIDs, 2).Inputs
+			n, wk := e.net, e.workers[0]
+			p := &pass{wk: wk, a: wk.acts, part: 0, parts: 1}
+			stage := func(name string, f func()) {
+				c0 := processCPU()
+				for i := 0; i < b.N; i++ {
+					f()
+				}
+				b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
+			}
+			for b.Loop() {
+				n.forward(p, window, 0, wk.acts.logits)
+			}
+			x := n.stem(p, window)
+			y := n.cnnBlocks(p, x)
+			stage("stem", func() { n.stem(p, window) })
+			stage("blocks", func() { n.cnnBlocks(p, x) })
+			stage("gpt", func() { n.gpt(p, y, 0) })
+			stage("head", func() { n.headLast(p, wk.acts.logits) })
+		})
 	}
-	defer e.Close()
-	window := randomBatch(1, cellIDs, 2).Inputs
-	n, wk := e.net, e.workers[0]
-	p := &pass{wk: wk, a: wk.acts, part: 0, parts: 1}
-	stage := func(name string, f func()) {
-		c0 := processCPU()
-		for i := 0; i < b.N; i++ {
-			f()
-		}
-		b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
-	}
-	for b.Loop() {
-		n.forward(p, window, 0, wk.acts.logits)
-	}
-	x := n.stem(p, window)
-	y := n.cnnBlocks(p, x)
-	stage("stem", func() { n.stem(p, window) })
-	stage("blocks", func() { n.cnnBlocks(p, x) })
-	stage("gpt", func() { n.gpt(p, y, 0) })
-	stage("head", func() { n.headLast(p, wk.acts.logits) })
 }
 
 // BenchmarkSmall measures the wall-clock latency of the small batches the
