@@ -188,3 +188,43 @@ func BenchmarkBarrier(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPaced is the daemon's situation: one call every millisecond (a
+// frame), batch 1, so that the helper threads sleep between calls and each
+// call pays their wake-up. Reports the median and 99th percentile latency.
+func BenchmarkPaced(b *testing.B) {
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		w := randomWeights(b, name, len(cellIDs), 1)
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/batch1/threads%d", name, threads), func(b *testing.B) {
+				e, err := NewFromWeights(w, cellIDs, 1, threads)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				// Helpers polling across the gap (team.idle = 2 ms) measured
+				// no faster (0.84-0.93 vs 0.65-0.78 ms for gpt-a-cat), so
+				// they sleep after spinFor.
+				batch := randomBatch(1, cellIDs, 2)
+				out := make([]float32, rgc.NumClasses)
+				lat := make([]time.Duration, 0, 1<<16)
+				next := time.Now()
+				for b.Loop() {
+					next = next.Add(time.Millisecond)
+					time.Sleep(time.Until(next))
+					t0 := time.Now()
+					if err := e.Predict(batch, out); err != nil {
+						b.Fatal(err)
+					}
+					if len(lat) < cap(lat) {
+						lat = append(lat, time.Since(t0))
+					}
+				}
+				slices.Sort(lat)
+				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+				b.ReportMetric(lat[len(lat)*99/100].Seconds()*1e3, "p99-ms")
+				b.ReportMetric(float64(e.backoffs), "backoffs")
+			})
+		}
+	}
+}

@@ -169,6 +169,7 @@ func (e *Engine) setSpin(d time.Duration) {
 	e.bar.spin.Store(int64(d))
 	if e.team != nil {
 		e.team.spin.Store(int64(d))
+		e.team.idle.Store(int64(d))
 	}
 }
 

@@ -118,13 +118,15 @@ type team struct {
 	// The caller of finish, parked until the last helper is done.
 	callerParked atomic.Bool
 	callerWake   chan struct{}
-	// spin is the polling budget (ns) before parking (as barrier.spin).
-	spin atomic.Int64
+	// spin is the polling budget (ns) of finish before parking (as
+	// barrier.spin); idle that of a helper waiting for the next job.
+	spin, idle atomic.Int64
 }
 
 func newTeam(helpers int) *team {
 	t := &team{parked: make([]atomic.Bool, helpers), callerWake: make(chan struct{}, 1)}
 	t.spin.Store(int64(spinFor))
+	t.idle.Store(int64(spinFor))
 	for i := 0; i < helpers; i++ {
 		t.wake = append(t.wake, make(chan struct{}, 1))
 	}
@@ -163,9 +165,9 @@ func (t *team) report() {
 }
 
 // next blocks helper h (0-based) until the job after generation seen is
-// published and returns its generation: it polls for t.spin, then parks.
+// published and returns its generation: it polls for t.idle, then parks.
 func (t *team) next(h int, seen uint32) uint32 {
-	s := spinner{budget: time.Duration(t.spin.Load())}
+	s := spinner{budget: time.Duration(t.idle.Load())}
 	for t.gen.Load() == seen {
 		if !s.more() {
 			park(&t.parked[h], t.wake[h], func() bool { return t.gen.Load() != seen })
