@@ -1,9 +1,11 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"rgcpred/model"
 	"rgcpred/rgc"
@@ -15,6 +17,11 @@ type Options struct {
 	Split rgc.Split
 	// Cells are the cells to run, as indices into the recording's Cells.
 	Cells []int
+	// Stagger starts the cells at staggered phases (StartOffset): cell i in
+	// ascending cluster id order of Cells has its first window end at
+	// first+StartOffset(i, len(Cells)) instead of first, as predictord does
+	// by default. Rollout only; NLL ignores it.
+	Stagger bool
 	// MaxBatch is the largest number of windows per Predict call; 0 means
 	// one call for all cells of a round (rollout) or 256 windows (NLL).
 	MaxBatch int
@@ -42,6 +49,11 @@ type Train struct {
 	Recorded []float64
 	// Windows is the number of predictions the rollout made for the cell.
 	Windows int
+	// Start is the end bin of the cell's first window: Result.From-1, plus
+	// StartOffset under Options.Stagger. Generated holds the recorded
+	// spikes (1 per bin with any) on the bins From..Start, the cell's
+	// history, and the rollout's own spikes after Start.
+	Start int
 }
 
 // Result is the outcome of a rollout of several cells.
@@ -70,13 +82,17 @@ func Bins(rec *rgc.Recording, s rgc.Split) (first, from, to int, err error) {
 // section 4) on every cell of opts.Cells over split opts.Split.
 //
 // Each cell starts with the window ending at the split's first bin where a
-// whole window fits, holding the recorded spikes; after that its spike row
+// whole window fits (first), or with Options.Stagger StartOffset bins later
+// (Train.Start), holding the recorded spikes; after that its spike row
 // comes only from its own generated train, its stimulus rows from the
 // recording. A cell is active while its window end t is before the split's
 // last bin (to-1), so the stimulus it reads always lies inside the split;
 // each prediction's median class (model.Median) moves t by Step. A step whose spike would
 // fall past the split's last bin ends the cell without that spike. So every
-// cell's generated train covers exactly the bins [first+1, to).
+// cell's generated train covers exactly the bins [first+1, to); under
+// Stagger its bins first+1..Train.Start are the recorded spikes (its
+// history, the spike row of its first window), so every cell is compared on
+// the same bins and the unstaggered trains are unchanged.
 //
 // Batching: cells are independent, so each round predicts the next window of
 // every active cell at once, each at its own end bin (Batch.Ends), in calls
@@ -103,13 +119,36 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 	}
 	cells := make([]Cell, n)
 	res := &Result{From: from, To: to, Trains: make([]Train, n)}
+	offsets := make([]int, n)
+	if opts.Stagger {
+		ids := make([]int, n)
+		for i, c := range opts.Cells {
+			ids[i] = rec.Cells[c].ClusterID
+		}
+		offsets = staggerByID(ids)
+	}
+	last := to - 1
+	total := 0
+	active := make([]int, 0, n) // indices into cells still rolling
 	for i, c := range opts.Cells {
 		rc := &rec.Cells[c]
-		cells[i].Reset(rc.ClusterID, first, rc.SpikeBins)
-		res.Trains[i] = Train{
+		start := first + offsets[i]
+		cells[i].Reset(rc.ClusterID, start, rc.SpikeBins)
+		tr := Train{
 			ClusterID: rc.ClusterID,
 			Generated: make([]float64, to-from),
 			Recorded:  rc.Counts(from, to),
+			Start:     start,
+		}
+		for _, b := range rc.SpikeBins {
+			if int(b) >= from && int(b) <= min(start, last) {
+				tr.Generated[int(b)-from] = 1
+			}
+		}
+		res.Trains[i] = tr
+		if start < last {
+			active = append(active, i)
+			total += last - start
 		}
 	}
 	b := &rgc.Batch{
@@ -119,12 +158,6 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 	}
 	out := make([]float32, maxBatch*rgc.NumClasses)
 	batchIdx := make([]int, 0, maxBatch) // indices into cells of the batch
-	active := make([]int, n)             // indices into cells still rolling
-	for i := range active {
-		active[i] = i
-	}
-	last := to - 1
-	total := n * (last - first)
 	done, windows := 0, 0
 	for len(active) > 0 {
 		for start := 0; start < len(active); start += maxBatch {
@@ -173,4 +206,19 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 		active = active[:k]
 	}
 	return res, nil
+}
+
+// staggerByID returns the StartOffset of each cell of ids (cluster ids, any
+// order, distinct) by its rank in ascending order.
+func staggerByID(ids []int) []int {
+	order := make([]int, len(ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
+	out := make([]int, len(ids))
+	for rank, i := range order {
+		out[i] = StartOffset(rank, len(ids))
+	}
+	return out
 }

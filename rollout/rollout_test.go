@@ -68,6 +68,8 @@ func hashClass(cell, t int) int {
 type checkingPredictor struct {
 	rec   *rgc.Recording
 	first int
+	// starts, if not nil, overrides first per cluster id (staggered starts).
+	starts map[int]int
 	gen   map[int]map[int]bool // cluster id -> generated spike bins
 	err   error
 	calls int
@@ -93,7 +95,11 @@ func (p *checkingPredictor) Predict(b *rgc.Batch, out []float32) error {
 				}
 			}
 			var want float32
-			if bin <= p.first {
+			first := p.first
+			if s, ok := p.starts[id]; ok {
+				first = s
+			}
+			if bin <= first {
 				if _, found := slices.BinarySearch(p.rec.Cells[ci].SpikeBins, int32(bin)); found {
 					want = 1
 				}
