@@ -70,9 +70,9 @@ type checkingPredictor struct {
 	first int
 	// starts, if not nil, overrides first per cluster id (staggered starts).
 	starts map[int]int
-	gen   map[int]map[int]bool // cluster id -> generated spike bins
-	err   error
-	calls int
+	gen    map[int]map[int]bool // cluster id -> generated spike bins
+	err    error
+	calls  int
 }
 
 func (p *checkingPredictor) Predict(b *rgc.Batch, out []float32) error {
