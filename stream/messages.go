@@ -324,9 +324,26 @@ type Status struct {
 	// Shard and Shards are the daemon's shard (index, count), 0 and 1 when
 	// it serves every cell.
 	Shard, Shards uint16
-	// Cells holds the cluster ids the daemon serves for the device.
+	// Cells holds the cluster ids the daemon serves for the device,
+	// ascending: the k-th is at index Index(k) of the device's whole cell
+	// list (all shards together).
 	Cells []int32
+	// Total is the number of cells of the device over all shards (the
+	// whole cell list), 0 if the daemon did not say.
+	Total uint16
+	// Stagger reports the daemon's start rule: true when cell i of the
+	// whole list starts with its first window ending at first + 1023 +
+	// rollout.StartOffset(i, Total) = floor(i * 80 / Total) bins, false
+	// when every cell's first window ends at first + 1023.
+	Stagger bool
 }
+
+// Index returns the index in the device's whole cell list (all shards) of
+// Cells[k]: shards serve the cells whose index is Shard mod Shards.
+func (s *Status) Index(k int) int { return int(s.Shard) + k*max(int(s.Shards), 1) }
+
+// statusStagger is the start-rule flag bit of a status message's byte 22.
+const statusStagger = 1
 
 // AppendStatus appends the encoding of s to dst.
 func AppendStatus(dst []byte, s *Status) ([]byte, error) {
@@ -345,7 +362,12 @@ func AppendStatus(dst []byte, s *Status) ([]byte, error) {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.LastSeq))
 	dst = binary.LittleEndian.AppendUint16(dst, s.Shard)
 	dst = binary.LittleEndian.AppendUint16(dst, s.Shards)
-	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint16(dst, s.Total)
+	var flags byte
+	if s.Stagger {
+		flags |= statusStagger
+	}
+	dst = append(dst, flags, 0)
 	for _, c := range s.Cells {
 		if c < 0 {
 			return dst, derr(ReasonRange, "cell %d negative", c)
@@ -361,9 +383,11 @@ func DecodeStatus(b []byte, s *Status) error {
 	if err != nil {
 		return err
 	}
-	if !zero(b[4:8]) || !zero(b[20:24]) {
+	if !zero(b[4:8]) || b[22]&^statusStagger != 0 || b[23] != 0 {
 		return derr(ReasonReserved, "reserved header bytes not zero")
 	}
+	s.Total = binary.LittleEndian.Uint16(b[20:])
+	s.Stagger = b[22]&statusStagger != 0
 	s.LastSeq = getI64(b[8:])
 	s.Shard = binary.LittleEndian.Uint16(b[16:])
 	s.Shards = binary.LittleEndian.Uint16(b[18:])

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"rgcpred/rgc"
@@ -108,7 +109,7 @@ func TestControlRoundTrip(t *testing.T) {
 }
 
 func TestStatusRoundTrip(t *testing.T) {
-	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}}
+	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}, Total: 6, Stagger: true}
 	b, err := AppendStatus(nil, in)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +120,16 @@ func TestStatusRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(in, &out) {
 		t.Fatalf("round trip differs: %+v", out)
+	}
+	if out.Index(0) != 1 || out.Index(2) != 5 {
+		t.Fatalf("whole-list indices %d, %d; want 1, 5", out.Index(0), out.Index(2))
+	}
+	for _, off := range []int{22, 23} {
+		bad := slices.Clone(b)
+		bad[off] |= 0x80
+		if err := DecodeStatus(bad, &out); Reason(err) != ReasonReserved {
+			t.Errorf("reserved bit in byte %d: %v", off, err)
+		}
 	}
 }
 

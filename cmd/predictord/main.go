@@ -63,7 +63,7 @@ type options struct {
 	devices, modelPath, cells, shard         string
 	threads, maxBatch, queueLen              int
 	maxLag                                   int64
-	silence                                  bool
+	silence, stagger                         bool
 	metricsAddr, logLevel, logFormat         string
 }
 
@@ -89,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxBatch, "max-batch", 64, "most windows per model call (cells due at the same frame beyond it go in further calls)")
 	fs.IntVar(&o.queueLen, "queue-len", 8192, "messages queued per device before dropping")
 	fs.Int64Var(&o.maxLag, "max-lag", 40, "overload policy: skip a decision when the newest frame is more than this many bins past it (0: never skip)")
+	fs.BoolVar(&o.stagger, "stagger", true, "stagger the cells' first windows over one 80-bin horizon (rollout.StartOffset; spreads the model calls over the frames); false: every cell starts at the stream's first frame + 1023, the spec's simultaneous start")
 	fs.BoolVar(&o.silence, "publish-silence", true, "also publish \"no spike in the next 80 bins\" decisions")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "listen address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
@@ -291,7 +292,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Sig
 	svc, err := service.New(service.Config{
 		Devices: splitList(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag,
-		PublishSilence: o.silence, QueueLen: o.queueLen, Log: log,
+		Stagger: o.stagger, PublishSilence: o.silence, QueueLen: o.queueLen, Log: log,
 	})
 	if err != nil {
 		return err

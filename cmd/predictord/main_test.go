@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"net"
@@ -141,7 +142,13 @@ func TestDaemonWithEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	off, err := rollout.Run(context.Background(), rec, eng, rollout.Options{Split: rgc.Test, Cells: idx})
+	for _, stagger := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stagger %v", stagger), func(t *testing.T) { testDaemonWithEngine(t, rec, idx, ids, path, eng, stagger) })
+	}
+}
+
+func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path string, eng rgc.Predictor, stagger bool) {
+	off, err := rollout.Run(context.Background(), rec, eng, rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +156,7 @@ func TestDaemonWithEngine(t *testing.T) {
 	nWant := 0
 	for i, tr := range off.Trains {
 		for j, v := range tr.Generated {
-			if v == 1 {
+			if v == 1 && off.From+j > tr.Start { // before Start: the recorded history
 				want[ids[i]] = append(want[ids[i]], int64(off.From+j))
 				nWant++
 			}
@@ -175,7 +182,7 @@ func TestDaemonWithEngine(t *testing.T) {
 	hup := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats-url", srv.ClientURL(), "--model", path, "--threads", "1", "--metrics-addr", "127.0.0.1:0", "--max-lag", "0", "--log-format", "json"}, logs, hup, nil)
+		done <- run(ctx, []string{"--nats-url", srv.ClientURL(), "--model", path, "--threads", "1", "--metrics-addr", "127.0.0.1:0", "--max-lag", "0", "--log-format", "json", fmt.Sprintf("--stagger=%v", stagger)}, logs, hup, nil)
 	}()
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
@@ -201,9 +208,9 @@ func TestDaemonWithEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	lo, hi := rec.SplitRange(rgc.Test)
-	t0 := lo + rgc.WindowBins - 1
 	var hs []stream.History
-	for _, c := range idx {
+	for i, c := range idx {
+		t0 := off.Trains[i].Start // the cell's first window
 		h := stream.History{Cell: int32(rec.Cells[c].ClusterID)}
 		for _, b := range rec.Cells[c].SpikeBins {
 			if int(b) > t0-rgc.WindowBins && int(b) <= t0 {

@@ -40,6 +40,16 @@ type Config struct {
 	Known []int
 	// Cells holds the cells this core serves, a subset of Known, each once.
 	Cells []int
+	// All is the device's whole cell list before sharding, ascending (nil:
+	// Cells, sorted); it holds every cell of Cells. The staggered starts
+	// are computed over it, so every shard agrees.
+	All []int
+	// Stagger starts the cells at staggered phases (rollout.StartOffset):
+	// the cell at index i of All has its first window end at
+	// first + 1023 + rollout.StartOffset(i, len(All)) instead of
+	// first + 1023, spreading the model calls over the frames. Without it
+	// every cell starts at first + 1023 (the spec's simultaneous start).
+	Stagger bool
 	// MaxBatch is the largest number of windows per Predict call; 0 means
 	// len(Cells).
 	MaxBatch int
@@ -109,6 +119,7 @@ type Core struct {
 
 	cells   []rollout.Cell
 	pending []pending
+	offset  []int // first window end of cell i: first + 1023 + offset[i]
 
 	stim    [rgc.StimChannels][rgc.WindowBins]float32
 	stimWin [rgc.StimChannels * rgc.WindowBins]float32
@@ -162,6 +173,24 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 		c.index[id] = i
 	}
 	c.cfg.Cells = slices.Clone(cfg.Cells)
+	all := cfg.All
+	if all == nil {
+		all = slices.Sorted(slices.Values(cfg.Cells))
+	}
+	if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
+		return nil, fmt.Errorf("daemon: the whole cell list is not strictly ascending")
+	}
+	c.offset = make([]int, len(cfg.Cells))
+	for i, id := range cfg.Cells {
+		j, ok := slices.BinarySearch(all, id)
+		if !ok {
+			return nil, fmt.Errorf("daemon: served cell %d is not in the whole cell list", id)
+		}
+		if cfg.Stagger {
+			c.offset[i] = rollout.StartOffset(j, len(all))
+		}
+	}
+	c.cfg.All = slices.Clone(all)
 	n, mb := len(cfg.Cells), cfg.MaxBatch
 	c.cells = make([]rollout.Cell, n)
 	c.pending = make([]pending, n)
@@ -248,14 +277,13 @@ func (c *Core) frame(seq int64, fr *stream.Frame, latest int64) {
 }
 
 // start begins a stream at frame seq: every cell's first window ends at
-// seq+1023 with its pending history or zeros.
+// seq+1023 (plus its stagger offset) with its pending history or zeros.
 func (c *Core) start(seq int64) {
 	c.started = true
 	c.first = seq
 	c.last = seq - 1
-	t0 := int(seq) + rgc.WindowBins - 1
 	for i := range c.cells {
-		c.cells[i].Reset(c.cfg.Cells[i], t0, nil)
+		c.cells[i].Reset(c.cfg.Cells[i], c.firstEnd(i), nil)
 		if c.pending[i].has {
 			c.applyHistory(i, &c.pending[i].spikes)
 			c.pending[i].has = false
@@ -263,8 +291,24 @@ func (c *Core) start(seq int64) {
 	}
 }
 
+// firstEnd returns the end bin of cell i's first window in the current
+// stream.
+func (c *Core) firstEnd(i int) int {
+	return int(c.first) + rgc.WindowBins - 1 + c.offset[i]
+}
+
+// StartOffset returns the stagger offset of a served cell: its first window
+// ends this many bins after first + 1023 (0 without Config.Stagger).
+func (c *Core) StartOffset(cell int) (int, bool) {
+	i, ok := c.index[cell]
+	if !ok {
+		return 0, false
+	}
+	return c.offset[i], true
+}
+
 func (c *Core) applyHistory(i int, spikes *[rgc.WindowBins]bool) {
-	t0 := int(c.first) + rgc.WindowBins - 1
+	t0 := c.firstEnd(i)
 	c.cells[i].Reset(c.cfg.Cells[i], t0, nil)
 	for j, s := range spikes {
 		if s {
@@ -429,7 +473,7 @@ func (c *Core) Control(m *stream.Control) {
 			switch {
 			case !c.started:
 				c.pending[i] = pending{has: true, spikes: h.Spikes}
-			case c.last < c.first+rgc.WindowBins-1:
+			case c.last < int64(c.firstEnd(i)):
 				c.applyHistory(i, &h.Spikes)
 			default:
 				c.stats.HistoryLate++

@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +101,11 @@ func recordedHistory(cell *rgc.Cell, t int) stream.History {
 	return h
 }
 
+// TestCoreEqualsOfflineRollout: for the same stimulus, predictor and
+// recorded histories the core emits exactly rollout.Run's spikes, with the
+// simultaneous start and with staggered starts (rollout.Options.Stagger vs
+// Config.Stagger: one rule, rollout.StartOffset), whatever the chunking of
+// frames and the batch limit.
 func TestCoreEqualsOfflineRollout(t *testing.T) {
 	rec := smallRecording(t, 60000)
 	idx := rec.QualityCells()[:6]
@@ -106,63 +113,143 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 	for i, c := range idx {
 		ids[i] = rec.Cells[c].ClusterID
 	}
-	off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx})
-	if err != nil {
-		t.Fatal(err)
-	}
 	lo, hi := rec.SplitRange(rgc.Test)
+	for _, stagger := range []bool{false, true} {
+		off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name            string
+			chunk, maxBatch int
+		}{{"chunk 1, one batch", 1, 0}, {"chunk 37, batch 4", 37, 4}, {"chunk 1024, batch 1", 1024, 1}} {
+			t.Run(fmt.Sprintf("stagger %v, %s", stagger, tc.name), func(t *testing.T) {
+				sink := &collect{}
+				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ctl stream.Control
+				ctl.Op = stream.OpHistory
+				for i, c := range idx {
+					// The spike row of the cell's own first window.
+					ctl.Histories = append(ctl.Histories, recordedHistory(&rec.Cells[c], off.Trains[i].Start))
+				}
+				core.Control(&ctl)
+				for _, f := range frames(rec, lo, hi, tc.chunk) {
+					core.Frames(f, f.LastSeq())
+				}
+				total := 0
+				for i, tr := range off.Trains {
+					wantStart := off.From - 1
+					if stagger {
+						wantStart += rollout.StartOffset(i, len(ids)) // ids ascend
+					}
+					if o, _ := core.StartOffset(ids[i]); tr.Start != wantStart || o != tr.Start-(off.From-1) {
+						t.Fatalf("cell %d: offline start %d, core offset %d, want start %d", ids[i], tr.Start, o, wantStart)
+					}
+					// The generated spikes after the cell's first window end
+					// (before it the train holds the recorded history).
+					var want []int64
+					for j, v := range tr.Generated {
+						if v == 1 && off.From+j > tr.Start {
+							want = append(want, int64(off.From+j))
+						}
+					}
+					var got []int64
+					firstEnd := int64(-1)
+					for _, d := range sink.got {
+						if int(d.Cell) == ids[i] && firstEnd < 0 {
+							firstEnd = d.End
+						}
+					}
+					if firstEnd != int64(tr.Start) {
+						t.Fatalf("cell %d: first decision at window end %d, want %d", ids[i], firstEnd, tr.Start)
+					}
+					for _, b := range sink.spikes(ids[i]) {
+						if b < int64(off.To) {
+							got = append(got, b)
+						}
+					}
+					if len(want) < 10 {
+						t.Fatalf("cell %d: only %d offline spikes, test too weak", ids[i], len(want))
+					}
+					if !equal(got, want) {
+						t.Fatalf("cell %d: daemon spikes differ from offline rollout:\n got %v\nwant %v", ids[i], got, want)
+					}
+					total += len(want)
+				}
+				st := core.Stats()
+				if st.Stale+st.GapBins+st.Clamped+st.DeadlineMisses+st.PredictErrors != 0 || st.Histories != uint64(len(ids)) {
+					t.Fatalf("unexpected stats %+v", st)
+				}
+				for _, n := range sink.batches {
+					if tc.maxBatch > 0 && n > tc.maxBatch {
+						t.Fatalf("batch of %d > max %d", n, tc.maxBatch)
+					}
+				}
+				t.Logf("%d spikes over %d cells, %d predictions", total, len(ids), st.Predictions)
+			})
+		}
+	}
+}
+
+// TestCoreStaggerSpreadsLoad: with a model that always says "no spike",
+// simultaneous starts put every cell in one call every 80 frames; staggered
+// starts over the whole (pre-shard) list give each frame at most
+// ceil(n/80) windows, and a shard's cells keep their offsets in the whole
+// list.
+func TestCoreStaggerSpreadsLoad(t *testing.T) {
+	all := make([]int, 60)
+	for i := range all {
+		all[i] = 100 + 3*i
+	}
+	var shard []int // shard 1 of 2
+	for i := 1; i < len(all); i += 2 {
+		shard = append(shard, all[i])
+	}
 	for _, tc := range []struct {
-		name            string
-		chunk, maxBatch int
-	}{{"chunk 1, one batch", 1, 0}, {"chunk 37, batch 4", 37, 4}, {"chunk 1024, batch 1", 1024, 1}} {
+		name     string
+		cells    []int
+		stagger  bool
+		maxBatch int
+	}{
+		{"simultaneous", all, false, len(all)},
+		{"staggered", all, true, 1},
+		{"staggered shard 1/2", shard, true, 1},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &collect{}
-			core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0})
+			core, err := New(classPred(rgc.NoSpikeClass), sink, Config{Known: all, Cells: tc.cells, All: all, Stagger: tc.stagger, PublishSilence: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ctl stream.Control
-			ctl.Op = stream.OpHistory
-			for _, c := range idx {
-				ctl.Histories = append(ctl.Histories, recordedHistory(&rec.Cells[c], lo+rgc.WindowBins-1))
-			}
-			core.Control(&ctl)
-			for _, f := range frames(rec, lo, hi, tc.chunk) {
-				core.Frames(f, f.LastSeq())
-			}
-			total := 0
-			for i, tr := range off.Trains {
-				var want []int64
-				for j, v := range tr.Generated {
-					if v == 1 {
-						want = append(want, int64(off.From+j))
-					}
-				}
-				var got []int64
-				for _, b := range sink.spikes(ids[i]) {
-					if b < int64(off.To) {
-						got = append(got, b)
-					}
-				}
-				if len(want) < 10 {
-					t.Fatalf("cell %d: only %d offline spikes, test too weak", ids[i], len(want))
-				}
-				if !equal(got, want) {
-					t.Fatalf("cell %d: daemon spikes differ from offline rollout:\n got %v\nwant %v", ids[i], got, want)
-				}
-				total += len(want)
-			}
-			st := core.Stats()
-			if st.Stale+st.GapBins+st.Clamped+st.DeadlineMisses+st.PredictErrors != 0 || st.Histories != uint64(len(ids)) {
-				t.Fatalf("unexpected stats %+v", st)
-			}
+			core.Frames(synthFrames(0, 1823), 1822) // bins 0..1822: 10 windows per cell
+			maxB := 0
 			for _, n := range sink.batches {
-				if tc.maxBatch > 0 && n > tc.maxBatch {
-					t.Fatalf("batch of %d > max %d", n, tc.maxBatch)
+				maxB = max(maxB, n)
+			}
+			if maxB != tc.maxBatch || len(sink.got) != 10*len(tc.cells) {
+				t.Fatalf("largest call %d windows (want %d), %d decisions (want %d)", maxB, tc.maxBatch, len(sink.got), 10*len(tc.cells))
+			}
+			for _, id := range tc.cells {
+				i := slices.Index(all, id)
+				o, _ := core.StartOffset(id)
+				want := 0
+				if tc.stagger {
+					want = rollout.StartOffset(i, len(all))
+				}
+				if o != want {
+					t.Fatalf("cell %d (index %d of %d): offset %d, want %d", id, i, len(all), o, want)
 				}
 			}
-			t.Logf("%d spikes over %d cells, %d predictions", total, len(ids), st.Predictions)
 		})
+	}
+	if _, err := New(classPred(0), &collect{}, Config{Known: all, Cells: []int{100}, All: []int{103, 100}, Stagger: true}); err == nil {
+		t.Error("unsorted whole list accepted")
+	}
+	if _, err := New(classPred(0), &collect{}, Config{Known: all, Cells: []int{100}, All: []int{103}, Stagger: true}); err == nil {
+		t.Error("served cell missing from the whole list accepted")
 	}
 }
 
@@ -528,6 +615,18 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("config %+v accepted", cfg)
 		}
 	}
+}
+
+// classPred puts all mass on its class.
+type classPred int
+
+func (k classPred) Predict(b *rgc.Batch, out []float32) error {
+	for i := range b.Len() {
+		row := out[i*rgc.NumClasses : (i+1)*rgc.NumClasses]
+		clear(row)
+		row[k] = 1
+	}
+	return nil
 }
 
 // constPred puts all mass on class 39: every cell predicts a spike every

@@ -110,6 +110,8 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	core, err := daemon.New(&s.pred, &d.sink, daemon.Config{
 		Known:          s.known,
 		Cells:          s.cells,
+		All:            s.all,
+		Stagger:        s.cfg.Stagger,
 		MaxBatch:       maxBatch,
 		MaxLag:         s.cfg.MaxLag,
 		Newest:         d.newest.Load,
@@ -275,6 +277,7 @@ func (d *device) status(m *nats.Msg) {
 	defer d.statusMu.Unlock()
 	b, err := stream.AppendStatus(d.statusBuf[:0], &stream.Status{
 		LastSeq: d.last.Load(), Shard: uint16(d.s.cfg.Shard), Shards: uint16(d.s.cfg.Shards), Cells: cells,
+		Total: uint16(len(d.s.all)), Stagger: d.s.cfg.Stagger,
 	})
 	if err != nil {
 		d.s.log.Error().Err(err).Msg("encode status")

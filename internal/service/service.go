@@ -66,6 +66,10 @@ type Config struct {
 	// cells whose index in the sorted cell list satisfies index % Shards ==
 	// Shard. Shards 0 means 1.
 	Shard, Shards int
+	// Stagger staggers the cells' first windows over one horizon
+	// (daemon.Config.Stagger, rollout.StartOffset over the whole cell list
+	// before sharding); false starts them all at first + 1023.
+	Stagger bool
 	// MaxBatch bounds the windows per Predict call (0: all due cells).
 	MaxBatch int
 	// MaxLag is the overload threshold in bins (daemon.Config.MaxLag).
@@ -94,6 +98,7 @@ type Service struct {
 	pred    lockedPredictor
 	model   atomic.Pointer[Model]
 	known   []int
+	all     []int // the whole cell list before sharding, ascending
 	cells   []int
 	devices []*device
 
@@ -124,8 +129,8 @@ func (l *lockedPredictor) swap(p rgc.Predictor) {
 }
 
 // SelectCells returns the cells a daemon serves: the checkpoint's cells
-// (known), restricted to filter when it is not empty, sorted, then every
-// cell whose index i satisfies i % shards == shard.
+// (known), restricted to filter when it is not empty, sorted (AllCells),
+// then every cell whose index i satisfies i % shards == shard.
 func SelectCells(known, filter []int, shard, shards int) ([]int, error) {
 	if shards <= 0 {
 		shards = 1
@@ -133,6 +138,26 @@ func SelectCells(known, filter []int, shard, shards int) ([]int, error) {
 	if shard < 0 || shard >= shards {
 		return nil, fmt.Errorf("shard %d/%d: want 0 <= shard < shards", shard, shards)
 	}
+	all, err := AllCells(known, filter)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, c := range all {
+		if i%shards == shard {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("shard %d/%d of %d cells serves none", shard, shards, len(all))
+	}
+	return out, nil
+}
+
+// AllCells returns a device's whole cell list, shared by every shard: the
+// checkpoint's cells (known), restricted to filter when it is not empty,
+// ascending, each once.
+func AllCells(known, filter []int) ([]int, error) {
 	set := make(map[int]bool, len(known))
 	for _, c := range known {
 		set[c] = true
@@ -148,17 +173,7 @@ func SelectCells(known, filter []int, shard, shards int) ([]int, error) {
 		}
 	}
 	slices.Sort(all)
-	all = slices.Compact(all)
-	var out []int
-	for i, c := range all {
-		if i%shards == shard {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("shard %d/%d of %d cells serves none", shard, shards, len(all))
-	}
-	return out, nil
+	return slices.Compact(all), nil
 }
 
 // New loads the model, chooses the cells and builds one core per device.
@@ -192,6 +207,12 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.known = slices.Clone(mdl.Cells)
+	if s.all, err = AllCells(mdl.Cells, cfg.Cells); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	if len(s.all) > math.MaxUint16 {
+		return nil, fmt.Errorf("service: %d cells exceed %d", len(s.all), math.MaxUint16)
+	}
 	if s.cells, err = SelectCells(mdl.Cells, cfg.Cells, cfg.Shard, cfg.Shards); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
@@ -223,7 +244,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.log.Info().Str("model", mdl.Name).Str("path", cfg.ModelPath).Int("cells", len(s.cells)).
 		Int("checkpoint_cells", len(mdl.Cells)).Int("shard", cfg.Shard).Int("shards", cfg.Shards).
-		Strs("devices", cfg.Devices).Int("max_batch", maxBatch).Int64("max_lag", cfg.MaxLag).Msg("model loaded")
+		Strs("devices", cfg.Devices).Int("max_batch", maxBatch).Int64("max_lag", cfg.MaxLag).Bool("stagger", cfg.Stagger).Msg("model loaded")
 	return s, nil
 }
 

@@ -65,45 +65,56 @@ type fixture struct {
 	lo, hi int   // the test split's bins
 	want   map[int][]int64
 	nSpike int
+	// stagger: the rollout ran with staggered starts; starts[i] is the end
+	// of cell i's first window.
+	stagger bool
+	starts  []int
 }
 
 var (
-	fixOnce sync.Once
-	fix     *fixture
+	fixMu sync.Mutex
+	fixes = map[bool]*fixture{}
 )
 
-func getFixture(t *testing.T) *fixture {
-	fixOnce.Do(func() {
-		rec := smallRecording(t, 50000)
-		f := &fixture{rec: rec, idx: rec.QualityCells()[:8], want: map[int][]int64{}}
-		for _, c := range f.idx {
-			f.ids = append(f.ids, rec.Cells[c].ClusterID)
-		}
-		off, err := rollout.Run(context.Background(), rec, fakepred.New(f.ids), rollout.Options{Split: rgc.Test, Cells: f.idx})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.lo, f.hi = rec.SplitRange(rgc.Test)
-		for i, tr := range off.Trains {
-			for j, v := range tr.Generated {
-				if v == 1 {
-					f.want[f.ids[i]] = append(f.want[f.ids[i]], int64(off.From+j))
-					f.nSpike++
-				}
+// getFixture returns the fixture with simultaneous starts.
+func getFixture(t *testing.T) *fixture { return getFixtureStagger(t, false) }
+
+// getFixtureStagger returns the fixture whose offline rollout starts the
+// cells staggered (rollout.Options.Stagger) or not.
+func getFixtureStagger(t *testing.T, stagger bool) *fixture {
+	fixMu.Lock()
+	defer fixMu.Unlock()
+	if f := fixes[stagger]; f != nil {
+		return f
+	}
+	rec := smallRecording(t, 50000)
+	f := &fixture{rec: rec, idx: rec.QualityCells()[:8], want: map[int][]int64{}, stagger: stagger}
+	for _, c := range f.idx {
+		f.ids = append(f.ids, rec.Cells[c].ClusterID)
+	}
+	off, err := rollout.Run(context.Background(), rec, fakepred.New(f.ids), rollout.Options{Split: rgc.Test, Cells: f.idx, Stagger: stagger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.lo, f.hi = rec.SplitRange(rgc.Test)
+	for i, tr := range off.Trains {
+		f.starts = append(f.starts, tr.Start)
+		for j, v := range tr.Generated {
+			if v == 1 && off.From+j > tr.Start { // before Start: the recorded history
+				f.want[f.ids[i]] = append(f.want[f.ids[i]], int64(off.From+j))
+				f.nSpike++
 			}
 		}
-		fix = f
-	})
-	if fix == nil {
-		t.Fatal("fixture failed")
 	}
-	return fix
+	fixes[stagger] = f
+	return f
 }
 
+// histories returns the recorded spike row of every cell's first window.
 func (f *fixture) histories() []stream.History {
 	var out []stream.History
-	t0 := f.lo + rgc.WindowBins - 1
-	for _, c := range f.idx {
+	for i, c := range f.idx {
+		t0 := f.starts[i]
 		h := stream.History{Cell: int32(f.rec.Cells[c].ClusterID)}
 		for _, b := range f.rec.Cells[c].SpikeBins {
 			if int(b) >= t0-(rgc.WindowBins-1) && int(b) <= t0 {
@@ -297,10 +308,31 @@ func sameSpikes(t *testing.T, got, want map[int][]int64) {
 // TestEndToEndEqualsOfflineRollout: frames in over NATS, spikes out, equal
 // to rollout.Run's spikes for the same stimulus, predictor and histories.
 func TestEndToEndEqualsOfflineRollout(t *testing.T) {
-	f := getFixture(t)
+	for _, stagger := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stagger %v", stagger), func(t *testing.T) { testEndToEnd(t, stagger) })
+	}
+}
+
+func testEndToEnd(t *testing.T, stagger bool) {
+	f := getFixtureStagger(t, stagger)
 	e := startNATS(t)
-	s, _ := startService(t, e, Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true})
+	s, _ := startService(t, e, Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: stagger})
 	p := newPublisher(t, e, "dev0")
+	// The status tells the device the start rule and each cell's place in
+	// the whole list, so it can send the right histories.
+	st, err := p.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stagger != stagger || int(st.Total) != len(f.ids) {
+		t.Fatalf("status: stagger %v, %d cells; want %v, %d", st.Stagger, st.Total, stagger, len(f.ids))
+	}
+	for k, c := range st.Cells {
+		i := slices.Index(f.ids, int(c))
+		if want := f.starts[i] - (f.lo + rgc.WindowBins - 1); rollout.StartOffsets([]int{st.Index(k)}, int(st.Total), st.Stagger)[0] != want {
+			t.Fatalf("status cell %d: offset from status differs from the rollout's %d", c, want)
+		}
+	}
 	col := collectAll(t, p)
 	publishSplit(t, f, p, 50, nil)
 	got := waitSpikes(t, col, f.hi, f.nSpike)
@@ -423,10 +455,16 @@ func TestHostilePayloads(t *testing.T) {
 // TestTwoShards: two daemons with --shard 0/2 and 1/2 serve every cell
 // exactly once, and together produce the offline rollout's spikes.
 func TestTwoShards(t *testing.T) {
-	f := getFixture(t)
+	for _, stagger := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stagger %v", stagger), func(t *testing.T) { testTwoShards(t, stagger) })
+	}
+}
+
+func testTwoShards(t *testing.T, stagger bool) {
+	f := getFixtureStagger(t, stagger)
 	e := startNATS(t)
-	s0, _ := startService(t, e, Config{Load: fakeLoader(f.ids), Shard: 0, Shards: 2})
-	s1, _ := startService(t, e, Config{Load: fakeLoader(f.ids), Shard: 1, Shards: 2})
+	s0, _ := startService(t, e, Config{Load: fakeLoader(f.ids), Shard: 0, Shards: 2, Stagger: stagger})
+	s1, _ := startService(t, e, Config{Load: fakeLoader(f.ids), Shard: 1, Shards: 2, Stagger: stagger})
 	c0, c1 := s0.Cells(), s1.Cells()
 	all := append(slices.Clone(c0), c1...)
 	slices.Sort(all)
