@@ -69,6 +69,7 @@ type evalJSON struct {
 	TauBins   float64         `json:"tau_bins"`
 	Resamples int             `json:"resamples"`
 	Seed      uint64          `json:"seed"`
+	Stagger   bool            `json:"stagger"`
 	Models    []evalModelJSON `json:"models"`
 }
 
@@ -108,6 +109,7 @@ func runEval(ctx context.Context, args []string) error {
 	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	stagger := fs.Bool("stagger", false, "staggered starts, as predictord runs by default: cell i (ascending cluster id) of n starts its rollout floor(i*80/n) bins late (rollout.StartOffset), its train holding the recorded spikes until then")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
 		fs.PrintDefaults()
@@ -211,12 +213,12 @@ func runEval(ctx context.Context, args []string) error {
 	out := evalJSON{
 		Recording: rec.Name, Split: split.String(), Bins: [2]int{from, to},
 		SigmaMs: *sigmaMs, BinMs: rgc.BinMs, TauBins: metrics.TauBins(),
-		Resamples: *resamples, Seed: *seed,
+		Resamples: *resamples, Seed: *seed, Stagger: *stagger,
 	}
-	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s)\n",
-		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz)
+	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s), stagger %v\n",
+		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz, *stagger)
 	for _, sp := range specs {
-		m, err := evalModel(ctx, rec, sp, cells, split, metrics, *batch, *nllStride, *resamples, *seed)
+		m, err := evalModel(ctx, rec, sp, cells, split, metrics, *batch, *nllStride, *resamples, *seed, *stagger)
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", sp.name, err)
 		}
@@ -278,7 +280,7 @@ func openCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, 
 
 // evalModel evaluates every repeat of one model and summarises it.
 func evalModel(ctx context.Context, rec *rgc.Recording, sp evalSpec, cells []int, split rgc.Split,
-	metrics *rollout.Metrics, batch, nllStride, resamples int, seed uint64) (*evalModelJSON, error) {
+	metrics *rollout.Metrics, batch, nllStride, resamples int, seed uint64, stagger bool) (*evalModelJSON, error) {
 	start := time.Now()
 	res := &evalModelJSON{Name: sp.name, Kind: sp.kind, Checkpoints: sp.paths, Summary: map[string]rollout.Summary{}}
 	var repeats [][]evalCellJSON
@@ -296,7 +298,7 @@ func evalModel(ctx context.Context, rec *rgc.Recording, sp evalSpec, cells []int
 			stride = autoStride(rec, split, len(cells), p)
 		}
 		res.NLLStride = stride
-		rows, err := evalOne(ctx, rec, p, label, cells, split, metrics, batch, stride)
+		rows, err := evalOne(ctx, rec, p, label, cells, split, metrics, batch, stride, stagger)
 		closeFn()
 		if err != nil {
 			return nil, err
@@ -379,7 +381,7 @@ func averageRepeats(reps [][]evalCellJSON) []evalCellJSON {
 // evalOne scores one predictor: NLL over the split's windows, then the
 // rollout and the spike-train metrics per cell.
 func evalOne(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, label string, cells []int, split rgc.Split,
-	metrics *rollout.Metrics, batch, stride int) ([]evalCellJSON, error) {
+	metrics *rollout.Metrics, batch, stride int, stagger bool) ([]evalCellJSON, error) {
 	pr := newProgressLine(os.Stderr, label+": nll")
 	nll, err := rollout.NLL(ctx, rec, p, rollout.Options{Split: split, Cells: cells, MaxBatch: batch, Progress: pr.update}, stride)
 	pr.finish()
@@ -387,7 +389,7 @@ func evalOne(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, label str
 		return nil, err
 	}
 	pr = newProgressLine(os.Stderr, label+": rollout")
-	roll, err := rollout.Run(ctx, rec, p, rollout.Options{Split: split, Cells: cells, MaxBatch: batch, Progress: pr.update})
+	roll, err := rollout.Run(ctx, rec, p, rollout.Options{Split: split, Cells: cells, MaxBatch: batch, Progress: pr.update, Stagger: stagger})
 	pr.finish()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -289,5 +290,52 @@ func TestEvalCheckpoints(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "does not know cells") {
 		t.Errorf("checkpoint lacking a cell: %v", err)
+	}
+}
+
+// TestEvalStagger: --stagger reaches the rollout and the JSON: the first
+// cell by cluster id (offset 0) scores exactly as without it, the second of
+// two (offset 40 bins) gets a different rollout.
+func TestEvalStagger(t *testing.T) {
+	dir := t.TempDir()
+	raw, truth, err := synth.Generate(context.Background(), synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := truth.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	var res [2]evalJSON
+	for i, stagger := range []bool{false, true} {
+		jsonPath := filepath.Join(dir, fmt.Sprintf("eval%d.json", i))
+		if _, err := captureStdout(t, func() error {
+			return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--nll-stride", "50",
+				"--json", jsonPath, fmt.Sprintf("--stagger=%v", stagger)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &res[i]); err != nil {
+			t.Fatal(err)
+		}
+		if res[i].Stagger != stagger {
+			t.Fatalf("JSON stagger %v, want %v", res[i].Stagger, stagger)
+		}
+	}
+	a, b := res[0].Models[0].Cells, res[1].Models[0].Cells
+	if len(a) != 2 || len(b) != 2 || a[0].ClusterID > a[1].ClusterID {
+		t.Fatalf("cells %+v / %+v, want 2 in ascending cluster id", a, b)
+	}
+	if a[0] != b[0] {
+		t.Errorf("cell with offset 0 differs under --stagger: %+v vs %+v", a[0], b[0])
+	}
+	if a[1].Windows == b[1].Windows && a[1].GeneratedSpikes == b[1].GeneratedSpikes && a[1].VanRossum == b[1].VanRossum {
+		t.Errorf("cell with offset 40 unchanged under --stagger: %+v", b[1])
 	}
 }
