@@ -90,6 +90,8 @@ type Report struct {
 	MaxBatch   int   `json:"max_batch"`
 	MaxLag     int64 `json:"max_lag"`
 	GOMAXPROCS int   `json:"gomaxprocs"`
+	// Stagger is the daemon's start rule (predictord --stagger).
+	Stagger bool `json:"stagger"`
 	// CellPolicy says how cells were chosen.
 	CellPolicy string `json:"cell_policy"`
 	// CriterionP99Ms is the real-time criterion's latency bound.
@@ -171,8 +173,8 @@ func pos(v float64) float64 {
 
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, max lag %d bins, GOMAXPROCS %d; %s\n",
-		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.MaxLag, r.GOMAXPROCS, r.Machine)
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
+		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
 	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %8s %11s %11s %6s %5s %9s\n",
 		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
 	for _, p := range r.Points {

@@ -37,6 +37,8 @@ type Options struct {
 	MaxBatch int
 	// MaxLag is the daemon's overload threshold in bins (0 disables it).
 	MaxLag int64
+	// Stagger staggers the cells' starts (predictord --stagger).
+	Stagger bool
 	// Progress, if not nil, receives one line per finished point.
 	Progress func(Point)
 	// Log receives the daemon's logs (zerolog.Nop() to silence them).
@@ -108,6 +110,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Threads:        o.Threads,
 		MaxBatch:       o.MaxBatch,
 		MaxLag:         o.MaxLag,
+		Stagger:        o.Stagger,
 		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
 		CellPolicy: fmt.Sprintf("cells drawn from the %d cells of the recording the model knows, quality cells first; "+
@@ -141,6 +144,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		Cells:          cells,
 		MaxBatch:       o.MaxBatch,
 		MaxLag:         o.MaxLag,
+		Stagger:        o.Stagger,
 		PublishSilence: true,
 		Log:            o.Log,
 		Registry:       reg,

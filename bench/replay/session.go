@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/rgc"
+	"rgcpred/rollout"
 	"rgcpred/stream"
 )
 
@@ -23,7 +24,8 @@ type Config struct {
 	// first rgc.WindowBins bins are the history: their frames are sent at
 	// once, and each cell starts with its recorded spikes there, as the
 	// offline rollout does (rollout.Run); the first prediction is for the
-	// window ending at From+1023.
+	// window ending at From+1023, or later when the daemon staggers the
+	// starts (the replay learns its rule from the status reply).
 	From, To int
 	// Cells are the cluster ids to replay.
 	Cells []int
@@ -46,11 +48,20 @@ type Config struct {
 
 // Result is the outcome of a replay.
 type Result struct {
-	// First is the end bin of every cell's first window (From+1023); the
-	// predicted trains cover [First+1, To), the bins rollout.Run compares.
+	// First is From+1023, the end bin of every cell's first window without
+	// stagger; the predicted trains cover [First+1, To), the bins
+	// rollout.Run compares.
 	First, To int
+	// Stagger is the daemon's start rule (from its status): Starts[i] is
+	// the end bin of Cells[i]'s first window, First + rollout.StartOffset
+	// of its index in the daemon's whole cell list (First without
+	// stagger). Compare with rollout.Run with Options.Stagger equal to it.
+	Stagger bool
+	Starts  []int
 	// Cells are the replayed cluster ids; Spikes[i] holds the bins of the
-	// predicted spikes of Cells[i] inside [First+1, To), ascending.
+	// predicted spikes of Cells[i] inside [First+1, To), ascending, after
+	// the recorded spikes of bins First+1..Starts[i] (the cell's history),
+	// as rollout.Run's generated trains hold them.
 	Cells  []int
 	Spikes [][]int
 	// LateBins[i] holds the bins of Cells[i]'s predicted spikes that arrived
@@ -166,6 +177,7 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		notify: make(chan struct{}, 1),
 		res: &Result{
 			First: cfg.From + rgc.WindowBins - 1, To: cfg.To,
+			Starts:   make([]int, len(cfg.Cells)),
 			Cells:    slices.Clone(cfg.Cells),
 			Spikes:   make([][]int, len(cfg.Cells)),
 			LateBins: make([][]int, len(cfg.Cells)),
@@ -173,6 +185,20 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 			Speed:    cfg.Speed,
 		},
 	}
+	// The daemon's start rule and the cells' places in its whole list fix
+	// each cell's first window (rollout.StartOffset).
+	st, err := s.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkServed(st); err != nil {
+		return nil, err
+	}
+	offsets, err := s.startOffsets(st)
+	if err != nil {
+		return nil, err
+	}
+	s.res.Stagger = st.Stagger
 	hist := make([]stream.History, len(cfg.Cells))
 	row := make([]float32, rgc.WindowBins)
 	for i, id := range cfg.Cells {
@@ -186,8 +212,16 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		if _, dup := s.cells[int32(id)]; dup {
 			return nil, fmt.Errorf("replay: cluster %d listed twice", id)
 		}
-		s.cells[int32(id)] = &cellState{idx: i, next: s.first}
-		rgc.FillSpikeRow(row, cfg.Rec.Cells[ci].SpikeBins, int(s.first))
+		start := s.first + int64(offsets[id])
+		s.res.Starts[i] = int(start)
+		cs := &cellState{idx: i, next: start}
+		for _, b := range cfg.Rec.Cells[ci].SpikeBins { // the recorded history after First
+			if int64(b) > s.first && int64(b) <= min(start, s.last) && (len(cs.spikes) == 0 || cs.spikes[len(cs.spikes)-1] != int(b)) {
+				cs.spikes = append(cs.spikes, int(b))
+			}
+		}
+		s.cells[int32(id)] = cs
+		rgc.FillSpikeRow(row, cfg.Rec.Cells[ci].SpikeBins, int(start))
 		hist[i].Cell = int32(id)
 		for j, v := range row {
 			hist[i].Spikes[j] = v != 0
@@ -212,8 +246,8 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	// A status round trip orders the reset and histories before the frames
-	// on the daemon's side and checks that it serves our cells.
-	if err := s.checkServed(ctx); err != nil {
+	// on the daemon's side.
+	if _, err := s.status(ctx); err != nil {
 		return nil, err
 	}
 
@@ -232,18 +266,46 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	return s.finish(), nil
 }
 
-// checkServed asks the daemon for its status and fails when it does not
-// serve every replayed cell.
-func (s *session) checkServed(ctx context.Context) error {
+// status asks the daemon for its status.
+func (s *session) status(ctx context.Context) (*stream.Status, error) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := s.pub.Status(sctx)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("replay: no daemon serves device %s (is predictord running on this NATS server?): %w", s.pub.Device(), err)
+			return nil, fmt.Errorf("replay: no daemon serves device %s (is predictord running on this NATS server?): %w", s.pub.Device(), err)
 		}
-		return fmt.Errorf("replay: %w", err)
+		return nil, fmt.Errorf("replay: %w", err)
 	}
+	return st, nil
+}
+
+// startOffsets returns each replayed cell's stagger offset (cluster id ->
+// bins after First) under the daemon's start rule: rollout.StartOffset of
+// the cell's index in the daemon's whole cell list, all 0 without stagger.
+// With stagger it fails for a cell the answering shard does not serve (its
+// index is unknown): replay each shard's cells separately.
+func (s *session) startOffsets(st *stream.Status) (map[int]int, error) {
+	out := make(map[int]int, len(s.cfg.Cells))
+	if !st.Stagger {
+		return out, nil
+	}
+	if st.Total == 0 {
+		return nil, fmt.Errorf("replay: the daemon on device %s staggers its cells but does not say how many it has", s.pub.Device())
+	}
+	for k, c := range st.Cells {
+		out[int(c)] = rollout.StartOffset(st.Index(k), int(st.Total))
+	}
+	for _, id := range s.cfg.Cells {
+		if _, ok := out[id]; !ok {
+			return nil, fmt.Errorf("replay: cell %d: the answering daemon (shard %d/%d) does not serve it and staggers its starts, so its first window is unknown; replay each shard's cells (--cells) separately", id, st.Shard, st.Shards)
+		}
+	}
+	return out, nil
+}
+
+// checkServed fails when the daemon does not serve every replayed cell.
+func (s *session) checkServed(st *stream.Status) error {
 	served := make(map[int32]bool, len(st.Cells))
 	for _, c := range st.Cells {
 		served[c] = true

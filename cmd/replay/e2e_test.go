@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,12 @@ import (
 // the metrics equal those of the offline rollout (rollout.Run, what
 // `trainer eval` runs) for the same model, cells and split.
 func TestEmbeddedReplayMatchesOfflineRollout(t *testing.T) {
+	for _, stagger := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stagger %v", stagger), func(t *testing.T) { testEmbeddedReplay(t, stagger) })
+	}
+}
+
+func testEmbeddedReplay(t *testing.T, stagger bool) {
 	rec, err := rgc.Load(shipped)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +41,7 @@ func TestEmbeddedReplayMatchesOfflineRollout(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	o, err := parseFlags([]string{"--data", shipped, "--embedded", "--as-fast-as-possible", "--quiet",
-		"--cells", joinInts(ids),
+		"--cells", joinInts(ids), fmt.Sprintf("--stagger=%v", stagger),
 		"--out", out}, &stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +55,7 @@ func TestEmbeddedReplayMatchesOfflineRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := rollout.Run(context.Background(), rec, fakepred.New(rec.ClusterIDs()), rollout.Options{Split: rgc.Test, Cells: idx})
+	off, err := rollout.Run(context.Background(), rec, fakepred.New(rec.ClusterIDs()), rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +103,12 @@ func TestEmbeddedReplayMatchesOfflineRollout(t *testing.T) {
 	want, _ := rollout.Bootstrap(vr, rollout.DefaultResamples, 1)
 	if sum.Metrics.VanRossum != want {
 		t.Fatalf("van rossum summary %+v, offline %+v", sum.Metrics.VanRossum, want)
+	}
+	if !strings.Contains(stdout.String(), "(stale 0, skipped 0, other cells 0, cells missing their last decision 0)") {
+		t.Fatalf("decisions skipped, stale or missing:\n%s", stdout.String())
+	}
+	if wantRule := map[bool]string{true: "staggered", false: "simultaneous"}[stagger]; !strings.Contains(stdout.String(), "start rule          "+wantRule) {
+		t.Fatalf("report does not state the %s start rule:\n%s", wantRule, stdout.String())
 	}
 	if !strings.Contains(stdout.String(), "Van Rossum") {
 		t.Fatalf("no metric table in output:\n%s", stdout.String())

@@ -30,6 +30,7 @@ func startEmbedded(ctx context.Context, o *options, cells []int, load service.Lo
 		Load:           load,
 		Cells:          cells,
 		MaxLag:         40, // predictord's default --max-lag
+		Stagger:        o.stagger,
 		PublishSilence: true,
 		Log:            zerolog.Nop(),
 	})

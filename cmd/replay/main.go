@@ -53,6 +53,7 @@ type options struct {
 	threads   int
 	oracle    bool
 	listCells bool
+	stagger   bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -76,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat.ckpt", "checkpoint the --embedded daemon serves")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
 	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
+	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger (a running daemon's rule is read from its status reply)")
 	fs.BoolVar(&o.listCells, "list-cells", false, "print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := rollout.Run(context.Background(), rec, orc, rollout.Options{Split: rgc.Test, Cells: []int{0, 1, 2}})
+	off, err := rollout.Run(context.Background(), rec, orc, rollout.Options{Split: rgc.Test, Cells: []int{0, 1, 2}, Stagger: true}) // the embedded daemon's default --stagger
 	if err != nil {
 		t.Fatal(err)
 	}

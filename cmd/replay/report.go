@@ -100,6 +100,11 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n", res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
 	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, other cells %d, cells missing their last decision %d)\n",
 		res.Decisions, res.Stale, res.Skipped, res.Foreign, res.Missing)
+	if res.Stagger {
+		fmt.Fprintf(w, "start rule          staggered (the daemon's --stagger): first windows end at %d + floor(i*80/n); compare with trainer eval --stagger\n", res.First)
+	} else {
+		fmt.Fprintf(w, "start rule          simultaneous: every first window ends at %d; compare with trainer eval (no --stagger)\n", res.First)
+	}
 	l := res.Latency
 	fmt.Fprintf(w, "frame-to-decision   p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms  max %.3f ms  (n %d)\n", l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, l.N)
 	if res.Late.Paced {

@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
 	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
 	maxLag := fs.Int64("max-lag", 40, "daemon overload threshold in bins, as predictord's --max-lag: a decision more than this many bins behind the newest frame is skipped (0: never)")
+	stagger := fs.Bool("stagger", true, "the daemon staggers the cells' starts, as predictord's default --stagger (false: every cell's first window at the same frame)")
 	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
@@ -107,10 +108,10 @@ func run(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time\n", mdl.Name, rec.Name, len(counts), *seconds)
+	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time, stagger %v\n", mdl.Name, rec.Name, len(counts), *seconds, *stagger)
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
-		MaxBatch: *maxBatch, MaxLag: *maxLag, Log: log,
+		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
 		Progress: func(p bench.Point) {
 			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f\n",
 				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU)
