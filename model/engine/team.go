@@ -2,6 +2,7 @@ package engine
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,8 +13,8 @@ import (
 // a waiting thread first spins on an atomic counter. When the machine is
 // oversubscribed, the thread it waits for may be descheduled for a whole
 // time slice, and spinning would then burn the very core that thread needs:
-// so after spinFor the waiter parks on a channel and the last thread to
-// arrive wakes it (a spin-then-block barrier). Between calls the helpers
+// so after spinFor the waiter parks on a condition variable and the last
+// thread to arrive wakes it (a spin-then-block barrier). Between calls the helpers
 // likewise poll for the next job for spinFor, then park, so an idle engine
 // burns no CPU.
 
@@ -47,6 +48,52 @@ func (s *spinner) more() bool {
 	return time.Now().Before(s.deadline)
 }
 
+// sleepers is where threads park once their spin budget is spent: a
+// mutex and condition variable, and the number of threads parked or about
+// to park. A waiter parks with wait(released), which returns once
+// released() holds; whoever makes it hold calls wake afterwards.
+//
+// No wake-up is lost: the waiter increments n and then tests released()
+// (under mu), the waker makes released() true and then reads n; Go's atomics
+// are sequentially consistent, so either the waiter sees the event and
+// does not sleep, or the waker sees n > 0 and broadcasts under mu, which
+// it can only take once the waiter is inside cond.Wait. A late wake-up
+// (from an earlier event) is harmless: the waiter tests released() again.
+//
+// The previous design (a per-thread flag and a token channel, the waker
+// clearing the flag after publishing the event) could release a waiter
+// from the NEXT wait: a waiter that left one barrier by spinning and
+// re-armed its flag for the next could take the token the late waker of
+// the previous barrier sent, so the threads lost step and the engine hung.
+type sleepers struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	cond sync.Cond
+}
+
+func (s *sleepers) init() { s.cond.L = &s.mu }
+
+// wait blocks until released() holds.
+func (s *sleepers) wait(released func() bool) {
+	s.mu.Lock()
+	s.n.Add(1)
+	for !released() {
+		s.cond.Wait()
+	}
+	s.n.Add(-1)
+	s.mu.Unlock()
+}
+
+// wake wakes the parked threads after an event that may release them.
+func (s *sleepers) wake() {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
 // barrier is a reusable spin-then-block barrier for parties threads.
 type barrier struct {
 	parties int32
@@ -54,104 +101,81 @@ type barrier struct {
 	phase   atomic.Uint32
 	// spin is the polling budget (ns) of a waiter before it parks
 	// (spinFor; benchmarks compare 0, parking at once, and pure spinning).
-	spin   atomic.Int64
-	parked []atomic.Bool // party i is blocked on wake[i]
-	wake   []chan struct{}
-	parks  atomic.Int64 // waits that ended parked (contention)
+	spin  atomic.Int64
+	sleep sleepers
+	parks atomic.Int64 // waits that ended parked (contention)
 }
 
 func newBarrier(parties int) *barrier {
-	b := &barrier{parties: int32(parties), parked: make([]atomic.Bool, parties)}
+	b := &barrier{parties: int32(parties)}
 	b.spin.Store(int64(spinFor))
-	for i := 0; i < parties; i++ {
-		b.wake = append(b.wake, make(chan struct{}, 1))
-	}
+	b.sleep.init()
 	return b
 }
 
 // wait returns once all parties have called wait; part is the caller's
-// index (0..parties-1). Writes made before wait by any party are visible
-// to every party after it (sync/atomic operations are sequentially
-// consistent, and so are channel operations).
+// index (0..parties-1), kept for the callers' symmetry. Writes made before
+// wait by any party are visible to every party after it (sync/atomic
+// operations are sequentially consistent, and so is the mutex).
 func (b *barrier) wait(part int) {
+	_ = part
 	ph := b.phase.Load()
 	if b.arrived.Add(1) == b.parties {
+		// Every other party is waiting for phase ph+1, so none can
+		// arrive at the next crossing before the reset below.
 		b.arrived.Store(0)
 		b.phase.Add(1)
-		for i := range b.parked {
-			if b.parked[i].CompareAndSwap(true, false) {
-				b.wake[i] <- struct{}{}
-			}
-		}
+		b.sleep.wake()
 		return
 	}
 	s := spinner{budget: time.Duration(b.spin.Load())}
 	for b.phase.Load() == ph {
 		if !s.more() {
 			b.parks.Add(1)
-			park(&b.parked[part], b.wake[part], func() bool { return b.phase.Load() != ph })
+			b.sleep.wait(func() bool { return b.phase.Load() != ph })
 			return
 		}
 	}
 }
 
-// park blocks on wake until a waker that sees flag set clears it and sends
-// a token; released reports whether the awaited event has already
-// happened (checked after setting the flag, so that no wake-up is lost).
-func park(flag *atomic.Bool, wake chan struct{}, released func() bool) {
-	flag.Store(true)
-	if released() && flag.CompareAndSwap(true, false) {
-		return
-	}
-	// Either the event has not happened (a waker will see the flag) or a
-	// waker cleared the flag first and is sending the token.
-	<-wake
-}
-
 // team hands jobs to the helper goroutines 1..helpers and waits for them.
 type team struct {
-	gen    atomic.Uint32 // bumped once per job, and by close
-	done   atomic.Int32  // helpers finished with the current job
-	quit   atomic.Bool
-	parked []atomic.Bool // helper i+1 is blocked on wake[i]
-	wake   []chan struct{}
-	// The caller of finish, parked until the last helper is done.
-	callerParked atomic.Bool
-	callerWake   chan struct{}
+	helpers int32
+	gen     atomic.Uint32 // bumped once per job, and by close
+	done    atomic.Int32  // helpers finished with the current job
+	quit    atomic.Bool
+	// Helpers waiting for a job, and the caller of finish waiting for the
+	// helpers (separate, so that neither's wake-ups disturb the other).
+	idleSleep, finishSleep sleepers
 	// spin is the polling budget (ns) of finish before parking (as
 	// barrier.spin); idle that of a helper waiting for the next job.
 	spin, idle atomic.Int64
 }
 
 func newTeam(helpers int) *team {
-	t := &team{parked: make([]atomic.Bool, helpers), callerWake: make(chan struct{}, 1)}
+	t := &team{helpers: int32(helpers)}
 	t.spin.Store(int64(spinFor))
 	t.idle.Store(int64(spinFor))
-	for i := 0; i < helpers; i++ {
-		t.wake = append(t.wake, make(chan struct{}, 1))
-	}
+	t.idleSleep.init()
+	t.finishSleep.init()
 	return t
 }
 
 // start publishes a new job (the caller has written its description
-// before) and wakes the parked helpers.
+// before) and wakes the parked helpers. The previous job must be finished.
 func (t *team) start() {
 	t.done.Store(0)
 	t.gen.Add(1)
-	for i := range t.parked {
-		if t.parked[i].CompareAndSwap(true, false) {
-			t.wake[i] <- struct{}{}
-		}
-	}
+	t.idleSleep.wake()
 }
 
 // finish waits until every helper has reported the current job done.
 func (t *team) finish() {
-	n := int32(len(t.parked))
+	n := t.helpers
 	s := spinner{budget: time.Duration(t.spin.Load())}
 	for t.done.Load() < n {
 		if !s.more() {
-			park(&t.callerParked, t.callerWake, func() bool { return t.done.Load() >= n })
+			t.finishSleep.wait(func() bool { return t.done.Load() >= n })
 			return
 		}
 	}
@@ -159,18 +183,20 @@ func (t *team) finish() {
 
 // report tells finish that one helper is done with the current job.
 func (t *team) report() {
-	if t.done.Add(1) == int32(len(t.parked)) && t.callerParked.CompareAndSwap(true, false) {
-		t.callerWake <- struct{}{}
+	if t.done.Add(1) == t.helpers {
+		t.finishSleep.wake()
 	}
 }
 
 // next blocks helper h (0-based) until the job after generation seen is
 // published and returns its generation: it polls for t.idle, then parks.
+// (Only one job is published at a time: start waits for finish.)
 func (t *team) next(h int, seen uint32) uint32 {
+	_ = h
 	s := spinner{budget: time.Duration(t.idle.Load())}
 	for t.gen.Load() == seen {
 		if !s.more() {
-			park(&t.parked[h], t.wake[h], func() bool { return t.gen.Load() != seen })
+			t.idleSleep.wait(func() bool { return t.gen.Load() != seen })
 			break
 		}
 	}

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"rgcpred/rgc"
+)
+
+// watchdog fails the test with every goroutine's stack if stop is not
+// called within d: a lost wake-up shows as a test failure, not a hung CI.
+func watchdog(t *testing.T, d time.Duration) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+		case <-time.After(d):
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			// t.Fatal may not be called off the test goroutine, and the
+			// test goroutine is the one that hangs: panic ends the binary
+			// with the dump.
+			panic(fmt.Sprintf("%s: no progress after %v (hang):\n%s", t.Name(), d, buf))
+		}
+	}()
+	return func() { close(done) }
+}
+
+// jitter sometimes yields or sleeps briefly, to shuffle the interleavings
+// (a descheduled thread on a loaded machine).
+func jitter(rng *rand.Rand) {
+	switch rng.IntN(16) {
+	case 0:
+		runtime.Gosched()
+	case 1:
+		time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
+	}
+}
+
+// TestBarrierStress: parties cross the barrier many times, parking at once
+// (spin 0) or after a short spin, with random yields and sleeps between
+// crossings, under GOMAXPROCS 1 and 2. After crossing k every party must
+// have arrived at crossing k (no early release) and none may be past
+// crossing k+1; the test fails (with stacks) instead of hanging.
+func TestBarrierStress(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		for _, parties := range []int{2, 3} {
+			for _, spin := range []time.Duration{0, 2 * time.Microsecond, spinFor} {
+				t.Run(fmt.Sprintf("procs%d/parties%d/spin%v", procs, parties, spin), func(t *testing.T) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					defer watchdog(t, 60*time.Second)()
+					const rounds = 2000
+					b := newBarrier(parties)
+					b.spin.Store(int64(spin))
+					at := make([]atomic.Int64, parties) // crossing each party arrived at
+					var bad atomic.Value
+					var wg sync.WaitGroup
+					for p := 0; p < parties; p++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							rng := rand.New(rand.NewPCG(uint64(p), 3))
+							for k := int64(1); k <= rounds; k++ {
+								jitter(rng)
+								at[p].Store(k)
+								b.wait(p)
+								for q := range at {
+									if v := at[q].Load(); v < k || v > k+1 {
+										bad.CompareAndSwap(nil, fmt.Sprintf("party %d past crossing %d sees party %d at %d", p, k, q, v))
+									}
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					if msg := bad.Load(); msg != nil {
+						t.Fatal(msg)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestTeamStress: the caller hands many jobs to the helpers (parking at
+// once or after a short spin, with random yields and sleeps); every helper
+// must run each job exactly once, and finish must return only after all
+// did.
+func TestTeamStress(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		for _, helpers := range []int{1, 2} {
+			for _, spin := range []time.Duration{0, 2 * time.Microsecond, spinFor} {
+				t.Run(fmt.Sprintf("procs%d/helpers%d/spin%v", procs, helpers, spin), func(t *testing.T) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					defer watchdog(t, 60*time.Second)()
+					const jobs = 2000
+					tm := newTeam(helpers)
+					tm.spin.Store(int64(spin))
+					tm.idle.Store(int64(spin))
+					var job atomic.Int64 // the current job, published before start
+					ran := make([]atomic.Int64, helpers)
+					var bad atomic.Value
+					var wg sync.WaitGroup
+					for h := 0; h < helpers; h++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							rng := rand.New(rand.NewPCG(uint64(h), 4))
+							var seen uint32
+							for {
+								seen = tm.next(h, seen)
+								if tm.quit.Load() {
+									return
+								}
+								j := job.Load()
+								if r := ran[h].Add(1); r != j {
+									bad.CompareAndSwap(nil, fmt.Sprintf("helper %d ran %d jobs in job %d", h, r, j))
+								}
+								jitter(rng)
+								tm.report()
+							}
+						}()
+					}
+					rng := rand.New(rand.NewPCG(9, 5))
+					for j := int64(1); j <= jobs; j++ {
+						job.Store(j)
+						tm.start()
+						jitter(rng)
+						tm.finish()
+						for h := range ran {
+							if r := ran[h].Load(); r != j {
+								t.Fatalf("finish of job %d returned with helper %d at %d jobs", j, h, r)
+							}
+						}
+						jitter(rng)
+					}
+					tm.quit.Store(true)
+					tm.start()
+					wg.Wait()
+					if msg := bad.Load(); msg != nil {
+						t.Fatal(msg)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestEngineStress is the daemon's pattern on a loaded machine: many calls
+// of batch sizes 1, 2, 3, 4 and 64 in random order on 2 and 3 threads,
+// with the contention back-off switching windows between whole and split
+// at random, barriers parking at once or spinning, random pauses between
+// calls, and GOMAXPROCS 1 and 2. Every output must equal the 1-thread
+// engine's bit for bit, and the test fails (with stacks) instead of
+// hanging.
+func TestEngineStress(t *testing.T) {
+	const maxBatch = 8
+	for _, name := range []string{"gpt-a-cat-cpu", "gpt-a-cat"} {
+		w := randomWeights(t, name, len(cellIDs), 21)
+		big := randomBatch(64, cellIDs, 22)
+		ref, err := NewFromWeights(w, cellIDs, maxBatch, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, big.Len()*rgc.NumClasses)
+		if err := ref.Predict(big, want); err != nil {
+			t.Fatal(err)
+		}
+		ref.Close()
+		calls := 150
+		if name == "gpt-a-cat" {
+			calls = 60 // 3x the work per window
+		}
+		for _, procs := range []int{1, 2} {
+			for _, threads := range []int{2, 3} {
+				t.Run(fmt.Sprintf("%s/procs%d/threads%d", name, procs, threads), func(t *testing.T) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					defer watchdog(t, 120*time.Second)()
+					e, err := NewFromWeights(w, cellIDs, maxBatch, threads)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer e.Close()
+					rng := rand.New(rand.NewPCG(uint64(procs*10+threads), 6))
+					out := make([]float32, big.Len()*rgc.NumClasses)
+					sizes := []int{1, 1, 1, 2, 3, 4, 64}
+					for c := 0; c < calls; c++ {
+						n := sizes[rng.IntN(len(sizes))]
+						if n == 64 && rng.IntN(4) != 0 {
+							n = 1 // keep the big batches rare
+						}
+						lo := rng.IntN(big.Len() - n + 1)
+						b := &rgc.Batch{Inputs: big.Inputs[lo*rgc.WindowLen : (lo+n)*rgc.WindowLen], Cells: big.Cells[lo : lo+n], Ends: big.Ends[lo : lo+n]}
+						switch rng.IntN(6) {
+						case 0:
+							e.setSpin(0)
+						case 1:
+							e.setSpin(spinFor)
+						case 2:
+							e.backoff = rng.IntN(3) // whole for the next calls
+						case 3:
+							e.splitAll = !e.splitAll
+						}
+						if err := e.Predict(b, out[:n*rgc.NumClasses]); err != nil {
+							t.Fatal(err)
+						}
+						for i, v := range out[:n*rgc.NumClasses] {
+							if v != want[lo*rgc.NumClasses+i] {
+								t.Fatalf("call %d, batch %d from window %d: output %d = %v, want %v", c, n, lo, i, v, want[lo*rgc.NumClasses+i])
+							}
+						}
+						if rng.IntN(8) == 0 {
+							time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+						}
+					}
+				})
+			}
+		}
+	}
+}
