@@ -224,3 +224,36 @@ func TestEngineStress(t *testing.T) {
 		}
 	}
 }
+
+// TestSleepersLateWake: wake-ups that do not release a parked waiter (a
+// late waker of an earlier event, the cause of the old barrier's hang)
+// leave it parked; the event followed by wake releases it.
+func TestSleepersLateWake(t *testing.T) {
+	defer watchdog(t, 30*time.Second)()
+	var s sleepers
+	s.init()
+	var ev atomic.Bool
+	returned := make(chan struct{})
+	go func() {
+		s.wait(ev.Load)
+		close(returned)
+	}()
+	for s.n.Load() == 0 {
+		runtime.Gosched()
+	}
+	for range 100 {
+		s.wake()
+		runtime.Gosched()
+	}
+	select {
+	case <-returned:
+		t.Fatal("waiter released by wake-ups without its event")
+	case <-time.After(20 * time.Millisecond):
+	}
+	ev.Store(true)
+	s.wake()
+	<-returned
+	if n := s.n.Load(); n != 0 {
+		t.Errorf("%d sleepers after the waiter returned, want 0", n)
+	}
+}
