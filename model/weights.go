@@ -11,7 +11,9 @@ import (
 // float32 slices. It is the single source of parameters for the training
 // graph, the inference engine and checkpoints.
 type Weights struct {
-	Config  Config
+	// Config is the architecture the tensors belong to.
+	Config Config
+	// Tensors maps each parameter name of Config.Params to its values.
 	Tensors map[string][]float32
 }
 

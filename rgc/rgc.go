@@ -78,5 +78,6 @@ func (b *Batch) Check() error {
 // elements. A cell the predictor does not know is an error. Implementations
 // need not be safe for concurrent use.
 type Predictor interface {
+	// Predict fills out with the class probabilities of every window of b.
 	Predict(b *Batch, out []float32) error
 }

@@ -148,6 +148,7 @@ func (r *Recording) Window(cell, t int, dst []float32) (target int) {
 // WindowRef names one window: a cell (index into Recording.Cells) and the
 // bin t the window ends at.
 type WindowRef struct {
+	// Cell indexes Recording.Cells; T is the window's end bin.
 	Cell, T int
 }
 

@@ -14,6 +14,7 @@ import (
 // baseline). The NLL evaluation then leaves Inputs unfilled, which makes
 // scoring every window of a split cheap.
 type InputFree interface {
+	// InputFree reports whether the predictor ignores Inputs.
 	InputFree() bool
 }
 

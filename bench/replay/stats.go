@@ -24,6 +24,8 @@ func (d *Durations) Len() int { return len(d.samples) }
 // DurationSummary is a percentile summary of duration samples, in
 // milliseconds.
 type DurationSummary struct {
+	// N is the number of samples; the others are their mean, median,
+	// 99th and 99.9th percentiles and maximum.
 	N      int     `json:"n"`
 	MeanMs float64 `json:"mean_ms"`
 	P50Ms  float64 `json:"p50_ms"`

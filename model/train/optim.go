@@ -16,6 +16,8 @@ import (
 // "Decoupled weight decay regularization", ICLR 2019; Kingma & Ba, "Adam",
 // 2015). Weight decay applies to model.KindWeight tensors only.
 type AdamW struct {
+	// Beta1 and Beta2 are the moment decay rates, Eps the denominator
+	// guard and WeightDecay the decoupled decay factor (scaled by the LR).
 	Beta1, Beta2, Eps, WeightDecay float64
 	// Step is the number of updates taken.
 	Step int
@@ -72,12 +74,17 @@ func (o *AdamW) Update(w *model.Weights, grad func(name string) []float32, lr fl
 // anneal to Peak/DivStart until AnnealEnd, and a final cosine decay to
 // Peak/DivFinal.
 type OneCycle struct {
-	Peak      float64
-	Total     int
+	// Peak is the maximum learning rate; Total the number of steps.
+	Peak  float64
+	Total int
+	// WarmFrac is the fraction of Total spent warming up and AnnealEnd the
+	// fraction at which the anneal ends and the final decay starts.
 	WarmFrac  float64
 	AnnealEnd float64
-	DivStart  float64
-	DivFinal  float64
+	// DivStart and DivFinal divide Peak to give the starting and final
+	// learning rates.
+	DivStart float64
+	DivFinal float64
 }
 
 // NewOneCycle returns the schedule used by the trainer: 25% warm-up from
@@ -114,8 +121,11 @@ func (s OneCycle) RateAt(f float64) float64 {
 // exponential moving average with factor 0.8 must improve within Patience
 // evaluations, checked only once half the steps are done.
 type EarlyStop struct {
-	Factor   float64
+	// Factor is the moving-average weight of the previous smoothed loss.
+	Factor float64
+	// Patience is how many evaluations may pass without improvement.
 	Patience int
+	// Smoothed is the current smoothed loss; Best the lowest seen.
 	Smoothed float64
 	Best     float64
 	Since    int // evaluations since Best improved

@@ -13,8 +13,12 @@ import (
 // ScoreResult compares a model with the zero-input models on a set of
 // windows: mean NLLs (nats) and standard errors.
 type ScoreResult struct {
-	N                       int
-	Model, ModelSE          float64
+	// N is the number of windows scored.
+	N int
+	// Model is the model's mean NLL and ModelSE its standard error.
+	Model, ModelSE float64
+	// ZeroPooled and ZeroPerCell are the mean NLLs of the pooled and
+	// per-cell zero-input models.
 	ZeroPooled, ZeroPerCell float64
 	// DiffSE is the standard error of the mean paired difference between
 	// the model and the per-cell zero-input model.

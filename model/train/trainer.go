@@ -60,8 +60,12 @@ type Options struct {
 
 // Point is one entry of the training history.
 type Point struct {
-	Step            int
-	TrainLoss, Val  float64 // Val is NaN between validations
+	// Step is the number of optimiser steps taken.
+	Step int
+	// TrainLoss is the training loss at Step and Val the validation NLL.
+	TrainLoss, Val float64 // Val is NaN between validations
+	// LR is the learning rate used and ElapsedSecs the training time so
+	// far, including earlier (resumed) sessions.
 	LR, ElapsedSecs float64
 }
 
@@ -86,13 +90,21 @@ type state struct {
 
 // Result summarises a finished (or interrupted) run.
 type Result struct {
-	Steps                  int
-	BestVal                float64
-	BestStep               int
+	// Steps is the number of steps taken; BestVal the best validation NLL,
+	// reached at BestStep (the saved checkpoint).
+	Steps    int
+	BestVal  float64
+	BestStep int
+	// ZeroPooled and ZeroPerCel are the validation NLLs of the pooled and
+	// per-cell zero-input models.
 	ZeroPooled, ZeroPerCel float64
-	Interrupted, Stopped   bool
-	Elapsed                time.Duration
-	SamplesPerSec          float64
+	// Interrupted is set when the context ended the run early; Stopped
+	// when the early-stopping rule did.
+	Interrupted, Stopped bool
+	// Elapsed is the total training time, including resumed sessions, and
+	// SamplesPerSec the training windows processed per second of it.
+	Elapsed       time.Duration
+	SamplesPerSec float64
 }
 
 func (o *Options) check() error {
