@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rgcpred/internal/fakepred"
+	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -28,20 +29,7 @@ func smallRecording(t testing.TB, bins int) *rgc.Recording {
 	if recErr != nil {
 		t.Fatal(recErr)
 	}
-	r := &rgc.Recording{Name: recFull.Name, SampleRateHz: recFull.SampleRateHz, Bins: bins}
-	for c := range r.Stimulus {
-		r.Stimulus[c] = recFull.Stimulus[c][:bins]
-	}
-	for _, c := range recFull.Cells {
-		nc := rgc.Cell{ClusterID: c.ClusterID, Quality: c.Quality}
-		for _, b := range c.SpikeBins {
-			if int(b) < bins {
-				nc.SpikeBins = append(nc.SpikeBins, b)
-			}
-		}
-		r.Cells = append(r.Cells, nc)
-	}
-	return r
+	return testrec.Prefix(recFull, bins)
 }
 
 // collect is a Sink that records every decision.

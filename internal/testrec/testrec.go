@@ -1,0 +1,26 @@
+// Package testrec holds recording helpers shared by the tests of several
+// packages (the daemon core and the service compare against the offline
+// rollout on a short piece of the shipped recording).
+package testrec
+
+import "rgcpred/rgc"
+
+// Prefix returns the first bins bins of r: the stimulus slices share r's
+// storage and each cell keeps its spikes before bin bins. bins must not
+// exceed r.Bins.
+func Prefix(r *rgc.Recording, bins int) *rgc.Recording {
+	p := &rgc.Recording{Name: r.Name, SampleRateHz: r.SampleRateHz, Bins: bins}
+	for c := range p.Stimulus {
+		p.Stimulus[c] = r.Stimulus[c][:bins]
+	}
+	for _, c := range r.Cells {
+		nc := rgc.Cell{ClusterID: c.ClusterID, Quality: c.Quality}
+		for _, b := range c.SpikeBins {
+			if int(b) < bins {
+				nc.SpikeBins = append(nc.SpikeBins, b)
+			}
+		}
+		p.Cells = append(p.Cells, nc)
+	}
+	return p
+}
