@@ -162,7 +162,7 @@ type evaluator struct {
 func newEvaluator(w *model.Weights, val *valSet, batch, threads int) (*evaluator, error) {
 	g, err := graph.New(w, batch, graph.Options{Threads: threads})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("evaluation graph: %w", err)
 	}
 	c := w.Config
 	return &evaluator{g: g, val: val, probs: make([]float32, c.Classes),
