@@ -114,11 +114,8 @@ func runEval(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *data == "" {
 		fs.Usage()
@@ -149,16 +146,9 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var cells []int
-	switch *cellsSel {
-	case "quality":
-		cells = rec.QualityCells()
-	case "all":
-		for i := range rec.Cells {
-			cells = append(cells, i)
-		}
-	default:
-		return fmt.Errorf("--cells %q: want quality or all", *cellsSel)
+	cells, err := selectCells(rec, *cellsSel)
+	if err != nil {
+		return err
 	}
 	if len(cells) == 0 {
 		return fmt.Errorf("recording %s has no %s cells", *data, *cellsSel)
@@ -552,11 +542,8 @@ func runMetrics(_ context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer metrics --a A.npy --b B.npy [--bin-ms 1.0082] [--sigma-ms 60] [--json]\n\nVan Rossum distance, Schreiber similarity and smoothed Pearson correlation\nbetween two spike trains.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *a == "" || *b == "" {
 		fs.Usage()

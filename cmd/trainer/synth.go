@@ -60,11 +60,8 @@ func runSynth(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]] [--plot FILE.svg] [--json]\n\nSimulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\nwith the cells' true parameters in DIR/truth.json (see rgc/synth).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *out == "" {
 		fs.Usage()

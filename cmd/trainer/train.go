@@ -36,16 +36,9 @@ func (f *trainFlags) options() (train.Options, error) {
 	if err != nil {
 		return train.Options{}, err
 	}
-	var cells []int
-	switch f.cells {
-	case "quality":
-		cells = rec.QualityCells()
-	case "all":
-		for i := range rec.Cells {
-			cells = append(cells, i)
-		}
-	default:
-		return train.Options{}, fmt.Errorf("--cells %q: want quality or all", f.cells)
+	cells, err := selectCells(rec, f.cells)
+	if err != nil {
+		return train.Options{}, err
 	}
 	if len(cells) == 0 {
 		return train.Options{}, fmt.Errorf("recording %s has no %s cells", f.data, f.cells)
