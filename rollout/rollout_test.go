@@ -138,7 +138,14 @@ func (p *checkingPredictor) Predict(b *rgc.Batch, out []float32) error {
 // train over [first+1, to), no ring buffer, no batching.
 func naiveRollout(id, first, to int) []float64 {
 	gen := make([]float64, to-first-1)
-	t := first
+	naiveFill(gen, id, first, first, to)
+	return gen
+}
+
+// naiveFill marks in gen (bins first+1..to-1) the spikes hashClass
+// generates for cluster id from a first window ending at start.
+func naiveFill(gen []float64, id, first, start, to int) {
+	t := start
 	for t < to-1 {
 		k := hashClass(id, t)
 		if k < rgc.Horizon {
@@ -150,7 +157,6 @@ func naiveRollout(id, first, to int) []float64 {
 			t += rgc.Horizon
 		}
 	}
-	return gen
 }
 
 func TestRunConstant(t *testing.T) {

@@ -65,18 +65,7 @@ func naiveStaggered(cell *rgc.Cell, first, start, to int) []float64 {
 			gen[int(b)-first-1] = 1
 		}
 	}
-	t := start
-	for t < to-1 {
-		k := hashClass(cell.ClusterID, t)
-		if k < rgc.Horizon {
-			t += k + 1
-			if t <= to-1 {
-				gen[t-first-1] = 1
-			}
-		} else {
-			t += rgc.Horizon
-		}
-	}
+	naiveFill(gen, cell.ClusterID, first, start, to)
 	return gen
 }
 
