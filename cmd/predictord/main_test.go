@@ -298,15 +298,7 @@ func TestNATSAuth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
 			c.opts(opts)
-			srv, err := server.NewServer(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			go srv.Start()
-			defer srv.Shutdown()
-			if !srv.ReadyForConnections(5 * time.Second) {
-				t.Fatal("server not ready")
-			}
+			srv := startServer(t, opts)
 			if _, err := nats.Connect(srv.ClientURL()); err == nil {
 				t.Fatal("server accepts unauthenticated clients: test is void")
 			}
@@ -389,6 +381,22 @@ func writeCerts(t *testing.T, dir string) (ca *x509.CertPool, serverCert tls.Cer
 	return ca, serverCert
 }
 
+// startServer starts a NATS server with opts, ready for connections; it
+// shuts down when the test ends.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	return srv
+}
+
 // TestNATSMutualTLS: the daemon verifies the server with --nats-tls-ca and
 // presents --nats-tls-cert/--nats-tls-key to a server that requires client
 // certificates.
@@ -397,15 +405,7 @@ func TestNATSMutualTLS(t *testing.T) {
 	ca, sc := writeCerts(t, dir)
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, TLS: true, TLSVerify: true,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{sc}, ClientCAs: ca, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := startServer(t, opts)
 	if _, err := nats.Connect(srv.ClientURL(), nats.RootCAs(filepath.Join(dir, "ca.pem"))); err == nil {
 		t.Fatal("server accepts clients without a certificate: test is void")
 	}
