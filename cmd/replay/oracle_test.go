@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"rgcpred/internal/service"
+	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
@@ -17,17 +18,7 @@ import (
 // in-process daemon serving its exact oracle, as fast as possible, and
 // checks the predicted trains against the offline rollout of the oracle.
 func TestEmbeddedOracleOnSynthetic(t *testing.T) {
-	dir := t.TempDir()
-	raw, tr, err := synth.Generate(context.Background(), synth.Config{Cells: 3, Minutes: 1.5, Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 1.5, Seed: 5})
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	o, err := parseFlags([]string{"--data", dir, "--embedded", "--oracle", "--as-fast-as-possible", "--quiet", "--cells", "all", "--out", out}, &stderr)

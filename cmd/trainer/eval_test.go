@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/internal/testrec"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
@@ -119,29 +120,11 @@ func TestMetricsCommand(t *testing.T) {
 	}
 }
 
-// synthDir generates a synthetic recording with cfg and writes it, with its
-// truth.json, to a fresh temporary directory, which it returns.
-func synthDir(t *testing.T, cfg synth.Config) string {
-	t.Helper()
-	dir := t.TempDir()
-	raw, truth, err := synth.Generate(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := truth.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestEvalSynthetic generates a small synthetic recording and evaluates the
 // zero-input baseline against the exact oracle: the oracle must win on every
 // metric, and the JSON and plot must be written.
 func TestEvalSynthetic(t *testing.T) {
-	dir := synthDir(t, synth.Config{Cells: 4, Minutes: 2.5, Seed: 3})
+	dir := testrec.SynthDir(t, synth.Config{Cells: 4, Minutes: 2.5, Seed: 3})
 	jsonPath, plotPath := filepath.Join(dir, "eval.json"), filepath.Join(dir, "eval.svg")
 	out, err := captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--baseline", "zero", "--oracle", "--json", jsonPath, "--plot", plotPath, "--cells", "all"})
@@ -228,7 +211,7 @@ func TestEvalErrors(t *testing.T) {
 // TestEvalCheckpoints evaluates random-weight checkpoints through the
 // engine: two models, one of them given as two repeats, plus a baseline.
 func TestEvalCheckpoints(t *testing.T) {
-	dir := synthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
+	dir := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
 	rec, err := rgc.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +281,7 @@ func TestEvalCheckpoints(t *testing.T) {
 // cell by cluster id (offset 0) scores exactly as without it, the second of
 // two (offset 40 bins) gets a different rollout.
 func TestEvalStagger(t *testing.T) {
-	dir := synthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
+	dir := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
 	var res [2]evalJSON
 	for i, stagger := range []bool{false, true} {
 		jsonPath := filepath.Join(dir, fmt.Sprintf("eval%d.json", i))
