@@ -1,6 +1,7 @@
 // Package testrec holds recording helpers shared by the tests of several
-// packages (the daemon core and the service compare against the offline
-// rollout on a short piece of the shipped recording).
+// packages: a short prefix of the shipped recording (the daemon core and
+// service tests compare against the offline rollout on one) and a synthetic
+// recording written to a temporary directory (the trainer and replay tests).
 package testrec
 
 import "rgcpred/rgc"
