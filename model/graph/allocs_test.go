@@ -30,14 +30,7 @@ func TestKernelsReuseBuffers(t *testing.T) {
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
 	}
 	for _, tc := range cases {
-		shapes := make([]tensor.Shape, len(tc.in))
-		for i, x := range tc.in {
-			shapes[i] = x.Shape()
-		}
-		os, err := tc.k.outShape(shapes)
-		if err != nil {
-			t.Fatal(err)
-		}
+		os := kernelOutShape(t, tc)
 		out, gout := make([]float32, os.TotalSize()), make([]float32, os.TotalSize())
 		gins := make([][]float32, len(tc.in))
 		for i, x := range tc.in {

@@ -161,7 +161,9 @@ func logMixParams(rng *rand.Rand, b, m int) *tensor.Dense {
 	return p
 }
 
-func checkKernel(t *testing.T, tc kernelCase) {
+// kernelOutShape is the output shape of tc's kernel on tc's inputs.
+func kernelOutShape(t *testing.T, tc kernelCase) tensor.Shape {
+	t.Helper()
 	shapes := make([]tensor.Shape, len(tc.in))
 	for i, x := range tc.in {
 		shapes[i] = x.Shape()
@@ -170,6 +172,11 @@ func checkKernel(t *testing.T, tc kernelCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return os
+}
+
+func checkKernel(t *testing.T, tc kernelCase) {
+	os := kernelOutShape(t, tc)
 	out := make([]float32, os.TotalSize())
 	rng := rand.New(rand.NewPCG(3, 4))
 	r := make([]float32, len(out))
