@@ -184,15 +184,15 @@ func (b *builder) gorgoniaConv(x *G.Node, name string, stride, pad int) *G.Node 
 		xs, ws := x.Shape(), b.p(name+".weight").Shape()
 		x4, err := G.Reshape(x, tensor.Shape{xs[0], xs[1], 1, xs[2]})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("gorgonia conv %s: %w", name, err)
 		}
 		w4, err := G.Reshape(b.p(name+".weight"), tensor.Shape{ws[0], ws[1], 1, ws[2]})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("gorgonia conv %s: %w", name, err)
 		}
 		y, err := G.Conv2d(x4, w4, tensor.Shape{1, ws[2]}, []int{0, pad}, []int{1, stride}, []int{1, 1})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("gorgonia conv %s: %w", name, err)
 		}
 		ys := y.Shape()
 		return G.Reshape(y, tensor.Shape{ys[0], ys[1], ys[3]})
