@@ -38,7 +38,7 @@ import (
 )
 
 // DefaultModel is the shipped checkpoint, relative to the repository root.
-const DefaultModel = "models/gpt-a-cat.ckpt"
+const DefaultModel = "models/gpt-a-cat-cpu.ckpt"
 
 func main() {
 	zerolog.TimeFieldFormat = time.RFC3339Nano

@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&o.maxFrames, "max-frames-per-msg", 32, "most frames per message when a paced replay catches up")
 	fs.BoolVar(&o.embedded, "embedded", false, "start an in-process predictord (serving --ckpt) on an embedded NATS server instead of connecting to --nats-url")
-	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat.ckpt", "checkpoint the --embedded daemon serves")
+	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the --embedded daemon serves")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
 	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
 	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger (a running daemon's rule is read from its status reply)")

@@ -5,7 +5,7 @@
 // a table and writes the report as JSON and the latency percentiles against
 // cells as an SVG plot.
 //
-//	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat.ckpt] [--data data/chicken-17-08-21]
+//	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat-cpu.ckpt] [--data data/chicken-17-08-21]
 //	       [--cells 1,5,10,20,40,60,80,120] [--seconds 20] [--threads 2]
 //	       [--json docs/bench-latency.json] [--svg docs/bench-latency.svg] [--cpuprofile FILE]
 package main
@@ -46,7 +46,7 @@ func parseCounts(s string) ([]int, error) {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
-	ckpt := fs.String("ckpt", "models/gpt-a-cat.ckpt", "checkpoint the daemon serves")
+	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the daemon serves")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
 	cells := fs.String("cells", "1,5,10,20,40,60,80,120", "cell counts to measure")
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
