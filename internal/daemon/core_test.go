@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,19 +16,12 @@ import (
 	"rgcpred/stream"
 )
 
-var (
-	recOnce sync.Once
-	recFull *rgc.Recording
-	recErr  error
-)
+// shipped is the shipped recording, loaded once for this package's tests.
+var shipped = testrec.Loader{Dir: "../../data/chicken-17-08-21"}
 
 // smallRecording is the first bins bins of the shipped recording.
 func smallRecording(t testing.TB, bins int) *rgc.Recording {
-	recOnce.Do(func() { recFull, recErr = rgc.Load("../../data/chicken-17-08-21") })
-	if recErr != nil {
-		t.Fatal(recErr)
-	}
-	return testrec.Prefix(recFull, bins)
+	return shipped.Prefix(t, bins)
 }
 
 // collect is a Sink that records every decision.

@@ -4,7 +4,12 @@
 // recording written to a temporary directory (the trainer and replay tests).
 package testrec
 
-import "rgcpred/rgc"
+import (
+	"sync"
+	"testing"
+
+	"rgcpred/rgc"
+)
 
 // Prefix returns the first bins bins of r: the stimulus slices share r's
 // storage and each cell keeps its spikes before bin bins. bins must not
@@ -24,4 +29,27 @@ func Prefix(r *rgc.Recording, bins int) *rgc.Recording {
 		p.Cells = append(p.Cells, nc)
 	}
 	return p
+}
+
+// Loader loads one recording at most once per test binary and hands out
+// prefixes of it. Declare one per test package, e.g.
+// `var shipped = testrec.Loader{Dir: "../../data/chicken-17-08-21"}`.
+type Loader struct {
+	// Dir is the recording directory, relative to the test's package.
+	Dir string
+
+	once sync.Once
+	rec  *rgc.Recording
+	err  error
+}
+
+// Prefix returns the first bins bins of the recording, loading it on first
+// use; a load error fails the test.
+func (l *Loader) Prefix(t testing.TB, bins int) *rgc.Recording {
+	t.Helper()
+	l.once.Do(func() { l.rec, l.err = rgc.Load(l.Dir) })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return Prefix(l.rec, bins)
 }
