@@ -61,6 +61,7 @@ func runTrain(ctx context.Context, args []string) error {
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
+	init := fs.String("init", "", "checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config and cells)")
 	budget := fs.Duration("time", 0, "wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +72,7 @@ func runTrain(ctx context.Context, args []string) error {
 		return err
 	}
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
+	o.Init = *init
 	o.TimeBudget = *budget
 	o.Notes = "trainer train " + strings.Join(args, " ")
 	res, err := train.Run(ctx, o)

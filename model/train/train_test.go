@@ -250,6 +250,57 @@ func TestRunInterruptResume(t *testing.T) {
 	}
 }
 
+// TestRunInit checks a warm restart: with a negligible rate the run keeps
+// the weights it started from, and a checkpoint of other cells is refused.
+func TestRunInit(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := rec.QualityCells()[:3]
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.ckpt")
+	var log bytes.Buffer
+	o := Options{Data: "shipped", Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 3),
+		Steps: 4, Batch: 4, LR: 3e-3, ValEvery: 2, ValWindows: 16, Seed: 3, Threads: 2, Out: first, Log: &log}
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	init, err := model.LoadCheckpoint(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o2 := o
+	o2.Init, o2.LR, o2.Seed, o2.Out = first, 1e-12, 9, filepath.Join(dir, "second.ckpt")
+	if _, err := Run(context.Background(), o2); err != nil {
+		t.Fatal(err)
+	}
+	second, err := model.LoadCheckpoint(o2.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := model.InitWeights(o.Config, rand.New(rand.NewPCG(9, 0x5eed)))
+	for _, name := range []string{"cnn.conv1.weight", "gpt.blocks.0.attn.qkv.weight", "head.weight"} {
+		a, b, f := init.Weights.Get(name), second.Weights.Get(name), fresh.Get(name)
+		if a == nil {
+			t.Fatalf("no weight %s", name)
+		}
+		var dInit, dFresh float64
+		for i := range a {
+			dInit = math.Max(dInit, math.Abs(float64(a[i]-b[i])))
+			dFresh = math.Max(dFresh, math.Abs(float64(f[i]-b[i])))
+		}
+		if dInit > 1e-6 || dFresh < 1e-3 {
+			t.Errorf("%s: max difference %.2g from the init checkpoint (want <= 1e-6), %.2g from a fresh initialisation (want >= 1e-3)", name, dInit, dFresh)
+		}
+	}
+	o3 := o2
+	o3.Cells = rec.QualityCells()[1:4]
+	if _, err := Run(context.Background(), o3); err == nil {
+		t.Error("want an error for an init checkpoint of other cells")
+	}
+}
+
 func TestLRFind(t *testing.T) {
 	rec, err := rgc.Load(shipped)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,10 @@ type Options struct {
 	Out string
 	// Resume, if set, is a resume checkpoint to continue from.
 	Resume string
+	// Init, if set (and Resume is not), is a checkpoint whose weights start
+	// this run instead of a fresh initialisation: a warm restart with a new
+	// optimiser and schedule. Its config and cells must match the run's.
+	Init string
 	// Log receives progress lines (nil: os.Stderr); ProgressEvery is the
 	// interval between them.
 	Log           io.Writer
@@ -229,6 +234,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
 		o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
 		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
+	} else if o.Init != "" {
+		ck, err := model.LoadCheckpoint(o.Init)
+		if err != nil {
+			return nil, fmt.Errorf("train: init: %w", err)
+		}
+		if ck.Weights.Config != o.Config {
+			return nil, fmt.Errorf("train: init: %s holds %s, not %s", o.Init, ck.Weights.Config.Name(), o.Config.Name())
+		}
+		cells, err := o.Rec.CellIndices(ck.CellIDs)
+		if err != nil {
+			return nil, fmt.Errorf("train: init: %w", err)
+		}
+		if !slices.Equal(cells, o.Cells) {
+			return nil, fmt.Errorf("train: init: %s was trained on other cells than this run's", o.Init)
+		}
+		w = ck.Weights
+		fmt.Fprintf(o.Log, "starting from the weights of %s\n", o.Init)
 	} else {
 		w = model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
 	}
@@ -251,7 +273,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// resumed run may draw at another size).
 	pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
 	st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
-	if o.Resume == "" {
+	if o.Resume == "" && o.Init == "" {
 		initHeadBias(w, pooled)
 	}
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
