@@ -19,6 +19,7 @@ import (
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/rgc/glm"
 	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
 )
@@ -45,7 +46,7 @@ type evalCellJSON struct {
 type evalModelJSON struct {
 	Name string `json:"name"`
 	// Kind is "checkpoint", "zero" (per-cell zero-input baseline),
-	// "zero-pooled" or "oracle".
+	// "zero-pooled", "oracle" or "glm".
 	Kind string `json:"kind"`
 	// Checkpoints are the repeats of a checkpoint model; their per-cell
 	// scores are averaged before summarising.
@@ -99,6 +100,7 @@ func runEval(ctx context.Context, args []string) error {
 	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeat the flag for several models; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
 	fs.Var(&baselines, "baseline", "baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
+	glmPath := fs.String("glm", "", "evaluate the GLM fitted by `trainer glm` (its JSON file), exactly, named glm")
 	splitName := fs.String("split", "test", "split to evaluate: train, val or test")
 	jsonOut := fs.String("json", "", "write per-cell results as JSON to this file")
 	plotOut := fs.String("plot", "", "write an SVG comparing the models' IQMs and CIs to this file")
@@ -111,7 +113,7 @@ func runEval(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
 	stagger := fs.Bool("stagger", false, "staggered starts, as predictord runs by default: cell i (ascending cluster id) of n starts its rollout floor(i*80/n) bins late (rollout.StartOffset), its train holding the recorded spikes until then")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
+		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {
@@ -121,9 +123,9 @@ func runEval(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("--data is required")
 	}
-	if len(ckpts) == 0 && len(baselines) == 0 && !*oracle {
+	if len(ckpts) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" {
 		fs.Usage()
-		return errors.New("nothing to evaluate: give --ckpt, --baseline zero or --oracle")
+		return errors.New("nothing to evaluate: give --ckpt, --baseline zero, --oracle or --glm")
 	}
 	if *batch < 1 {
 		return fmt.Errorf("--batch %d: want at least 1", *batch)
@@ -184,6 +186,18 @@ func runEval(ctx context.Context, args []string) error {
 			func() (rgc.Predictor, func(), error) {
 				o, err := synth.OracleFromDir(dir)
 				return o, func() {}, err
+			}}})
+	}
+	if *glmPath != "" {
+		path := *glmPath
+		specs = append(specs, evalSpec{name: "glm", kind: "glm", open: []func() (rgc.Predictor, func(), error){
+			func() (rgc.Predictor, func(), error) {
+				tr, err := glm.LoadTruth(path)
+				if err != nil {
+					return nil, nil, err
+				}
+				p, err := glm.NewPredictor(rec, tr)
+				return p, func() {}, err
 			}}})
 	}
 	for _, arg := range ckpts {

@@ -31,6 +31,7 @@ func commands() map[string]command {
 		"lr-find": {"learning-rate range test: loss against rate, proposed rate", runLRFind},
 		"model":   {"print a configuration's parameter counts", runModel},
 		"synth":   {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
+		"glm":     {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
 	}
 }
 
