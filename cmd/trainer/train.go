@@ -93,7 +93,9 @@ func runLRFind(ctx context.Context, args []string) error {
 	tf.register(fs)
 	lo := fs.Float64("min", 1e-6, "first rate")
 	hi := fs.Float64("max", 1, "last rate")
-	steps := fs.Int("steps", 100, "sweep steps")
+	steps := fs.Int("steps", 600, "sweep steps")
+	probe := fs.Int("probe", 512, "fixed training windows scored at each probe point")
+	points := fs.Int("points", 24, "probe points over the sweep")
 	plotPath := fs.String("plot", "lr-find.svg", "SVG plot of loss against rate")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,14 +104,14 @@ func runLRFind(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := train.LRFind(ctx, o, *lo, *hi, *steps)
+	r, err := train.LRFind(ctx, o, *lo, *hi, *steps, train.LRFindOptions{ProbeWindows: *probe, Points: *points})
 	if err != nil {
 		return err
 	}
 	if err := r.Plot(*plotPath, fmt.Sprintf("lr-find %s, batch %d", o.Config.Name(), o.Batch)); err != nil {
 		return err
 	}
-	fmt.Printf("lowest loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, *plotPath)
+	fmt.Printf("lowest probe loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, *plotPath)
 	return nil
 }
 

@@ -309,11 +309,11 @@ func TestLRFind(t *testing.T) {
 	cells := rec.QualityCells()[:2]
 	var log bytes.Buffer
 	o := Options{Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 2), Batch: 8, Seed: 1, Threads: 2, Log: &log}
-	r, err := LRFind(context.Background(), o, 1e-5, 10, 30)
+	r, err := LRFind(context.Background(), o, 1e-5, 10, 30, LRFindOptions{ProbeWindows: 16, Points: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Rates) < 3 || !(r.Suggested >= 1e-5 && r.Suggested <= 10) || r.Suggested > math.Max(r.MinRate, 1e-5) {
+	if len(r.ProbeRates) < 3 || len(r.ProbeRates) != len(r.ProbeLosses) || len(r.Rates) < len(r.ProbeRates) || !(r.Suggested >= 1e-5 && r.Suggested <= 10) || r.Suggested > math.Max(r.MinRate, 1e-5) {
 		t.Errorf("lr-find: %d points, min at %.3g, suggested %.3g", len(r.Rates), r.MinRate, r.Suggested)
 	}
 	for i := 1; i < len(r.Rates); i++ {
@@ -323,6 +323,28 @@ func TestLRFind(t *testing.T) {
 	}
 	if err := r.Plot(filepath.Join(t.TempDir(), "lr.svg"), "test"); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestSuggestRate(t *testing.T) {
+	rates := []float64{1e-5, 1e-4, 1e-3, 1e-2, 1e-1}
+	for _, tc := range []struct {
+		name            string
+		losses          []float64
+		minRate         float64
+		steep, suggests float64
+	}{
+		{"valley", []float64{1.0, 0.98, 0.80, 0.70, 2.0}, 1e-2, 1e-3, 1e-3},
+		{"steepest early", []float64{1.0, 0.70, 0.65, 0.64, 2.0}, 1e-2, 1e-4, 1e-4},
+		{"never falls", []float64{1.0, 1.1, 1.2, 1.5, 2.0}, 1e-5, 0, 1e-5},
+		{"flat then rise", []float64{1.0, 1.0, 1.0, 1.0, 2.0}, 1e-2, 0, 1e-3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steep, sug := suggestRate(rates, tc.losses, tc.minRate, 1e-5)
+			if steep != tc.steep || math.Abs(sug-tc.suggests) > 1e-12 {
+				t.Errorf("steepest %g, suggested %g; want %g, %g", steep, sug, tc.steep, tc.suggests)
+			}
+		})
 	}
 }
 
