@@ -22,7 +22,7 @@ func runGLM(ctx context.Context, args []string) error {
 	def := glm.DefaultOptions()
 	data := fs.String("data", "", "recording directory (required)")
 	outPath := fs.String("out", "", "write the fitted model here as JSON, in the format of a synthetic recording's truth.json (required)")
-	reportPath := fs.String("report", "", "also write the fit's per-cell report as JSON to this file")
+	reportPath := fs.String("report", "", "also write the fit's report as JSON to this file: per-cell scores and the fitted basis weights, a compact form of the model that eval --glm also reads")
 	cellsSel := fs.String("cells", "quality", "cells to fit: quality or all")
 	minLag := fs.Int("min-lag", def.MinLag, "first lag (bins) of the stimulus filters; below 36 the exact oracle is not computed")
 	alphas := fs.String("alphas", joinFloats(def.Alphas), "L2 penalties to try (comma-separated); each cell keeps the best on the validation split")

@@ -68,8 +68,8 @@ func DefaultOptions() Options {
 		HistBases:    10,
 		HistLastPeak: 120,
 		HistOffset:   1,
-		Alphas:       []float64{10000, 1000, 100, 10, 1},
-		HessianRows:  60000,
+		Alphas:       []float64{1000, 100, 10, 1},
+		HessianRows:  20000,
 		MaxIter:      60,
 	}
 }
@@ -125,6 +125,9 @@ type CellReport struct {
 	ConstValNLL float64 `json:"const_val_nll"`
 	// ValNLLByAlpha holds the validation per-bin NLL of each penalty tried.
 	ValNLLByAlpha []float64 `json:"val_nll_by_alpha"`
+	// Theta holds the fitted weights: the bias, then each LED's stimulus
+	// bumps (LED-major), then the history bumps.
+	Theta []float64 `json:"theta"`
 }
 
 // Report describes a fit.
@@ -138,6 +141,9 @@ type Report struct {
 	HistBins int `json:"hist_bins"`
 	// Splits holds the bins [from, to) of train, val and test used.
 	Splits [3][2]int `json:"splits"`
+	// FrameLengths is the aligned stimulus' frame-length distribution (the
+	// oracle's model of the frames to come).
+	FrameLengths []synth.FrameLength `json:"frame_lengths"`
 	// Cells holds one report per fitted cell, in the order asked for.
 	Cells []CellReport `json:"cells"`
 	// Seconds is the wall time of the fit.
@@ -248,31 +254,53 @@ func Fit(ctx context.Context, rec *rgc.Recording, cells []int, opts Options) (*s
 		}
 	}
 
-	truth := &synth.Truth{BinRateHz: rgc.BinRateHz}
 	lens, probs := fr.FrameLengths()
 	for i, l := range lens {
-		truth.FrameLengths = append(truth.FrameLengths, synth.FrameLength{Bins: l, Prob: probs[i]})
+		rep.FrameLengths = append(rep.FrameLengths, synth.FrameLength{Bins: l, Prob: probs[i]})
+	}
+	for j := range cells {
+		rep.Cells[j].Theta = thetas[j]
+	}
+	truth, err := rep.Truth()
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return truth, rep, nil
+}
+
+// Truth expands the report's fitted weights into the synth.Truth that Fit
+// returns: each filter is the weighted sum of the options' basis. A report
+// saved as JSON is thus a compact form of the fitted model (about 50
+// numbers per cell instead of 2,400 filter taps).
+func (r *Report) Truth() (*synth.Truth, error) {
+	sb, hb, err := r.Options.bases()
+	if err != nil {
+		return nil, err
 	}
 	nb := len(sb.Rows)
-	for j, c := range cells {
-		th := thetas[j]
-		cp := synth.CellParams{
-			ClusterID:     rec.Cells[c].ClusterID,
-			Type:          "glm",
-			NominalRateHz: float64(rep.Cells[j].TrainSpikeBins) / (float64(tr[1]-tr[0]) / rgc.BinRateHz),
-			Bias:          th[0],
+	p := 1 + rgc.StimChannels*nb + len(hb.Rows)
+	tr := r.Splits[rgc.Train]
+	truth := &synth.Truth{BinRateHz: rgc.BinRateHz, FrameLengths: r.FrameLengths}
+	for j, c := range r.Cells {
+		th := c.Theta
+		if len(th) != p {
+			return nil, fmt.Errorf("glm: cells[%d] (cluster %d): %d weights, the options' bases need %d", j, c.ClusterID, len(th), p)
+		}
+		cp := synth.CellParams{ClusterID: c.ClusterID, Type: "glm", Bias: th[0]}
+		if tr[1] > tr[0] {
+			cp.NominalRateHz = float64(c.TrainSpikeBins) / (float64(tr[1]-tr[0]) / rgc.BinRateHz)
 		}
 		for ch := range cp.StimFilter {
 			cp.StimFilter[ch] = sb.Filter(th[1+ch*nb : 1+(ch+1)*nb])
 		}
-		cp.HistFilter = hb.Filter(th[1+d.ns:])[1:]
+		cp.HistFilter = hb.Filter(th[1+rgc.StimChannels*nb:])[1:]
 		truth.Cells = append(truth.Cells, cp)
 	}
 	if err := truth.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("glm: fitted %w", err)
+		return nil, fmt.Errorf("glm: fitted %w", err)
 	}
-	rep.Seconds = time.Since(start).Seconds()
-	return truth, rep, nil
+	return truth, nil
 }
 
 // design holds what every cell's fit shares.
@@ -492,15 +520,19 @@ func (cf *cellFit) newton(ctx context.Context, theta []float64, alpha float64) (
 		}
 		// Gradient (exact) and curvature weights.
 		clear(cf.grad)
+		gs, gh := cf.grad[1:1+d.ns], cf.grad[1+d.ns:]
 		sumW := 0.0
 		for i, e := range cf.eta {
 			u := tr[0] + i
 			g, h := binDeriv(e, cf.y[u])
 			cf.w[i] = h
 			sumW += h
-			cf.row(u)
-			for k, v := range cf.x {
-				cf.grad[k] += g * v
+			cf.grad[0] += g
+			for k, v := range d.stim[u*d.ns : (u+1)*d.ns] {
+				gs[k] += g * float64(v)
+			}
+			for k, v := range cf.hist[u*d.nh : (u+1)*d.nh] {
+				gh[k] += g * float64(v)
 			}
 		}
 		for k := 1; k < p; k++ {

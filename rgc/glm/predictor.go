@@ -109,24 +109,52 @@ func SaveTruth(path string, tr *synth.Truth) error {
 	return nil
 }
 
-// LoadTruth reads and validates a truth written by SaveTruth (or a
-// synthetic recording's truth.json).
+// LoadTruth reads a fitted model: either a truth written by SaveTruth (or
+// a synthetic recording's truth.json) or a Report written as JSON (`trainer
+// glm --report`, the compact form), which is expanded with Report.Truth.
+// The truth is validated.
 func LoadTruth(path string) (*synth.Truth, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load glm: %w", err)
 	}
-	var tr synth.Truth
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&tr); err != nil {
+	var probe struct {
+		Options json.RawMessage `json:"options"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("load glm %s: %w", path, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("load glm %s: trailing data after the JSON object", path)
+	var tr *synth.Truth
+	if probe.Options != nil {
+		var rep Report
+		if err := decodeStrict(data, &rep); err != nil {
+			return nil, fmt.Errorf("load glm report %s: %w", path, err)
+		}
+		if tr, err = rep.Truth(); err != nil {
+			return nil, fmt.Errorf("load glm report %s: %w", path, err)
+		}
+	} else {
+		tr = new(synth.Truth)
+		if err := decodeStrict(data, tr); err != nil {
+			return nil, fmt.Errorf("load glm %s: %w", path, err)
+		}
 	}
 	if err := tr.Validate(); err != nil {
 		return nil, fmt.Errorf("load glm %s: %w", path, err)
 	}
-	return &tr, nil
+	return tr, nil
+}
+
+// decodeStrict decodes one JSON object with no unknown fields and nothing
+// after it.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
 }
