@@ -18,7 +18,8 @@ type conv1d struct {
 	stride, pad int
 	par         parallel
 	cols        [][]float32 // per-worker im2col buffers
-	dws         [][]float32 // per-worker weight-gradient accumulators
+	dws         [][]float32 // per-worker accumulators of the transposed weight gradient
+	wt          []float32   // W^T [Cin*K, Cout]
 }
 
 func (c *conv1d) name() string { return fmt.Sprintf("conv1d(s%d,p%d)", c.stride, c.pad) }
@@ -61,54 +62,87 @@ func (c *conv1d) scratch(bufs *[][]float32, n int) {
 	}
 }
 
-// im2col writes col [Cin*K, Lout] for one window x [Cin, L].
+// colRange returns the output positions [lo, hi) (0 <= lo <= hi <= lout)
+// whose input position j*s + off lies inside [0, l): outside it, im2col
+// reads the zero padding.
+func colRange(lout, l, s, off int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + s - 1) / s
+	}
+	if l-1-off >= 0 {
+		hi = (l-1-off)/s + 1
+	}
+	lo = min(lo, lout)
+	hi = max(min(hi, lout), lo)
+	return lo, hi
+}
+
+// im2col writes col [Cin*K, Lout] for one window x [Cin, L]: row (ci, k)
+// holds x[ci, j*stride + k - pad] at column j, zero in the padding.
 func (c *conv1d) im2col(d convDims, x, col []float32) {
+	s := c.stride
 	for ci := 0; ci < d.cin; ci++ {
 		xr := x[ci*d.l : (ci+1)*d.l]
 		for k := 0; k < d.k; k++ {
 			row := col[(ci*d.k+k)*d.lout : (ci*d.k+k+1)*d.lout]
 			off := k - c.pad
-			if c.stride == 1 {
-				// Valid range of j: 0 <= j+off < L.
-				lo, hi := max(0, -off), min(d.lout, d.l-off)
-				for j := 0; j < lo && j < d.lout; j++ {
-					row[j] = 0
-				}
-				if hi > lo {
-					copy(row[lo:hi], xr[lo+off:hi+off])
-				}
-				for j := max(hi, 0); j < d.lout; j++ {
-					row[j] = 0
-				}
+			lo, hi := colRange(d.lout, d.l, s, off)
+			clear(row[:lo])
+			clear(row[hi:])
+			if hi == lo {
 				continue
 			}
-			for j := range row {
-				p := j*c.stride + off
-				if p >= 0 && p < d.l {
-					row[j] = xr[p]
-				} else {
-					row[j] = 0
-				}
+			dst, src := row[lo:hi], xr[lo*s+off:(hi-1)*s+off+1]
+			if s == 1 {
+				copy(dst, src)
+				continue
+			}
+			for j := range dst {
+				dst[j] = src[j*s]
 			}
 		}
 	}
 }
 
-// col2im accumulates col [Cin*K, Lout] into dx [Cin, L] (dx is zeroed first).
+// col2im accumulates col [Cin*K, Lout] into dx [Cin, L] (dx is zeroed
+// first): the adjoint of im2col.
 func (c *conv1d) col2im(d convDims, col, dx []float32) {
 	clear(dx)
+	s := c.stride
 	for ci := 0; ci < d.cin; ci++ {
 		xr := dx[ci*d.l : (ci+1)*d.l]
 		for k := 0; k < d.k; k++ {
 			row := col[(ci*d.k+k)*d.lout : (ci*d.k+k+1)*d.lout]
 			off := k - c.pad
-			for j, v := range row {
-				p := j*c.stride + off
-				if p >= 0 && p < d.l {
-					xr[p] += v
-				}
+			lo, hi := colRange(d.lout, d.l, s, off)
+			if hi == lo {
+				continue
+			}
+			src, dst := row[lo:hi], xr[lo*s+off:(hi-1)*s+off+1]
+			if s == 1 {
+				add32(dst, src)
+				continue
+			}
+			for j, v := range src {
+				dst[j*s] += v
 			}
 		}
+	}
+}
+
+// add32 sets d += x (x at least as long as d), unrolled by four.
+func add32(d, x []float32) {
+	x = x[:len(d)]
+	j := 0
+	for ; j+4 <= len(d); j += 4 {
+		dv, xv := d[j:j+4:j+4], x[j:j+4:j+4]
+		dv[0] += xv[0]
+		dv[1] += xv[1]
+		dv[2] += xv[2]
+		dv[3] += xv[3]
+	}
+	for ; j < len(d); j++ {
+		d[j] += x[j]
 	}
 }
 
@@ -132,37 +166,49 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 	})
 }
 
+// backward computes, per window, dx = col2im(W^T gy) with W^T transposed
+// once per call (so that SGEMM reads it in place instead of packing it for
+// every window), and dW^T += col gy^T (col read in place; only gy is
+// packed) or, when col is the smaller matrix, dW += gy col^T, summed over
+// the workers at the end.
 func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	d := c.dims(in[0], in[1])
 	x, w := f32(in[0]), f32(in[1])
 	ck := d.cin * d.k
+	direct := c.direct(d)
+	if !direct {
+		c.scratch(&c.cols, ck*d.lout)
+	}
 	if i == 0 { // dx = col2im(W^T gy)
-		direct := c.direct(d)
-		if !direct {
-			c.scratch(&c.cols, ck*d.lout)
+		if len(c.wt) < ck*d.cout {
+			c.wt = make([]float32, ck*d.cout)
+		}
+		wt := c.wt[:ck*d.cout]
+		for co := 0; co < d.cout; co++ {
+			for r, v := range w[co*ck : (co+1)*ck] {
+				wt[r*d.cout+co] = v
+			}
 		}
 		c.par.run(d.b, func(lo, hi, wk int) {
 			for b := lo; b < hi; b++ {
 				gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
 				dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
 				if direct {
-					sgemm.Gemm(true, false, ck, d.lout, d.cout, 1, w, ck, gy, d.lout, 0, dx, d.lout)
+					sgemm.Gemm(false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, dx, d.lout)
 					continue
 				}
 				col := c.cols[wk][:ck*d.lout]
-				sgemm.Gemm(true, false, ck, d.lout, d.cout, 1, w, ck, gy, d.lout, 0, col, d.lout)
+				sgemm.Gemm(false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
 				c.col2im(d, col, dx)
 			}
 		})
 		return
 	}
-	// dW = sum over windows of gy col^T.
-	direct := c.direct(d)
-	if !direct {
-		c.scratch(&c.cols, ck*d.lout)
-	}
+	// dW^T = sum over windows of col gy^T, when gy is the smaller matrix to
+	// pack; otherwise dW = sum of gy col^T.
 	c.scratch(&c.dws, d.cout*ck)
 	nw := min(max(c.par.n, 1), d.b)
+	tr := d.cout <= ck
 	c.par.run(d.b, func(lo, hi, wk int) {
 		dw := c.dws[wk][:d.cout*ck]
 		clear(dw)
@@ -174,13 +220,28 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 				c.im2col(d, xb, col)
 			}
 			gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
-			sgemm.Gemm(false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
+			if tr {
+				sgemm.Gemm(false, true, ck, d.cout, d.lout, 1, col, d.lout, gy, d.lout, 1, dw, d.cout)
+			} else {
+				sgemm.Gemm(false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
+			}
 		}
 	})
-	copy(gin, c.dws[0][:d.cout*ck])
-	for wk := 1; wk < nw; wk++ {
-		for j, v := range c.dws[wk][:d.cout*ck] {
-			gin[j] += v
+	if !tr {
+		copy(gin, c.dws[0][:d.cout*ck])
+		for wk := 1; wk < nw; wk++ {
+			add32(gin[:d.cout*ck], c.dws[wk])
+		}
+		return
+	}
+	for co := 0; co < d.cout; co++ {
+		g := gin[co*ck : (co+1)*ck]
+		for r := range g {
+			v := c.dws[0][r*d.cout+co]
+			for wk := 1; wk < nw; wk++ {
+				v += c.dws[wk][r*d.cout+co]
+			}
+			g[r] = v
 		}
 	}
 }
