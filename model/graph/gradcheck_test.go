@@ -136,7 +136,7 @@ func TestKernelGradients(t *testing.T) {
 		{"attention", &attention{t: 4, heads: 2, hd: 3, par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 8, 18)}},
 		{"relu", relu{par: parallel{2}}, []*tensor.Dense{randTensor(rng, 1, 3, 4)}},
 		{"softplus", softplus{}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
-		{"gelu", gelu{par: parallel{2}}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
+		{"gelu", &gelu{par: parallel{2}}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
 		{"lasttoken", lastToken{t: 3}, []*tensor.Dense{randTensor(rng, 1, 6, 2)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 3, 3, 81), constTensor(0, 40, 80)}},
 		{"logmixnll", logMixNLL{m: 3, horizon: 80}, []*tensor.Dense{logMixParams(rng, 4, 3), constTensor(0, 7, 79, 80)}},

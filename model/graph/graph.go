@@ -244,7 +244,7 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 		t = b.add(t, a)
 		m := b.ln(t, p+".ln2")
 		m = b.linear(m, p+".mlp.fc")
-		m = b.op(gelu{par: b.par}, p+".mlp.gelu", m)
+		m = b.op(&gelu{par: b.par}, p+".mlp.gelu", m)
 		m = b.linear(m, p+".mlp.proj")
 		t = b.add(t, m)
 	}

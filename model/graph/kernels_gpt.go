@@ -343,7 +343,13 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 
 // gelu is the tanh approximation of the Gaussian error linear unit
 // (Hendrycks & Gimpel, 2016), as in GPT-2, split over the worker goroutines.
-type gelu struct{ par parallel }
+// The forward pass also stores the local derivative dy/dx, so the backward
+// pass (which follows it in the same run) is a product instead of a second
+// exponential per element.
+type gelu struct {
+	par parallel
+	dy  []float32 // dy/dx of the last forward pass
+}
 
 const geluC = 0.7978845608028654 // sqrt(2/pi)
 
@@ -353,29 +359,47 @@ func tanh32(u float32) float32 {
 	return 1 - 2/(float32(math.Exp(float64(2*u)))+1)
 }
 
-func (gelu) name() string    { return "gelu" }
-func (gelu) diffWRT() []bool { return []bool{true} }
-func (gelu) outShape(in []tensor.Shape) (tensor.Shape, error) {
+// geluGrad is d gelu(v)/dv given t = tanh(sqrt(2/pi) (v + 0.044715 v^3)).
+func geluGrad(v, t float32) float32 {
+	return 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*0.044715*v*v)
+}
+
+func (*gelu) name() string    { return "gelu" }
+func (*gelu) diffWRT() []bool { return []bool{true} }
+func (*gelu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("want one input, got %v", in)
 	}
 	return in[0].Clone(), nil
 }
-func (g gelu) forward(in []*tensor.Dense, out []float32) {
+func (g *gelu) forward(in []*tensor.Dense, out []float32) {
 	x := f32(in[0])
-	g.par.run(len(x), func(lo, hi, _ int) {
-		for i, v := range x[lo:hi] {
-			out[lo+i] = 0.5 * v * (1 + tanh32(geluC*(v+0.044715*v*v*v)))
-		}
-	})
-}
-func (g gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
-	x := f32(in[0])
+	if len(g.dy) != len(x) {
+		g.dy = make([]float32, len(x))
+	}
+	dy := g.dy
 	g.par.run(len(x), func(lo, hi, _ int) {
 		for i, v := range x[lo:hi] {
 			t := tanh32(geluC * (v + 0.044715*v*v*v))
-			dy := 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*0.044715*v*v)
-			gin[lo+i] = dy * gout[lo+i]
+			out[lo+i] = 0.5 * v * (1 + t)
+			dy[lo+i] = geluGrad(v, t)
+		}
+	})
+}
+func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	x := f32(in[0])
+	if len(g.dy) != len(x) { // no forward pass yet: recompute
+		g.par.run(len(x), func(lo, hi, _ int) {
+			for i, v := range x[lo:hi] {
+				gin[lo+i] = geluGrad(v, tanh32(geluC*(v+0.044715*v*v*v))) * gout[lo+i]
+			}
+		})
+		return
+	}
+	dy := g.dy
+	g.par.run(len(x), func(lo, hi, _ int) {
+		for i, d := range dy[lo:hi] {
+			gin[lo+i] = d * gout[lo+i]
 		}
 	})
 }
