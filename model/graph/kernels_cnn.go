@@ -747,20 +747,23 @@ func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (r relu) forward(in []*tensor.Dense, out []float32) {
 	x := f32(in[0])
 	r.par.run(len(x), func(lo, hi, _ int) {
+		o := out[lo:hi]
 		for i, v := range x[lo:hi] {
-			out[lo+i] = max(v, 0)
+			o[i] = relu32(v)
 		}
 	})
 }
-func (r relu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
-	x := f32(in[0])
-	r.par.run(len(x), func(lo, hi, _ int) {
-		for i, v := range x[lo:hi] {
-			if v > 0 {
-				gin[lo+i] = gout[lo+i]
-			} else {
-				gin[lo+i] = 0
-			}
+
+// backward passes the gradient where the forward output is positive
+// (branch-free: the signs are data, not predictable).
+func (r relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
+	r.par.run(len(gin), func(lo, hi, _ int) {
+		g, o := gout[lo:hi], out[lo:hi]
+		o = o[:len(g)]
+		d := gin[lo:hi]
+		d = d[:len(g)]
+		for i, v := range g {
+			d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
 		}
 	})
 }

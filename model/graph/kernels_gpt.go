@@ -234,6 +234,11 @@ type attention struct {
 	par          parallel
 	probs        [][]float32 // per-worker T x T scratch
 	dprobs       [][]float32
+
+	// saved holds the probabilities [B][heads][T][T] of the last forward
+	// pass, which the backward pass of the same run reuses instead of
+	// recomputing them.
+	saved []float32
 }
 
 func (a *attention) name() string {
@@ -292,10 +297,14 @@ func (a *attention) forward(in []*tensor.Dense, out []float32) {
 	qkv := f32(in[0])
 	d := a.heads * a.hd
 	nb := len(qkv) / (a.t * 3 * d)
+	tt := a.t * a.t
+	if len(a.saved) != nb*a.heads*tt {
+		a.saved = make([]float32, nb*a.heads*tt)
+	}
 	a.par.run(nb, func(lo, hi, w int) {
-		p := a.probs[w]
 		for b := lo; b < hi; b++ {
 			for h := 0; h < a.heads; h++ {
+				p := a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
 				a.probsOf(qkv, b, h, p)
 				// O = P V
 				sgemm.Gemm(false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
@@ -310,14 +319,21 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 	d := a.heads * a.hd
 	nb := len(qkv) / (a.t * 3 * d)
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
+	tt := a.t * a.t
+	saved := len(a.saved) == nb*a.heads*tt // else no forward pass yet
 	a.par.run(nb, func(lo, hi, w int) {
-		p, dp := a.probs[w], a.dprobs[w]
+		dp := a.dprobs[w]
 		for b := lo; b < hi; b++ {
 			base, obase := b*a.t*3*d, b*a.t*d
 			for h := 0; h < a.heads; h++ {
 				q, k, v := base+h*a.hd, base+d+h*a.hd, base+2*d+h*a.hd
 				do := gout[obase+h*a.hd:]
-				a.probsOf(qkv, b, h, p)
+				p := a.probs[w]
+				if saved {
+					p = a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
+				} else {
+					a.probsOf(qkv, b, h, p)
+				}
 				// dV = P^T dO; dP = dO V^T
 				sgemm.Gemm(true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
 				sgemm.Gemm(false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
