@@ -9,7 +9,8 @@ import (
 // TestIm2colMatchesDefinition checks im2col against its definition (col[(ci,
 // k), j] = x[ci, j*s + k - pad], zero outside the input) and col2im against
 // the adjoint of that map, exactly, for kernel sizes, strides and paddings
-// where the padding covers none, part or all of a row.
+// where the padding covers none, part or all of a row, with and without
+// the stride phases (polyphase: kernel wider than the stride).
 func TestIm2colMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 7))
 	for _, tc := range []struct{ l, k, s, pad int }{
@@ -28,7 +29,8 @@ func TestIm2colMatchesDefinition(t *testing.T) {
 			for i := range col {
 				col[i] = float32(rng.NormFloat64()) // must be overwritten
 			}
-			c.im2col(d, x, col)
+			ph := make([]float32, tc.s*c.phaseLen(d))
+			c.im2col(d, x, col, ph)
 			want := make([]float32, len(col))
 			back := make([]float32, len(x))
 			g := make([]float32, len(col))
@@ -55,7 +57,7 @@ func TestIm2colMatchesDefinition(t *testing.T) {
 			for i := range dx {
 				dx[i] = 1e9 // must be overwritten
 			}
-			c.col2im(d, g, dx)
+			c.col2im(d, g, dx, ph)
 			for i := range dx {
 				if dx[i] != back[i] {
 					t.Fatalf("col2im[%d] = %g, want %g", i, dx[i], back[i])

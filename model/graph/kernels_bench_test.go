@@ -26,6 +26,7 @@ func BenchmarkKernels(b *testing.B) {
 		{"bnrelu/64x16x512", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: two}}, bnIn(64, 16, 512)},
 		{"bnrelu/64x128x256", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: two}}, bnIn(64, 128, 256)},
 		{"bn/64x64x256", &batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: two}, bnIn(64, 64, 256)},
+		{"conv/stem1-k21s2", &conv1d{stride: 2, pad: 10, par: two}, []*tensor.Dense{randTensor(rng, 1, 64, 5, 1024), randTensor(rng, 1, 16, 5, 21)}},
 		{"conv/stem2-k21", &conv1d{stride: 1, pad: 10, par: two}, []*tensor.Dense{randTensor(rng, 1, 64, 16, 512), randTensor(rng, 1, 16, 16, 21)}},
 		{"conv/block0-k7s2", &conv1d{stride: 2, pad: 3, par: two}, []*tensor.Dense{randTensor(rng, 1, 64, 128, 512), randTensor(rng, 1, 128, 128, 7)}},
 		{"conv/block3-k7", &conv1d{stride: 1, pad: 3, par: two}, []*tensor.Dense{randTensor(rng, 1, 64, 128, 64), randTensor(rng, 1, 128, 128, 7)}},

@@ -18,6 +18,7 @@ type conv1d struct {
 	stride, pad int
 	par         parallel
 	cols        [][]float32 // per-worker im2col buffers
+	phs         [][]float32 // per-worker stride-phase buffers (see polyphase)
 	dws         [][]float32 // per-worker accumulators of the transposed weight gradient
 	wt          []float32   // W^T [Cin*K, Cout]
 }
@@ -77,12 +78,40 @@ func colRange(lout, l, s, off int) (lo, hi int) {
 	return lo, hi
 }
 
+// polyphase reports whether im2col and col2im go through the input's stride
+// phases: for a stride s > 1, input row x[ci] is split once into s
+// contiguous phases (phase p holds x[ci, m*s + p]); then every im2col row
+// is a contiguous copy from one phase (x[ci, j*s + off] is phase off mod s
+// at j + floor(off/s)) instead of a strided gather, and col2im adds
+// contiguous rows into the phases and interleaves them once. It pays when
+// the kernel is wider than the stride (more rows than phases).
+func (c *conv1d) polyphase(d convDims) bool { return c.stride > 1 && d.k > c.stride }
+
+// phaseLen is the length of a phase buffer (the longest phase).
+func (c *conv1d) phaseLen(d convDims) int { return (d.l + c.stride - 1) / c.stride }
+
+// phaseOf splits a row offset off into the stride phase p (0 <= p < s) and
+// the shift fl = floor(off/s), off = fl*s + p.
+func phaseOf(off, s int) (p, fl int) {
+	fl = off / s
+	if off%s < 0 {
+		fl--
+	}
+	return off - fl*s, fl
+}
+
 // im2col writes col [Cin*K, Lout] for one window x [Cin, L]: row (ci, k)
-// holds x[ci, j*stride + k - pad] at column j, zero in the padding.
-func (c *conv1d) im2col(d convDims, x, col []float32) {
+// holds x[ci, j*stride + k - pad] at column j, zero in the padding. ph is
+// scratch of stride*phaseLen floats when polyphase.
+func (c *conv1d) im2col(d convDims, x, col, ph []float32) {
 	s := c.stride
+	poly := c.polyphase(d)
+	np := c.phaseLen(d)
 	for ci := 0; ci < d.cin; ci++ {
 		xr := x[ci*d.l : (ci+1)*d.l]
+		if poly {
+			deinterleave(ph, xr, s, np)
+		}
 		for k := 0; k < d.k; k++ {
 			row := col[(ci*d.k+k)*d.lout : (ci*d.k+k+1)*d.lout]
 			off := k - c.pad
@@ -92,25 +121,37 @@ func (c *conv1d) im2col(d convDims, x, col []float32) {
 			if hi == lo {
 				continue
 			}
-			dst, src := row[lo:hi], xr[lo*s+off:(hi-1)*s+off+1]
-			if s == 1 {
-				copy(dst, src)
-				continue
-			}
-			for j := range dst {
-				dst[j] = src[j*s]
+			dst := row[lo:hi]
+			switch {
+			case s == 1:
+				copy(dst, xr[lo+off:hi+off])
+			case poly:
+				p, fl := phaseOf(off, s)
+				copy(dst, ph[p*np+lo+fl:p*np+hi+fl])
+			default:
+				src := xr[lo*s+off : (hi-1)*s+off+1]
+				for j := range dst {
+					dst[j] = src[j*s]
+				}
 			}
 		}
 	}
 }
 
-// col2im accumulates col [Cin*K, Lout] into dx [Cin, L] (dx is zeroed
-// first): the adjoint of im2col.
-func (c *conv1d) col2im(d convDims, col, dx []float32) {
-	clear(dx)
+// col2im writes dx [Cin, L] = the sum of col [Cin*K, Lout] back at the
+// positions im2col read from (its adjoint). ph is scratch as for im2col.
+func (c *conv1d) col2im(d convDims, col, dx, ph []float32) {
 	s := c.stride
+	poly := c.polyphase(d)
+	np := c.phaseLen(d)
+	if !poly {
+		clear(dx)
+	}
 	for ci := 0; ci < d.cin; ci++ {
 		xr := dx[ci*d.l : (ci+1)*d.l]
+		if poly {
+			clear(ph[:s*np])
+		}
 		for k := 0; k < d.k; k++ {
 			row := col[(ci*d.k+k)*d.lout : (ci*d.k+k+1)*d.lout]
 			off := k - c.pad
@@ -118,14 +159,66 @@ func (c *conv1d) col2im(d convDims, col, dx []float32) {
 			if hi == lo {
 				continue
 			}
-			src, dst := row[lo:hi], xr[lo*s+off:(hi-1)*s+off+1]
-			if s == 1 {
-				add32(dst, src)
-				continue
+			src := row[lo:hi]
+			switch {
+			case s == 1:
+				add32(xr[lo+off:hi+off], src)
+			case poly:
+				p, fl := phaseOf(off, s)
+				add32(ph[p*np+lo+fl:p*np+hi+fl], src)
+			default:
+				dst := xr[lo*s+off : (hi-1)*s+off+1]
+				for j, v := range src {
+					dst[j*s] += v
+				}
 			}
-			for j, v := range src {
-				dst[j*s] += v
-			}
+		}
+		if poly {
+			interleave(xr, ph, s, np)
+		}
+	}
+}
+
+// deinterleave splits x into its s stride phases: ph[p*np + m] = x[m*s + p].
+func deinterleave(ph, x []float32, s, np int) {
+	if s == 2 {
+		e, o := ph[:np], ph[np:2*np]
+		m := 0
+		for ; 2*m+1 < len(x); m++ {
+			v := x[2*m : 2*m+2 : 2*m+2]
+			e[m], o[m] = v[0], v[1]
+		}
+		if 2*m < len(x) {
+			e[m] = x[2*m]
+		}
+		return
+	}
+	for p := 0; p < s; p++ {
+		dst := ph[p*np : (p+1)*np]
+		for m, i := 0, p; i < len(x); m, i = m+1, i+s {
+			dst[m] = x[i]
+		}
+	}
+}
+
+// interleave is the inverse of deinterleave: x[m*s + p] = ph[p*np + m].
+func interleave(x, ph []float32, s, np int) {
+	if s == 2 {
+		e, o := ph[:np], ph[np:2*np]
+		m := 0
+		for ; 2*m+1 < len(x); m++ {
+			v := x[2*m : 2*m+2 : 2*m+2]
+			v[0], v[1] = e[m], o[m]
+		}
+		if 2*m < len(x) {
+			x[2*m] = e[m]
+		}
+		return
+	}
+	for p := 0; p < s; p++ {
+		src := ph[p*np : (p+1)*np]
+		for m, i := 0, p; i < len(x); m, i = m+1, i+s {
+			x[i] = src[m]
 		}
 	}
 }
@@ -152,6 +245,7 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 	ck := d.cin * d.k
 	if !c.direct(d) {
 		c.scratch(&c.cols, ck*d.lout)
+		c.scratch(&c.phs, c.stride*c.phaseLen(d))
 	}
 	c.par.run(d.b, func(lo, hi, wk int) {
 		for b := lo; b < hi; b++ {
@@ -159,7 +253,7 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 			col := xb
 			if !c.direct(d) {
 				col = c.cols[wk][:ck*d.lout]
-				c.im2col(d, xb, col)
+				c.im2col(d, xb, col, c.phs[wk])
 			}
 			sgemm.Gemm(false, false, d.cout, d.lout, ck, 1, w, ck, col, d.lout, 0, out[b*d.cout*d.lout:], d.lout)
 		}
@@ -178,6 +272,7 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	direct := c.direct(d)
 	if !direct {
 		c.scratch(&c.cols, ck*d.lout)
+		c.scratch(&c.phs, c.stride*c.phaseLen(d))
 	}
 	if i == 0 { // dx = col2im(W^T gy)
 		if len(c.wt) < ck*d.cout {
@@ -199,7 +294,7 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 				}
 				col := c.cols[wk][:ck*d.lout]
 				sgemm.Gemm(false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
-				c.col2im(d, col, dx)
+				c.col2im(d, col, dx, c.phs[wk])
 			}
 		})
 		return
@@ -217,7 +312,7 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 			col := xb
 			if !direct {
 				col = c.cols[wk][:ck*d.lout]
-				c.im2col(d, xb, col)
+				c.im2col(d, xb, col, c.phs[wk])
 			}
 			gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
 			if tr {
