@@ -348,6 +348,36 @@ func TestSuggestRate(t *testing.T) {
 	}
 }
 
+// TestLogMixInit checks that a logmix head starts near the zero-input
+// model: the cross-entropy of the initial mixture's class masses against
+// the shipped recording's pooled class frequencies exceeds their entropy
+// (the zero-input NLL) by little.
+func TestLogMixInit(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pooled, _ := ClassFrequencies(rec, rgc.Train, rec.QualityCells())
+	for _, tc := range []struct {
+		mixtures int
+		maxExcess float64
+	}{{64, 0.03}, {16, 0.06}, {3, 0.5}} {
+		q := make([]float32, len(pooled))
+		model.LogMixProbs(logMixInit(pooled, tc.mixtures), tc.mixtures, q)
+		var h, ce float64
+		for k, pk := range pooled {
+			if pk > 0 {
+				h -= pk * math.Log(pk)
+				ce -= pk * math.Log(float64(q[k]))
+			}
+		}
+		t.Logf("%d mixtures: cross-entropy %.4f, entropy %.4f", tc.mixtures, ce, h)
+		if !(ce-h >= 0 && ce-h <= tc.maxExcess) {
+			t.Errorf("%d mixtures: cross-entropy %.4f exceeds the entropy %.4f by %.4f, want 0..%.2f", tc.mixtures, ce, h, ce-h, tc.maxExcess)
+		}
+	}
+}
+
 func TestOptionsErrors(t *testing.T) {
 	_, err := Run(context.Background(), Options{})
 	if err == nil {

@@ -470,16 +470,58 @@ func curvePath(out string) string {
 	return out + "-loss.svg"
 }
 
-// initHeadBias starts a cat model from the zero-input model: the head's
-// bias holds the log class frequencies, so the first steps need not learn
-// the (very uneven) marginal distribution. Logmix heads are left as
-// initialised.
+// initHeadBias starts a model from (near) the zero-input model, so the
+// first steps need not learn the very uneven marginal distribution: a cat
+// head's bias holds the log class frequencies, a logmix head's a mixture
+// fitted to them (logMixInit).
 func initHeadBias(w *model.Weights, pooled []float64) {
-	if w.Config.Head != model.HeadCat {
+	hb := w.Tensors["head.bias"]
+	if w.Config.Head == model.HeadCat {
+		for k := range hb {
+			hb[k] = float32(math.Log(pooled[k]))
+		}
 		return
 	}
-	hb := w.Tensors["head.bias"]
-	for k := range hb {
-		hb[k] = float32(math.Log(pooled[k]))
+	copy(hb, logMixInit(pooled, w.Config.Mixtures))
+}
+
+// logMixInit returns logmix head outputs (mixtures weight logits, means,
+// log standard deviations) whose mixture roughly matches the class
+// distribution p, so a logmix model starts where a cat model does (at the
+// zero-input model) instead of spending its first steps finding the scale
+// of the data. The component means are spread evenly in log time from half a
+// bin to 5 horizons, each a little wider than the spacing; class k < h
+// (time k+0.5) gives its probability to the component nearest in log time,
+// and class h (no spike within the horizon) spreads its probability evenly
+// over the components beyond the horizon.
+func logMixInit(p []float64, mixtures int) []float32 {
+	h := len(p) - 1
+	lo, hi := math.Log(0.5), math.Log(5*float64(h))
+	step := (hi - lo) / float64(max(mixtures-1, 1))
+	mu := func(m int) float64 { return lo + step*float64(m) }
+	weight := make([]float64, mixtures)
+	var beyond []int
+	for m := range weight {
+		if mu(m) > math.Log(float64(h)) {
+			beyond = append(beyond, m)
+		}
 	}
+	if len(beyond) == 0 {
+		beyond = []int{mixtures - 1}
+	}
+	for k := 0; k < h; k++ {
+		m := int(math.Round((math.Log(float64(k)+0.5) - lo) / step))
+		weight[min(max(m, 0), mixtures-1)] += p[k]
+	}
+	for _, m := range beyond {
+		weight[m] += p[h] / float64(len(beyond))
+	}
+	out := make([]float32, 3*mixtures)
+	logSigma := math.Log(1.5 * step)
+	for m := 0; m < mixtures; m++ {
+		out[m] = float32(math.Log(math.Max(weight[m], 1e-6)))
+		out[mixtures+m] = float32(mu(m))
+		out[2*mixtures+m] = float32(math.Min(math.Max(logSigma, model.MinLogSigma), model.MaxLogSigma))
+	}
+	return out
 }
