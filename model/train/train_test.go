@@ -359,7 +359,7 @@ func TestLogMixInit(t *testing.T) {
 	}
 	pooled, _ := ClassFrequencies(rec, rgc.Train, rec.QualityCells())
 	for _, tc := range []struct {
-		mixtures int
+		mixtures  int
 		maxExcess float64
 	}{{64, 0.03}, {16, 0.06}, {3, 0.5}} {
 		q := make([]float32, len(pooled))
