@@ -25,6 +25,8 @@ func runGLM(ctx context.Context, args []string) error {
 	reportPath := fs.String("report", "", "also write the fit's report as JSON to this file: per-cell scores and the fitted basis weights, a compact form of the model that eval --glm also reads")
 	cellsSel := fs.String("cells", "quality", "cells to fit: quality or all")
 	minLag := fs.Int("min-lag", def.MinLag, "first lag (bins) of the stimulus filters; below 36 the exact oracle is not computed")
+	stimBases := fs.Int("stim-bases", def.StimBases, "raised-cosine bumps per LED")
+	stimLastPeak := fs.Float64("stim-last-peak", def.StimLastPeak, "lag after --min-lag of the last stimulus bump's peak (bins)")
 	alphas := fs.String("alphas", joinFloats(def.Alphas), "L2 penalties to try (comma-separated); each cell keeps the best on the validation split")
 	workers := fs.Int("workers", 0, "cells fitted in parallel (0: all cores)")
 	nllSplits := fs.String("nll-splits", "val,test", "splits on which to score the fitted model's exact next-spike NLL over every window (comma-separated, or none)")
@@ -41,6 +43,7 @@ func runGLM(ctx context.Context, args []string) error {
 	}
 	opts := def
 	opts.MinLag, opts.Workers = *minLag, *workers
+	opts.StimBases, opts.StimLastPeak = *stimBases, *stimLastPeak
 	opts.Alphas = nil
 	for _, f := range strings.Split(*alphas, ",") {
 		a, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
