@@ -488,6 +488,10 @@ func checkMatOverlap(name string, trans bool, rows, cols int, x []float32, ld in
 	}
 }
 
+// zeroRow is a read-only row of zeros: the "bias" of a first k block that
+// overwrites C.
+var zeroRow [ncBlock]float32
+
 // buffers is one goroutine's packing space for Gemm.
 type buffers struct {
 	a, b, tile []float32
@@ -547,7 +551,13 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 	if m == 0 || n == 0 {
 		return
 	}
-	scaleC(m, n, beta, c, ldc)
+	// With beta = 0 and A read in place, the first block of k stores A*B
+	// (plus a zero bias) without reading C, which saves clearing C first.
+	strided := !transA && alpha == 1
+	store := beta == 0 && strided && k > 0
+	if !store {
+		scaleC(m, n, beta, c, ldc)
+	}
 	if k == 0 || alpha == 0 {
 		return
 	}
@@ -561,9 +571,13 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 			bpanel := func(jp int) []float32 { return bp[jp*kb*nr : (jp+1)*kb*nr] }
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
-				if !transA && alpha == 1 {
+				if strided {
 					// A read in place by the strided kernel: no packing.
-					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, nil, false)
+					var bias []float32
+					if store && pc == 0 {
+						bias = zeroRow[:nb]
+					}
+					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, bias, false)
 					continue
 				}
 				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a)
