@@ -75,3 +75,19 @@ func BenchmarkKernels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGELU measures GELU's forward pass over a GPT MLP activation
+// (64 windows x 64 tokens x 256), one thread.
+func BenchmarkGELU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	x := []*tensor.Dense{randTensor(rng, 1, 64*64, 256)}
+	out := make([]float32, 64*64*256)
+	g := &gelu{par: parallel{1}}
+	g.forward(x, out)
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		g.forward(x, out)
+	}
+	b.ReportMetric((processCPU()-cpu0)*1e3/float64(b.N), "cpu-ms/op")
+}

@@ -278,10 +278,12 @@ func (a *attention) probsOf(qkv []float32, b, h int, p []float32) {
 		for _, v := range row[1 : i+1] {
 			mx = max(mx, v)
 		}
-		var z float32
 		for j := 0; j <= i; j++ {
-			e := float32(math.Exp(float64(row[j] - mx)))
-			row[j] = e
+			row[j] -= mx
+		}
+		exp32s(row[:i+1])
+		var z float32
+		for _, e := range row[:i+1] {
 			z += e
 		}
 		inv := 1 / z
@@ -370,9 +372,9 @@ type gelu struct {
 const geluC = 0.7978845608028654 // sqrt(2/pi)
 
 // tanh32 is tanh via one exponential: 1 - 2/(e^(2u)+1), exact to float32
-// rounding and saturating correctly for large |u|.
+// rounding up to exp32's ulp, and saturating correctly for large |u|.
 func tanh32(u float32) float32 {
-	return 1 - 2/(float32(math.Exp(float64(2*u)))+1)
+	return 1 - 2/(exp32(2*u)+1)
 }
 
 // geluGrad is d gelu(v)/dv given t = tanh(sqrt(2/pi) (v + 0.044715 v^3)).
@@ -395,12 +397,28 @@ func (g *gelu) forward(in []*tensor.Dense, out []float32) {
 	}
 	dy := g.dy
 	g.par.run(len(x), func(lo, hi, _ int) {
-		for i, v := range x[lo:hi] {
-			t := tanh32(geluC * (v + 0.044715*v*v*v))
-			out[lo+i] = 0.5 * v * (1 + t)
-			dy[lo+i] = geluGrad(v, t)
-		}
+		geluRows(out[lo:hi], dy[lo:hi], x[lo:hi])
 	})
+}
+
+// geluRows sets y = gelu(x) and d = gelu'(x), in blocks: the exponentials
+// of a block by exp32s, then tanh32's formula, without calls in the loops.
+func geluRows(y, d, x []float32) {
+	var e [256]float32
+	for lo := 0; lo < len(x); lo += len(e) {
+		xs := x[lo:min(lo+len(e), len(x))]
+		es := e[:len(xs)]
+		for i, v := range xs {
+			es[i] = 2 * (geluC * (v + 0.044715*v*v*v))
+		}
+		exp32s(es)
+		ys, ds := y[lo:lo+len(xs)], d[lo:lo+len(xs)]
+		for i, v := range xs {
+			t := 1 - 2/(es[i]+1) // tanh32
+			ys[i] = 0.5 * v * (1 + t)
+			ds[i] = geluGrad(v, t)
+		}
+	}
 }
 func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	x := f32(in[0])
