@@ -842,10 +842,7 @@ func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (r relu) forward(in []*tensor.Dense, out []float32) {
 	x := f32(in[0])
 	r.par.run(len(x), func(lo, hi, _ int) {
-		o := out[lo:hi]
-		for i, v := range x[lo:hi] {
-			o[i] = relu32(v)
-		}
+		affine32(out[lo:hi], x[lo:hi], 1, 0, true)
 	})
 }
 
@@ -853,14 +850,18 @@ func (r relu) forward(in []*tensor.Dense, out []float32) {
 // (branch-free: the signs are data, not predictable).
 func (r relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
 	r.par.run(len(gin), func(lo, hi, _ int) {
-		g, o := gout[lo:hi], out[lo:hi]
-		o = o[:len(g)]
-		d := gin[lo:hi]
-		d = d[:len(g)]
-		for i, v := range g {
-			d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
-		}
+		maskPos32(gin[lo:hi], gout[lo:hi], out[lo:hi])
 	})
+}
+
+// maskPos32 sets d = g where o > 0, else 0 (a leaf function: the bit
+// operations inline here, which they do not in closures of value-receiver
+// methods called through their pointer wrappers).
+func maskPos32(d, g, o []float32) {
+	g, o = g[:len(d)], o[:len(d)]
+	for i, v := range g {
+		d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
+	}
 }
 
 // bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are
