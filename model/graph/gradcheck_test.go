@@ -139,6 +139,7 @@ func TestKernelGradients(t *testing.T) {
 		{"gelu", &gelu{par: parallel{2}}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
 		{"lasttoken", lastToken{t: 3}, []*tensor.Dense{randTensor(rng, 1, 6, 2)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 3, 3, 81), constTensor(0, 40, 80)}},
+		{"catce", catCE{}, []*tensor.Dense{randTensor(rng, 3, 3, 81), randDist(rng, 3, 81)}},
 		{"logmixnll", logMixNLL{m: 3, horizon: 80}, []*tensor.Dense{logMixParams(rng, 4, 3), constTensor(0, 7, 79, 80)}},
 		{"logmixnll far tail", logMixNLL{m: 2, horizon: 80}, []*tensor.Dense{constTensor(0.3, -0.2, 0, 0.5, -1.5, -1), constTensor(80)}},
 	}
@@ -147,6 +148,23 @@ func TestKernelGradients(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { checkKernel(t, tc) })
 	}
+}
+
+// randDist returns b random distributions over k classes, as a [b, k]
+// matrix.
+func randDist(rng *rand.Rand, b, k int) *tensor.Dense {
+	d := make([]float32, b*k)
+	for r := 0; r < b; r++ {
+		var sum float32
+		for j := range k {
+			v := float32(rng.ExpFloat64())
+			d[r*k+j], sum = v, sum+v
+		}
+		for j := range k {
+			d[r*k+j] /= sum
+		}
+	}
+	return tensor.New(tensor.WithBacking(d), tensor.WithShape(b, k))
 }
 
 func logMixParams(rng *rand.Rand, b, m int) *tensor.Dense {
@@ -248,6 +266,19 @@ func TestLossMatchesModel(t *testing.T) {
 		want := model.NLL(probs, int(f32(ct)[b]))
 		if math.Abs(float64(out[b])-want) > 1e-4*math.Max(1, math.Abs(want)) {
 			t.Errorf("cat window %d: kernel %.6g, model %.6g", b, out[b], want)
+		}
+	}
+	// The cross-entropy against a distribution is the expected NLL.
+	dist := randDist(rng, 3, 81)
+	catCE{}.forward([]*tensor.Dense{logits, dist}, out[:3])
+	for b := 0; b < 3; b++ {
+		model.CatProbs(f32(logits)[b*81:(b+1)*81], probs)
+		var want float64
+		for k, pk := range f32(dist)[b*81 : (b+1)*81] {
+			want += float64(pk) * model.NLL(probs, k)
+		}
+		if math.Abs(float64(out[b])-want) > 1e-4*math.Max(1, math.Abs(want)) {
+			t.Errorf("cat cross-entropy window %d: kernel %.6g, model %.6g", b, out[b], want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ package graph
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -36,6 +37,12 @@ type Options struct {
 
 	// Profile records the wall time of every kernel (see Graph.Profile).
 	Profile bool
+
+	// SoftTargets makes the cat head's loss the cross-entropy against a
+	// target distribution per window (Graph.SetTargetDist; SetInputs
+	// writes the one-hot distribution of its classes, the same loss as
+	// without this option). For distillation from a teacher; cat head only.
+	SoftTargets bool
 
 	// smooth replaces ReLU by softplus (tests only: finite differences
 	// across ReLU kinks are inexact).
@@ -92,10 +99,17 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	}
 	gr.x = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, c.InRows, c.InBins))
 	gr.cell = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch))
-	gr.tgt = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch))
+	if opts.SoftTargets && c.Head != model.HeadCat {
+		return nil, fmt.Errorf("graph: soft targets need the cat head, not %s", c.Head)
+	}
+	tgtShape := tensor.Shape{batch}
+	if opts.SoftTargets {
+		tgtShape = tensor.Shape{batch, c.Classes}
+	}
+	gr.tgt = tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(tgtShape...))
 	xn := G.NewTensor(gr.g, G.Float32, 3, G.WithShape(batch, c.InRows, c.InBins), G.WithName("input"), G.WithValue(gr.x))
 	cn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("cell_index"), G.WithValue(gr.cell))
-	tn := G.NewVector(gr.g, G.Float32, G.WithShape(batch), G.WithName("target"), G.WithValue(gr.tgt))
+	tn := G.NewTensor(gr.g, G.Float32, len(tgtShape), G.WithShape(tgtShape...), G.WithName("target"), G.WithValue(gr.tgt))
 
 	if opts.Profile {
 		gr.prof = &opTimes{m: map[string]time.Duration{}}
@@ -103,9 +117,12 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	b := builder{gr: gr, par: parallel{opts.Threads}}
 	out := b.forward(xn, cn)
 	var nll *G.Node
-	if c.Head == model.HeadLogMix {
+	switch {
+	case opts.SoftTargets:
+		nll = b.op(catCE{}, "nll", out, tn)
+	case c.Head == model.HeadLogMix:
 		nll = b.op(logMixNLL{m: c.Mixtures, horizon: c.Classes - 1}, "nll", out, tn)
-	} else {
+	default:
 		nll = b.op(catNLL{}, "nll", out, tn)
 	}
 	var loss *G.Node
@@ -291,19 +308,57 @@ func (gr *Graph) SetInputs(inputs []float32, cellIdx, targets []int) error {
 	}
 	copy(f32(gr.x), inputs)
 	cs, ts := f32(gr.cell), f32(gr.tgt)
+	if gr.opts.SoftTargets {
+		clear(ts)
+	}
 	for i, ci := range cellIdx {
 		if ci < 0 || ci >= c.NumCells {
 			return fmt.Errorf("graph: cell index %d out of range [0,%d)", ci, c.NumCells)
 		}
 		cs[i] = float32(ci)
-		ts[i] = 0
+		cls := 0
 		if targets != nil {
 			if targets[i] < 0 || targets[i] >= c.Classes {
 				return fmt.Errorf("graph: target class %d out of range [0,%d)", targets[i], c.Classes)
 			}
-			ts[i] = float32(targets[i])
+			cls = targets[i]
+		}
+		if gr.opts.SoftTargets {
+			if targets != nil {
+				ts[i*c.Classes+cls] = 1
+			}
+		} else {
+			ts[i] = float32(cls)
 		}
 	}
+	return nil
+}
+
+// SetTargetDist replaces the batch's targets by distributions: p holds
+// [B][Classes] probabilities, each row non-negative and summing to 1 (within
+// 1e-3). Only for a graph built with Options.SoftTargets; call it after
+// SetInputs.
+func (gr *Graph) SetTargetDist(p []float32) error {
+	c := gr.cfg
+	if !gr.opts.SoftTargets {
+		return fmt.Errorf("graph: target distributions need Options.SoftTargets")
+	}
+	if len(p) != gr.batch*c.Classes {
+		return fmt.Errorf("graph: %d target probabilities for %d windows of %d classes", len(p), gr.batch, c.Classes)
+	}
+	for i := 0; i < gr.batch; i++ {
+		var sum float64
+		for k, v := range p[i*c.Classes : (i+1)*c.Classes] {
+			if !(v >= 0 && v <= 1) {
+				return fmt.Errorf("graph: window %d: target probability %v of class %d is not in [0, 1]", i, v, k)
+			}
+			sum += float64(v)
+		}
+		if math.Abs(sum-1) > 1e-3 {
+			return fmt.Errorf("graph: window %d: target probabilities sum to %.6f, want 1", i, sum)
+		}
+	}
+	copy(f32(gr.tgt), p)
 	return nil
 }
 

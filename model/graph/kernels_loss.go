@@ -65,6 +65,57 @@ func (catNLL) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	}
 }
 
+// catCE is the per-window cross-entropy of the categorical head against a
+// target distribution: logits [B, K], targets [B, K] (each row a
+// distribution over the K classes) -> [B], sum_k p_k (lse(z) - z_k). With
+// one-hot rows it equals catNLL; with a teacher's soft predictions (or a
+// mixture of those and the one-hot truth) it is the distillation loss of
+// Hinton, Vinyals & Dean (2015, "Distilling the knowledge in a neural
+// network"), at temperature 1.
+type catCE struct{}
+
+func (catCE) name() string    { return "catce" }
+func (catCE) diffWRT() []bool { return []bool{true, false} }
+func (catCE) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 2 || len(in[0]) != 2 || !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("want logits [B,K] and target distributions [B,K], got %v", in)
+	}
+	return tensor.Shape{in[0][0]}, nil
+}
+
+func (catCE) forward(in []*tensor.Dense, out []float32) {
+	k := in[0].Shape()[1]
+	z, p := f32(in[0]), f32(in[1])
+	for b := range out {
+		row, pr := z[b*k:(b+1)*k], p[b*k:(b+1)*k]
+		lse := logSumExp(row)
+		var ce float64
+		for j, pj := range pr {
+			if pj != 0 {
+				ce += float64(pj) * (lse - float64(row[j]))
+			}
+		}
+		out[b] = float32(ce)
+	}
+}
+
+func (catCE) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	k := in[0].Shape()[1]
+	z, p := f32(in[0]), f32(in[1])
+	for b := range gout {
+		row, pr := z[b*k:(b+1)*k], p[b*k:(b+1)*k]
+		lse := logSumExp(row)
+		var sum float64
+		for _, pj := range pr {
+			sum += float64(pj)
+		}
+		g := gin[b*k : (b+1)*k]
+		for j, v := range row {
+			g[j] = float32((math.Exp(float64(v)-lse)*sum - float64(pr[j])) * float64(gout[b]))
+		}
+	}
+}
+
 // logMixNLL is the per-window training loss of the logmix head: params
 // [B, 3M] hold M mixture logits, M means and M log standard deviations of a
 // mixture of log-normal distributions of the time to the next spike (in
