@@ -12,6 +12,7 @@ import (
 	"rgcpred/model"
 	"rgcpred/model/train"
 	"rgcpred/rgc"
+	"rgcpred/rgc/glm"
 )
 
 // trainFlags are the flags shared by train and lr-find.
@@ -61,6 +62,9 @@ func runTrain(ctx context.Context, args []string) error {
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
+	teacher := fs.String("teacher", "", "distil from this GLM (the JSON of `trainer glm`, fitted on the same recording): the targets mix its distributions with the true classes")
+	distill := fs.Float64("distill", 0.8, "with --teacher: the teacher's share of the targets at the start")
+	distillEnd := fs.Float64("distill-end", 0.6, "with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
 	init := fs.String("init", "", "checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config and cells)")
 	budget := fs.Duration("time", 0, "wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
@@ -73,6 +77,13 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
 	o.Init = *init
+	if *teacher != "" {
+		t, err := loadTeacher(*teacher, o.Rec, o.Cells)
+		if err != nil {
+			return err
+		}
+		o.Teacher, o.Distill, o.DistillEnd = t, *distill, *distillEnd
+	}
 	o.TimeBudget = *budget
 	o.Notes = "trainer train " + strings.Join(args, " ")
 	res, err := train.Run(ctx, o)
@@ -85,6 +96,29 @@ func runTrain(ctx context.Context, args []string) error {
 		fmt.Printf("interrupted: continue with --resume %s.resume\n", *out)
 	}
 	return nil
+}
+
+// loadTeacher builds the GLM predictor of path on rec, checking that it
+// knows every training cell.
+func loadTeacher(path string, rec *rgc.Recording, cells []int) (rgc.Predictor, error) {
+	tr, err := glm.LoadTruth(path)
+	if err != nil {
+		return nil, fmt.Errorf("teacher: %w", err)
+	}
+	known := make(map[int]bool, len(tr.Cells))
+	for _, c := range tr.Cells {
+		known[c.ClusterID] = true
+	}
+	for _, c := range cells {
+		if id := rec.Cells[c].ClusterID; !known[id] {
+			return nil, fmt.Errorf("teacher %s has no model of cell %d", path, id)
+		}
+	}
+	p, err := glm.NewPredictor(rec, tr)
+	if err != nil {
+		return nil, fmt.Errorf("teacher %s: %w", path, err)
+	}
+	return p, nil
 }
 
 func runLRFind(ctx context.Context, args []string) error {

@@ -41,6 +41,10 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"--data", data, "--config", "gpt-a-dog", "--out", out}, "head"},
 		{[]string{"--data", filepath.Join(t.TempDir(), "missing"), "--out", out}, "missing"},
 		{[]string{"--data", data, "--lr", "0", "--out", out}, "learning rate"},
+		{[]string{"--data", data, "--cells", "all", "--teacher", filepath.Join("..", "..", "models", "glm-chicken-17-08-21.json"), "--out", out}, "has no model of cell"},
+		{[]string{"--data", data, "--teacher", filepath.Join(t.TempDir(), "nope.json"), "--out", out}, "nope.json"},
+		{[]string{"--data", data, "--config", "gpt-a-logmix-cpu", "--teacher", filepath.Join("..", "..", "models", "glm-chicken-17-08-21.json"), "--out", out}, "cat head"},
+		{[]string{"--data", data, "--init", filepath.Join(t.TempDir(), "nope.ckpt"), "--out", out}, "nope.ckpt"},
 	} {
 		err := runTrain(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -14,6 +14,10 @@ type batch struct {
 	inputs  []float32
 	rows    []int // embedding rows
 	targets []int
+	// teacher holds the teacher's class probabilities ([B][classes]) when
+	// the loader has a teacher; err is its failure, if any.
+	teacher []float32
+	err     error
 }
 
 // loader prepares batches on its own goroutine, overlapping window
@@ -25,11 +29,16 @@ type loader struct {
 
 // newLoader starts drawing batches of size n from split s of rec for the
 // cells (indices into rec.Cells; cell i uses embedding row i), seeded with
-// seed, until ctx is done.
-func newLoader(ctx context.Context, rec *rgc.Recording, s rgc.Split, cells []int, n int, seed uint64) *loader {
+// seed, until ctx is done. With a teacher, each batch also carries the
+// teacher's predictions for its windows.
+func newLoader(ctx context.Context, rec *rgc.Recording, s rgc.Split, cells []int, n int, seed uint64, teacher rgc.Predictor) *loader {
 	l := &loader{out: make(chan *batch, 2), free: make(chan *batch, 4)}
 	for i := 0; i < 4; i++ {
-		l.free <- &batch{rows: make([]int, n), targets: make([]int, n)}
+		b := &batch{rows: make([]int, n), targets: make([]int, n)}
+		if teacher != nil {
+			b.teacher = make([]float32, n*rgc.NumClasses)
+		}
+		l.free <- b
 	}
 	row := make(map[int]int, len(cells))
 	for i, c := range cells {
@@ -53,6 +62,12 @@ func newLoader(ctx context.Context, rec *rgc.Recording, s rgc.Split, cells []int
 			b.inputs = append(b.inputs[:0], rb.Inputs...)
 			for i, r := range refs {
 				b.rows[i] = row[r.Cell]
+			}
+			b.err = nil
+			if teacher != nil {
+				if err := teacher.Predict(&rb, b.teacher); err != nil {
+					b.err = fmt.Errorf("teacher: %w", err)
+				}
 			}
 			select {
 			case <-ctx.Done():

@@ -83,7 +83,7 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int, lp LRFind
 	defer ev.g.Close()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed)
+	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed, nil)
 	opt := NewAdamW()
 	r := &LRFindResult{}
 	ema, best := 0.0, math.Inf(1)

@@ -378,9 +378,65 @@ func TestLogMixInit(t *testing.T) {
 	}
 }
 
+func TestDistillTargets(t *testing.T) {
+	for _, tc := range []struct {
+		w, end, f, want float64
+	}{{0.8, 0.6, 0, 0.8}, {0.8, 0.6, 0.3, 0.4}, {0.8, 0.6, 0.6, 0}, {0.8, 0.6, 0.9, 0}, {0, 0.6, 0, 0}, {1, 1, 0.5, 0.5}} {
+		if got := distillWeight(tc.w, tc.end, tc.f); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("distillWeight(%g, %g, %g) = %g, want %g", tc.w, tc.end, tc.f, got, tc.want)
+		}
+	}
+	// Two windows of 3 classes; the second teacher row is unnormalised,
+	// a third is all zeros (the true class alone is kept).
+	teacher := []float32{0.5, 0.25, 0.25, 1, 1, 2, 0, 0, 0}
+	dst := make([]float32, 9)
+	mixTargets(dst, teacher, []int{0, 2, 1}, 0.4, 3)
+	want := []float32{0.2 + 0.6, 0.1, 0.1, 0.1, 0.1, 0.2 + 0.6, 0, 1, 0}
+	for i := range want {
+		if math.Abs(float64(dst[i]-want[i])) > 1e-6 {
+			t.Fatalf("mixed targets %v, want %v", dst, want)
+		}
+	}
+}
+
 func TestOptionsErrors(t *testing.T) {
 	_, err := Run(context.Background(), Options{})
 	if err == nil {
 		t.Fatal("want an error for empty options")
 	}
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := rec.QualityCells()[:2]
+	base := Options{Rec: rec, Cells: cells, Config: tinyConfig(model.HeadCat, 2), Steps: 2, Batch: 4, LR: 1e-3,
+		Out: filepath.Join(t.TempDir(), "m.ckpt"), Log: &bytes.Buffer{}}
+	teacher := fixedPredictor{}
+	for _, tc := range []struct {
+		name string
+		mod  func(o *Options)
+	}{
+		{"distill without teacher", func(o *Options) { o.Distill = 0.5 }},
+		{"distill weight above 1", func(o *Options) { o.Distill, o.Teacher = 1.5, teacher }},
+		{"distill end above 1", func(o *Options) { o.Distill, o.DistillEnd, o.Teacher = 0.5, 2, teacher }},
+		{"distill logmix", func(o *Options) { o.Distill, o.Teacher, o.Config = 0.5, teacher, tinyConfig(model.HeadLogMix, 2) }},
+		{"no learning rate", func(o *Options) { o.LR = 0 }},
+		{"cells mismatch", func(o *Options) { o.Config = tinyConfig(model.HeadCat, 3) }},
+	} {
+		o := base
+		tc.mod(&o)
+		if _, err := Run(context.Background(), o); err == nil {
+			t.Errorf("%s: want an error", tc.name)
+		}
+	}
+}
+
+// fixedPredictor predicts the uniform distribution for every window.
+type fixedPredictor struct{}
+
+func (fixedPredictor) Predict(b *rgc.Batch, out []float32) error {
+	for i := range out[:b.Len()*rgc.NumClasses] {
+		out[i] = 1.0 / rgc.NumClasses
+	}
+	return nil
 }

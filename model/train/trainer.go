@@ -55,6 +55,19 @@ type Options struct {
 	// this run instead of a fresh initialisation: a warm restart with a new
 	// optimiser and schedule. Its config and cells must match the run's.
 	Init string
+	// Teacher, with Distill > 0, is a predictor whose class distributions
+	// join the targets (knowledge distillation, Hinton et al. 2015): the
+	// target of a training window is Distill' times the teacher's
+	// distribution plus (1 - Distill') times the one-hot true class, where
+	// Distill' falls linearly from Distill at the start to 0 at the
+	// fraction DistillEnd of the run (default 0.6), so the rest of the run
+	// (and its annealing) fits the true classes alone and can go beyond
+	// the teacher. Validation always scores the true classes. Cat head
+	// only. The teacher sees the batch's windows with recording bins as
+	// ends (rgc.Batch from Recording.FillBatch), so a fitted GLM
+	// (rgc/glm.Predictor), trained on the same training split, serves.
+	Teacher             rgc.Predictor
+	Distill, DistillEnd float64
 	// Log receives progress lines (nil: os.Stderr); ProgressEvery is the
 	// interval between them.
 	Log           io.Writer
@@ -91,6 +104,8 @@ type state struct {
 	Budget     float64 // seconds; 0 for a step-bound run
 	ZeroPooled float64
 	ZeroCell   float64
+	// Distill and DistillEnd are the distillation schedule (Options).
+	Distill, DistillEnd float64
 }
 
 // Result summarises a finished (or interrupted) run.
@@ -126,6 +141,22 @@ func (o *Options) check() error {
 		return fmt.Errorf("learning rate %v must be > 0", o.LR)
 	case o.Out == "":
 		return errors.New("no output path")
+	}
+	if o.Distill != 0 {
+		switch {
+		case !(o.Distill > 0 && o.Distill <= 1):
+			return fmt.Errorf("distillation weight %v must be in (0, 1]", o.Distill)
+		case o.Teacher == nil:
+			return errors.New("distillation needs a teacher")
+		case o.Config.Head != model.HeadCat:
+			return fmt.Errorf("distillation needs the cat head, not %s", o.Config.Head)
+		}
+		if o.DistillEnd == 0 {
+			o.DistillEnd = 0.6
+		}
+		if !(o.DistillEnd > 0 && o.DistillEnd <= 1) {
+			return fmt.Errorf("distillation end %v must be in (0, 1]", o.DistillEnd)
+		}
 	}
 	if o.ValEvery < 1 {
 		o.ValEvery = 100
@@ -214,7 +245,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	var w *model.Weights
 	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1),
-		Budget: o.TimeBudget.Seconds()}
+		Budget: o.TimeBudget.Seconds(), Distill: o.Distill, DistillEnd: o.DistillEnd}
 	if o.Resume != "" {
 		ck, err := model.LoadCheckpoint(o.Resume)
 		if err != nil {
@@ -233,6 +264,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		w, o.Cells, o.Config = ck.Weights, cells, ck.Weights.Config
 		o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
 		o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
+		o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
+		if o.Distill > 0 && o.Teacher == nil {
+			return nil, fmt.Errorf("train: resume: %s was distilling from a teacher: give the teacher again", o.Resume)
+		}
 		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
 	} else if o.Init != "" {
 		ck, err := model.LoadCheckpoint(o.Init)
@@ -255,7 +290,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		w = model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
 	}
 
-	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads})
+	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0})
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -279,9 +314,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
 
+	if st.Distill > 0 {
+		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
+	}
 	lctx, stopLoader := context.WithCancel(ctx)
 	defer stopLoader()
-	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15)
+	var teacher rgc.Predictor
+	if o.Distill > 0 {
+		teacher = o.Teacher
+	}
+	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher)
+	soft := make([]float32, o.Batch*o.Config.Classes)
 	sched := NewOneCycle(o.LR, o.Steps)
 
 	res := &Result{}
@@ -348,8 +391,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if b == nil {
 			break
 		}
+		if b.err != nil {
+			return nil, fmt.Errorf("train: step %d: %w", st.Step, b.err)
+		}
 		if err := tg.SetInputs(b.inputs, b.rows, b.targets); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
+		}
+		if a := distillWeight(st.Distill, st.DistillEnd, frac()); a > 0 {
+			mixTargets(soft, b.teacher, b.targets, a, o.Config.Classes)
+			if err := tg.SetTargetDist(soft); err != nil {
+				return nil, fmt.Errorf("train: step %d: teacher targets: %w", st.Step, err)
+			}
 		}
 		ld.free <- b
 		loss, err := tg.Run()
@@ -415,6 +467,38 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.SamplesPerSec = float64(st.Step*o.Batch) / res.Elapsed.Seconds()
 	}
 	return res, nil
+}
+
+// distillWeight is the teacher's share of the targets at fraction f of
+// the run: w at the start, falling linearly to 0 at fraction end.
+func distillWeight(w, end, f float64) float64 {
+	if w <= 0 || f >= end {
+		return 0
+	}
+	return w * (1 - f/end)
+}
+
+// mixTargets writes to dst the target distributions a*teacher + (1-a)*onehot
+// for a batch ([B][k] teacher probabilities, B true classes). The teacher's
+// rows are renormalised (they may miss 1 by float32 rounding).
+func mixTargets(dst, teacher []float32, targets []int, a float64, k int) {
+	for i, t := range targets {
+		row, tr := dst[i*k:(i+1)*k], teacher[i*k:(i+1)*k]
+		var sum float64
+		for _, v := range tr {
+			sum += float64(v)
+		}
+		for j, v := range tr {
+			row[j] = 0
+			if sum > 0 {
+				row[j] = float32(a * float64(v) / sum)
+			}
+		}
+		row[t] += float32(1 - a)
+		if !(sum > 0) {
+			row[t] = 1
+		}
+	}
 }
 
 // checkpoint wraps the current weights with the run's metadata.
