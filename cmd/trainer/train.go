@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func runTrain(ctx context.Context, args []string) error {
 	tf.register(fs)
 	steps := fs.Int("steps", 2000, "planned optimiser steps")
 	lr := fs.Float64("lr", 1e-3, "peak learning rate of the one-cycle schedule")
-	out := fs.String("out", "models/gpt-a-cat.ckpt", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg)")
+	out := fs.String("out", "", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg; default: with --resume FILE.resume, FILE, else out/CONFIG.ckpt, so the shipped models/ are never overwritten by accident)")
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
@@ -77,6 +78,16 @@ func runTrain(ctx context.Context, args []string) error {
 	}
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
 	o.Init = *init
+	switch {
+	case *out == "" && strings.HasSuffix(*resume, ".resume"):
+		*out = strings.TrimSuffix(*resume, ".resume")
+	case *out == "":
+		*out = filepath.Join("out", o.Config.Name()+".ckpt")
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	o.Out = *out
 	if *teacher != "" {
 		t, err := loadTeacher(*teacher, o.Rec, o.Cells)
 		if err != nil {
