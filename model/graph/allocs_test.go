@@ -25,7 +25,7 @@ func TestKernelsReuseBuffers(t *testing.T) {
 			[]*tensor.Dense{randTensor(rng, 1, 2, 4, 64), randTensor(rng, 1, 4), randTensor(rng, 1, 4), randTensor(rng, 1, 4), pos}},
 		{"attention", &attention{t: 16, heads: 2, hd: 4, par: one}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
 		{"linear", linear{}, []*tensor.Dense{randTensor(rng, 1, 16, 32), randTensor(rng, 1, 32, 32), randTensor(rng, 1, 32)}},
-		{"layernorm", layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
+		{"layernorm", &layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
 		{"gelu", &gelu{par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
 	}

@@ -235,7 +235,7 @@ func (b *builder) linear(x *G.Node, prefix string) *G.Node {
 }
 
 func (b *builder) ln(x *G.Node, prefix string) *G.Node {
-	return b.op(layerNorm{eps: lnEps}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
+	return b.op(&layerNorm{eps: lnEps}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
 }
 
 // forward returns the head's output [B, HeadOut].

@@ -149,18 +149,23 @@ func (embed) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 
 // layerNorm normalises each row of x [N, D] (Ba et al., "Layer
 // normalization", 2016) with weight and bias [D].
-type layerNorm struct{ eps float64 }
+type layerNorm struct {
+	eps float64
+	// Row statistics of the last forward pass, reused by the backward
+	// passes of the same run.
+	mean, istd []float64
+}
 
-func (layerNorm) name() string    { return "layernorm" }
-func (layerNorm) diffWRT() []bool { return []bool{true, true, true} }
-func (layerNorm) outShape(in []tensor.Shape) (tensor.Shape, error) {
+func (*layerNorm) name() string    { return "layernorm" }
+func (*layerNorm) diffWRT() []bool { return []bool{true, true, true} }
+func (*layerNorm) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 3 || len(in[0]) != 2 || len(in[1]) != 1 || len(in[2]) != 1 || in[1][0] != in[0][1] || in[2][0] != in[0][1] {
 		return nil, fmt.Errorf("want x [N,D], weight [D], bias [D], got %v", in)
 	}
 	return in[0].Clone(), nil
 }
 
-func (ln layerNorm) rowStats(r []float32) (m, is float64) {
+func (ln *layerNorm) rowStats(r []float32) (m, is float64) {
 	for _, v := range r {
 		m += float64(v)
 	}
@@ -172,18 +177,32 @@ func (ln layerNorm) rowStats(r []float32) (m, is float64) {
 	return m, 1 / math.Sqrt(ss/float64(len(r))+ln.eps)
 }
 
-func (ln layerNorm) forward(in []*tensor.Dense, out []float32) {
+// stats returns row r's statistics: saved by the forward pass, or
+// recomputed when there was none for this shape.
+func (ln *layerNorm) stats(x []float32, r, d int) (m, is float64) {
+	if len(ln.mean) == len(x)/d {
+		return ln.mean[r], ln.istd[r]
+	}
+	return ln.rowStats(x[r*d : (r+1)*d])
+}
+
+func (ln *layerNorm) forward(in []*tensor.Dense, out []float32) {
 	d := in[0].Shape()[1]
 	x, g, b := f32(in[0]), f32(in[1]), f32(in[2])
-	for r := 0; r < len(x)/d; r++ {
+	n := len(x) / d
+	if len(ln.mean) != n {
+		ln.mean, ln.istd = make([]float64, n), make([]float64, n)
+	}
+	for r := 0; r < n; r++ {
 		xr := x[r*d : (r+1)*d]
 		m, is := ln.rowStats(xr)
+		ln.mean[r], ln.istd[r] = m, is
 		for j, v := range xr {
 			out[r*d+j] = float32((float64(v)-m)*is)*g[j] + b[j]
 		}
 	}
 }
-func (ln layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+func (ln *layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	d := in[0].Shape()[1]
 	x, g := f32(in[0]), f32(in[1])
 	n := len(x) / d
@@ -199,7 +218,7 @@ func (ln layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) 
 		clear(gin)
 		for r := 0; r < n; r++ {
 			xr := x[r*d : (r+1)*d]
-			m, is := ln.rowStats(xr)
+			m, is := ln.stats(x, r, d)
 			for j, v := range gout[r*d : (r+1)*d] {
 				gin[j] += v * float32((float64(xr[j])-m)*is)
 			}
@@ -207,7 +226,7 @@ func (ln layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) 
 	case 0:
 		for r := 0; r < n; r++ {
 			xr := x[r*d : (r+1)*d]
-			m, is := ln.rowStats(xr)
+			m, is := ln.stats(x, r, d)
 			var a, bb float64
 			for j, v := range gout[r*d : (r+1)*d] {
 				dxh := float64(v) * float64(g[j])
@@ -276,7 +295,9 @@ func (a *attention) probsOf(qkv []float32, b, h int, p []float32) {
 		row := p[i*a.t : (i+1)*a.t]
 		mx := row[0]
 		for _, v := range row[1 : i+1] {
-			mx = max(mx, v)
+			if v > mx { // not max(): its NaN and signed-zero handling is slow
+				mx = v
+			}
 		}
 		for j := 0; j <= i; j++ {
 			row[j] -= mx
