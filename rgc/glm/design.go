@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"rgcpred/rgc"
+	"rgcpred/rgc/synth"
 )
 
 // Frames is a recording's stimulus on the model's bins: frame i covers bins
@@ -27,42 +28,52 @@ func (f *Frames) End() int { return f.Start[len(f.Start)-1] }
 // stimulus the fitted GLM is defined on; the synthetic recordings of
 // rgc/synth are aligned already and come out unchanged.
 func AlignFrames(raw *rgc.Raw) (*Frames, error) {
+	trig, err := alignTriggers(raw)
+	if err != nil {
+		return nil, err
+	}
+	al := *raw
+	al.Triggers = trig
+	start, pat, err := synth.ReadFrames(&al)
+	if err != nil {
+		return nil, err
+	}
+	return &Frames{Start: start, Pattern: pat}, nil
+}
+
+// alignTriggers returns raw's triggers rounded to the nearest bin boundary
+// (a multiple of rgc.Decimation sensor samples), refusing a recording whose
+// frames would vanish.
+func alignTriggers(raw *rgc.Raw) ([]int64, error) {
 	if len(raw.Pattern) == 0 {
 		return nil, fmt.Errorf("recording %s has no stimulus frames", raw.Name)
 	}
 	if len(raw.Triggers) != len(raw.Pattern)+1 {
 		return nil, fmt.Errorf("recording %s: %d triggers for %d frames", raw.Name, len(raw.Triggers), len(raw.Pattern))
 	}
-	f := &Frames{Start: make([]int, len(raw.Triggers)), Pattern: make([]uint8, len(raw.Pattern))}
+	out := make([]int64, len(raw.Triggers))
 	for i, s := range raw.Triggers {
 		if s < 0 {
 			return nil, fmt.Errorf("recording %s: trigger %d at negative sample %d", raw.Name, i, s)
 		}
-		f.Start[i] = int((s + rgc.Decimation/2) / rgc.Decimation)
-		if i > 0 && f.Start[i] <= f.Start[i-1] {
+		out[i] = (s + rgc.Decimation/2) / rgc.Decimation * rgc.Decimation
+		if i > 0 && out[i] <= out[i-1] {
 			return nil, fmt.Errorf("recording %s: frame %d (triggers at samples %d, %d) is shorter than half a bin", raw.Name, i-1, raw.Triggers[i-1], s)
 		}
 	}
-	for i, p := range raw.Pattern {
-		for c, v := range p {
-			if v != 0 && v != 1 {
-				return nil, fmt.Errorf("recording %s: frame %d LED %d has state %d, want 0 or 1", raw.Name, i, c, v)
-			}
-			f.Pattern[i] |= uint8(v) << c
-		}
-	}
-	return f, nil
+	return out, nil
 }
 
 // AlignedRaw returns a copy of raw whose triggers are rounded to bin
 // boundaries as AlignFrames does (the form rgc/synth's oracle accepts),
 // holding only the cells with the given cluster ids, in that order.
 func AlignedRaw(raw *rgc.Raw, clusterIDs []int) (*rgc.Raw, error) {
-	out := *raw
-	out.Triggers = make([]int64, len(raw.Triggers))
-	for i, s := range raw.Triggers {
-		out.Triggers[i] = (s + rgc.Decimation/2) / rgc.Decimation * rgc.Decimation
+	trig, err := alignTriggers(raw)
+	if err != nil {
+		return nil, err
 	}
+	out := *raw
+	out.Triggers = trig
 	byID := make(map[int]int, len(raw.Cells))
 	for i, c := range raw.Cells {
 		byID[c.ClusterID] = i

@@ -29,6 +29,18 @@ func (f *frames) frameAt(b int) int {
 	return sort.SearchInts(f.start[:len(f.pat)], b+1) - 1
 }
 
+// ReadFrames reads the frame-level stimulus of a recording whose triggers
+// fall on bin boundaries (every synthetic recording's do, and rgc/glm aligns
+// a real one's): each frame's first bin (one more entry, the end of the
+// last frame) and its LED pattern (bit c set when LED c is on).
+func ReadFrames(r *rgc.Raw) (start []int, pattern []uint8, err error) {
+	f, err := framesFromRaw(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.start, f.pat, nil
+}
+
 // framesFromRaw reads the stimulus of a recording whose triggers fall on bin
 // boundaries (every synthetic recording's do).
 func framesFromRaw(r *rgc.Raw) (*frames, error) {
