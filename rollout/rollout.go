@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"rgcpred/model"
 	"rgcpred/rgc"
 )
 
@@ -27,6 +26,12 @@ type Options struct {
 	MaxBatch int
 	// Progress, if not nil, is called after every Predict call.
 	Progress func(Progress)
+	// Policy chooses each window's class from its distribution (nil:
+	// Median, the paper's rule). Rollout only.
+	Policy Policy
+	// MaxBins, if positive, ends the rollout MaxBins bins after the split's
+	// first window (a shorter stretch of a long split). Rollout only.
+	MaxBins int
 }
 
 // Progress reports how far a rollout or NLL evaluation has come.
@@ -87,7 +92,7 @@ func Bins(rec *rgc.Recording, s rgc.Split) (first, from, to int, err error) {
 // comes only from its own generated train, its stimulus rows from the
 // recording. A cell is active while its window end t is before the split's
 // last bin (to-1), so the stimulus it reads always lies inside the split;
-// each prediction's median class (model.Median) moves t by Step. A step whose spike would
+// each prediction's class (opts.Policy: by default the median, model.Median) moves t by Step. A step whose spike would
 // fall past the split's last bin ends the cell without that spike. So every
 // cell's generated train covers exactly the bins [first+1, to); under
 // Stagger its bins first+1..Train.Start are the recorded spikes (its
@@ -104,8 +109,15 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
+	if opts.MaxBins > 0 {
+		to = min(to, from+opts.MaxBins)
+	}
 	if len(opts.Cells) == 0 {
 		return nil, errors.New("rollout: no cells")
+	}
+	policy := opts.Policy
+	if policy == nil {
+		policy = Median{}
 	}
 	for _, c := range opts.Cells {
 		if c < 0 || c >= len(rec.Cells) {
@@ -184,7 +196,7 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 			for j, i := range batchIdx {
 				c := &cells[i]
 				prev := c.Next
-				bin, spike := c.Advance(model.Median(out[j*rgc.NumClasses : (j+1)*rgc.NumClasses]))
+				bin, spike := c.Advance(policy.Choose(c.ID, c.Next, out[j*rgc.NumClasses:(j+1)*rgc.NumClasses]))
 				if spike && bin <= last {
 					res.Trains[i].Generated[bin-from] = 1
 				}

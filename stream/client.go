@@ -154,6 +154,22 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 	return sub, nil
 }
 
+// SubscribeEvents calls fn for every stream event the daemon publishes for
+// the device (a new epoch: resend the cells' histories), from the NATS
+// client's delivery goroutine, with a non-nil error for a payload that does
+// not decode.
+func (p *Publisher) SubscribeEvents(fn func(e Event, err error)) (*nats.Subscription, error) {
+	sub, err := p.nc.Subscribe(EventsSubject(p.device), func(m *nats.Msg) {
+		var e Event
+		err := DecodeEvent(m.Data, &e)
+		fn(e, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: subscribe events of %s: %w", p.device, err)
+	}
+	return sub, nil
+}
+
 // Collector gathers every decision a daemon publishes for a device; tests,
 // the replay tool and the bench use it.
 type Collector struct {

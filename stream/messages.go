@@ -115,12 +115,19 @@ func DecodeFrames(b []byte, f *Frames) error {
 type Decision struct {
 	// Cell is the cell's cluster id.
 	Cell int32
-	// Kind is KindSpike or KindSilence.
+	// Kind is KindSpike, KindSilence or KindSkipped.
 	Kind uint8
+	// Flags holds FlagFilled and FlagModelError bits.
+	Flags uint8
+	// Epoch is the low 16 bits of the stream epoch the decision belongs to
+	// (Event.Epoch, Status.Epoch): decisions of an older epoch are about
+	// a stream that no longer exists.
+	Epoch uint16
 	// End is the bin t that ended the window the model saw.
 	End int64
 	// Bin is the predicted spike's bin (t+k+1) for KindSpike, or the last
-	// bin of the predicted silence (t+rgc.Horizon) for KindSilence.
+	// bin of the predicted or assumed silence (t+rgc.Horizon) for
+	// KindSilence and KindSkipped.
 	Bin int64
 	// Prob is the model's probability of the predicted class.
 	Prob float32
@@ -142,13 +149,17 @@ func checkDecision(d *Decision) error {
 	switch {
 	case d.Cell < 0:
 		return derr(ReasonRange, "cell %d negative", d.Cell)
-	case d.Kind != KindSpike && d.Kind != KindSilence:
+	case d.Kind != KindSpike && d.Kind != KindSilence && d.Kind != KindSkipped:
 		return derr(ReasonRange, "cell %d: decision kind %d", d.Cell, d.Kind)
+	case d.Flags&^decisionFlags != 0:
+		return derr(ReasonReserved, "cell %d: unknown decision flags %#x", d.Cell, d.Flags)
+	case d.Flags&FlagModelError != 0 && d.Kind != KindSkipped:
+		return derr(ReasonRange, "cell %d: model-error flag on a decision of kind %d", d.Cell, d.Kind)
 	case d.End < 0 || d.End > MaxSeq:
 		return derr(ReasonRange, "cell %d: window end %d outside 0..%d", d.Cell, d.End, int64(MaxSeq))
 	case d.Kind == KindSpike && (d.Bin <= d.End || d.Bin > d.End+rgc.Horizon):
 		return derr(ReasonRange, "cell %d: spike bin %d not in %d..%d", d.Cell, d.Bin, d.End+1, d.End+rgc.Horizon)
-	case d.Kind == KindSilence && d.Bin != d.End+rgc.Horizon:
+	case d.Kind != KindSpike && d.Bin != d.End+rgc.Horizon:
 		return derr(ReasonRange, "cell %d: silence through bin %d, want %d", d.Cell, d.Bin, d.End+rgc.Horizon)
 	case !finite(d.Prob):
 		return derr(ReasonNonFinite, "cell %d: probability %v", d.Cell, d.Prob)
@@ -174,7 +185,8 @@ func AppendDecisions(dst []byte, d *Decisions) ([]byte, error) {
 	for i := range d.Decisions {
 		x := &d.Decisions[i]
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(x.Cell))
-		dst = append(dst, x.Kind, 0, 0, 0)
+		dst = append(dst, x.Kind, x.Flags)
+		dst = binary.LittleEndian.AppendUint16(dst, x.Epoch)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(x.End))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(x.Bin))
 		dst = appendF32(dst, x.Prob)
@@ -203,12 +215,11 @@ func DecodeDecisions(b []byte, d *Decisions) error {
 	p := b[DecisionsHeaderLen:]
 	for i := range n {
 		r := p[i*DecisionLen : (i+1)*DecisionLen]
-		if !zero(r[5:8]) {
-			return derr(ReasonReserved, "decision %d: reserved bytes 5-7 not zero", i)
-		}
 		x := &d.Decisions[i]
 		x.Cell = int32(binary.LittleEndian.Uint32(r))
 		x.Kind = r[4]
+		x.Flags = r[5]
+		x.Epoch = binary.LittleEndian.Uint16(r[6:])
 		x.End = getI64(r[8:])
 		x.Bin = getI64(r[16:])
 		x.Prob = getF32(r[24:])
@@ -336,6 +347,20 @@ type Status struct {
 	// rollout.StartOffset(i, Total) = floor(i * 80 / Total) bins, false
 	// when every cell's first window ends at first + 1023.
 	Stagger bool
+	// Epoch counts the streams the daemon started for the device (0: none
+	// yet); it grows by one at every EventFirst, EventReset or
+	// EventRestart event.
+	Epoch uint32
+	// First is the sequence number of the current stream's first frame, -1
+	// when no stream runs (before the first frame, after a reset).
+	First int64
+	// Skipped counts KindSkipped decisions published for the device since
+	// the daemon started (overload and model errors).
+	Skipped uint64
+	// Rejected counts messages, frames and histories the daemon rejected
+	// for the device since it started (every reason of
+	// predictord_frames_rejected_total).
+	Rejected uint64
 }
 
 // Index returns the index in the device's whole cell list (all shards) of
@@ -354,6 +379,9 @@ func AppendStatus(dst []byte, s *Status) ([]byte, error) {
 	if s.LastSeq < -1 || s.LastSeq > MaxSeq {
 		return dst, derr(ReasonRange, "last sequence number %d", s.LastSeq)
 	}
+	if s.First < -1 || s.First > MaxSeq {
+		return dst, derr(ReasonRange, "first sequence number %d", s.First)
+	}
 	if s.Shards < 1 || s.Shard >= s.Shards {
 		return dst, derr(ReasonRange, "shard %d of %d", s.Shard, s.Shards)
 	}
@@ -368,6 +396,11 @@ func AppendStatus(dst []byte, s *Status) ([]byte, error) {
 		flags |= statusStagger
 	}
 	dst = append(dst, flags, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, s.Epoch)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.First))
+	dst = binary.LittleEndian.AppendUint64(dst, s.Skipped)
+	dst = binary.LittleEndian.AppendUint64(dst, s.Rejected)
 	for _, c := range s.Cells {
 		if c < 0 {
 			return dst, derr(ReasonRange, "cell %d negative", c)
@@ -383,8 +416,15 @@ func DecodeStatus(b []byte, s *Status) error {
 	if err != nil {
 		return err
 	}
-	if !zero(b[4:8]) || b[22]&^statusStagger != 0 || b[23] != 0 {
+	if !zero(b[4:8]) || b[22]&^statusStagger != 0 || b[23] != 0 || !zero(b[28:32]) {
 		return derr(ReasonReserved, "reserved header bytes not zero")
+	}
+	s.Epoch = binary.LittleEndian.Uint32(b[24:])
+	s.First = getI64(b[32:])
+	s.Skipped = binary.LittleEndian.Uint64(b[40:])
+	s.Rejected = binary.LittleEndian.Uint64(b[48:])
+	if s.First < -1 || s.First > MaxSeq {
+		return derr(ReasonRange, "first sequence number %d", s.First)
 	}
 	s.Total = binary.LittleEndian.Uint16(b[20:])
 	s.Stagger = b[22]&statusStagger != 0
@@ -407,6 +447,67 @@ func DecodeStatus(b []byte, s *Status) error {
 			return derr(ReasonRange, "cell id %d exceeds %d", c, MaxCellID)
 		}
 		s.Cells[i] = int32(c)
+	}
+	return nil
+}
+
+// Event is a stream event: the daemon began a new stream (epoch) for the
+// device. Every cell's state belongs to the old stream and is gone: each
+// cell starts the new stream with an all-zero spike history unless a
+// history (OpHistory) for its first window arrives before that window is
+// due, so a device that wants its cells to keep their history resends
+// them on every event (docs/protocol.md, "Streams and epochs").
+type Event struct {
+	// Reason is EventFirst, EventReset or EventRestart.
+	Reason uint8
+	// Epoch is the new stream's epoch (1 for the first stream).
+	Epoch uint32
+	// First is the sequence number of the new stream's first frame.
+	First int64
+	// PrevLast is the last sequence number the old stream processed, -1
+	// when there was none (the first stream, or a reset before any frame).
+	PrevLast int64
+}
+
+// AppendEvent appends the encoding of e to dst.
+func AppendEvent(dst []byte, e *Event) ([]byte, error) {
+	if err := checkEvent(e); err != nil {
+		return dst, err
+	}
+	dst = putHeader(dst, TypeEvent, 0)
+	dst = append(dst, e.Reason, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, e.Epoch)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(e.First))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(e.PrevLast))
+	return dst, nil
+}
+
+// DecodeEvent decodes a stream event payload into e.
+func DecodeEvent(b []byte, e *Event) error {
+	if _, err := checkHeader(b, TypeEvent, EventLen, 1, 0); err != nil {
+		return err
+	}
+	if !zero(b[5:8]) || !zero(b[12:16]) {
+		return derr(ReasonReserved, "reserved event bytes not zero")
+	}
+	e.Reason = b[4]
+	e.Epoch = binary.LittleEndian.Uint32(b[8:])
+	e.First = getI64(b[16:])
+	e.PrevLast = getI64(b[24:])
+	return checkEvent(e)
+}
+
+func checkEvent(e *Event) error {
+	switch {
+	case e.Reason < EventFirst || e.Reason > EventRestart:
+		return derr(ReasonRange, "event reason %d", e.Reason)
+	case e.Epoch == 0:
+		return derr(ReasonRange, "event epoch 0")
+	case e.First < 0 || e.First > MaxSeq:
+		return derr(ReasonRange, "event first sequence number %d", e.First)
+	case e.PrevLast < -1 || e.PrevLast > MaxSeq:
+		return derr(ReasonRange, "event previous last sequence number %d", e.PrevLast)
 	}
 	return nil
 }

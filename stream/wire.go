@@ -35,6 +35,9 @@ const (
 	TypeControl = 3
 	// TypeStatus is the daemon's reply to a status request.
 	TypeStatus = 4
+	// TypeEvent is a stream event of the daemon (daemon -> device): a new
+	// stream epoch began and every cell's spike history was lost.
+	TypeEvent = 5
 )
 
 // Limits of the payloads.
@@ -77,7 +80,9 @@ const (
 	// HistoryLen is the length of one history record (cell id + bitmap).
 	HistoryLen = 4 + HistoryBytes
 	// StatusHeaderLen is the length of a status message's header.
-	StatusHeaderLen = 24
+	StatusHeaderLen = 56
+	// EventLen is the length of a stream event message.
+	EventLen = 32
 	// MaxPayload is the largest valid payload of any type (a history
 	// message for MaxCellsPerMsg cells).
 	MaxPayload = ControlHeaderLen + MaxCellsPerMsg*HistoryLen
@@ -98,6 +103,37 @@ const (
 	// KindSilence: the model predicts no spike in bins End+1 .. Bin
 	// (Bin = End + rgc.Horizon).
 	KindSilence = 2
+	// KindSkipped: the daemon could not decide for the window ending at End
+	// (overload, or the model failed: FlagModelError); the cell stepped as
+	// if the model had said "no spike" through Bin = End + rgc.Horizon and
+	// nothing is predicted for bins End+1 .. Bin.
+	KindSkipped = 3
+)
+
+// Decision flags (byte 5 of a decision record).
+const (
+	// FlagFilled marks a decision whose window holds at least one bin the
+	// daemon filled by holding the previous frame (a gap in the stream).
+	FlagFilled = 1 << 0
+	// FlagModelError marks a KindSkipped decision whose window the model
+	// failed on (error, panic or an output that is not a distribution),
+	// as opposed to one skipped by the overload policy.
+	FlagModelError = 1 << 1
+	decisionFlags  = FlagFilled | FlagModelError
+)
+
+// Stream event reasons (byte 4 of an event message): why a stream epoch
+// began.
+const (
+	// EventFirst: the first frame after the daemon started.
+	EventFirst = 1
+	// EventReset: the first frame after a reset control message.
+	EventReset = 2
+	// EventRestart: frames whose numbering does not continue the stream
+	// (a gap longer than a window, or a jump back of a window or more) kept
+	// arriving with no frame of the old stream among them, so the daemon
+	// adopted the new numbering.
+	EventRestart = 3
 )
 
 // Subjects of a device.
@@ -113,6 +149,9 @@ func ControlSubject(device string) string { return "rgc." + device + ".ctl" }
 
 // StatusSubject is the request/reply subject of the daemon's status.
 func StatusSubject(device string) string { return "rgc." + device + ".status" }
+
+// EventsSubject is the subject the daemon publishes stream events on.
+func EventsSubject(device string) string { return "rgc." + device + ".events" }
 
 // CheckDevice reports whether name can be used as a device name: 1 to 64
 // characters from [A-Za-z0-9_-] (it becomes one NATS subject token).

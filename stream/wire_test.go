@@ -63,13 +63,14 @@ func TestDecisionsRoundTrip(t *testing.T) {
 	in := &Decisions{Decisions: []Decision{
 		{Cell: 7, Kind: KindSpike, End: 1023, Bin: 1024, Prob: 0.75, FrameTime: 99, DecidedAt: 1e18},
 		{Cell: 0, Kind: KindSilence, End: 5000, Bin: 5000 + rgc.Horizon, Prob: 0.5, FrameTime: -1, DecidedAt: 3},
-		{Cell: math.MaxInt32, Kind: KindSpike, End: MaxSeq - rgc.Horizon, Bin: MaxSeq, Prob: 1},
+		{Cell: math.MaxInt32, Kind: KindSpike, End: MaxSeq - rgc.Horizon, Bin: MaxSeq, Prob: 1, Flags: FlagFilled, Epoch: 65535},
+		{Cell: 3, Kind: KindSkipped, End: 2000, Bin: 2000 + rgc.Horizon, Flags: FlagFilled | FlagModelError, Epoch: 2},
 	}}
 	b, err := AppendDecisions(nil, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != DecisionsHeaderLen+3*DecisionLen {
+	if len(b) != DecisionsHeaderLen+4*DecisionLen {
 		t.Fatalf("%d bytes", len(b))
 	}
 	var out Decisions
@@ -109,7 +110,7 @@ func TestControlRoundTrip(t *testing.T) {
 }
 
 func TestStatusRoundTrip(t *testing.T) {
-	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}, Total: 6, Stagger: true}
+	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}, Total: 6, Stagger: true, Epoch: 7, First: 1 << 40, Skipped: 12, Rejected: 1 << 60}
 	b, err := AppendStatus(nil, in)
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +221,9 @@ func TestDecodeOthersReject(t *testing.T) {
 		err    error
 		reason string
 	}{
-		{"decisions: bad kind", DecodeDecisions(mod(dec, func(b []byte) { b[8+4] = 3 }), &Decisions{}), ReasonRange},
-		{"decisions: reserved", DecodeDecisions(mod(dec, func(b []byte) { b[8+6] = 3 }), &Decisions{}), ReasonReserved},
+		{"decisions: bad kind", DecodeDecisions(mod(dec, func(b []byte) { b[8+4] = 4 }), &Decisions{}), ReasonRange},
+		{"decisions: unknown flag", DecodeDecisions(mod(dec, func(b []byte) { b[8+5] = 0x80 }), &Decisions{}), ReasonReserved},
+		{"decisions: model-error flag on a spike", DecodeDecisions(mod(dec, func(b []byte) { b[8+5] = FlagModelError }), &Decisions{}), ReasonRange},
 		{"decisions: nan prob", DecodeDecisions(mod(dec, func(b []byte) {
 			binary.LittleEndian.PutUint32(b[8+24:], math.Float32bits(float32(math.NaN())))
 		}), &Decisions{}), ReasonNonFinite},
@@ -352,6 +354,58 @@ func FuzzDecodeStatus(f *testing.F) {
 		out, err := AppendStatus(nil, &s)
 		if err != nil || string(out) != string(b) {
 			t.Fatalf("re-encode: err %v", err)
+		}
+	})
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	for _, in := range []Event{
+		{Reason: EventFirst, Epoch: 1, First: 0, PrevLast: -1},
+		{Reason: EventRestart, Epoch: math.MaxUint32, First: MaxSeq, PrevLast: 12345},
+	} {
+		b, err := AppendEvent(nil, &in)
+		if err != nil || len(b) != EventLen {
+			t.Fatalf("%+v: %d bytes, %v", in, len(b), err)
+		}
+		var out Event
+		if err := DecodeEvent(b, &out); err != nil || out != in {
+			t.Fatalf("round trip %+v -> %+v, %v", in, out, err)
+		}
+	}
+	good, _ := AppendEvent(nil, &Event{Reason: EventReset, Epoch: 2, First: 10, PrevLast: 5})
+	for _, tc := range []struct {
+		name   string
+		mod    func([]byte) []byte
+		reason string
+	}{
+		{"reason 0", func(b []byte) []byte { b[4] = 0; return b }, ReasonRange},
+		{"reason 4", func(b []byte) []byte { b[4] = 4; return b }, ReasonRange},
+		{"epoch 0", func(b []byte) []byte { clear(b[8:12]); return b }, ReasonRange},
+		{"reserved", func(b []byte) []byte { b[13] = 1; return b }, ReasonReserved},
+		{"negative first", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[16:], math.MaxUint64); return b }, ReasonRange},
+		{"prev last below -1", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[24:], math.MaxUint64-1); return b }, ReasonRange},
+		{"truncated", func(b []byte) []byte { return b[:20] }, ReasonTruncated},
+		{"too long", func(b []byte) []byte { return append(b, 0) }, ReasonOversized},
+		{"count", func(b []byte) []byte { b[2] = 1; return b }, ReasonRange},
+	} {
+		var e Event
+		if err := DecodeEvent(tc.mod(slices.Clone(good)), &e); Reason(err) != tc.reason {
+			t.Errorf("%s: %v, want reason %q", tc.name, err, tc.reason)
+		}
+	}
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	b, _ := AppendEvent(nil, &Event{Reason: EventFirst, Epoch: 1, First: 3, PrevLast: -1})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Event
+		if err := DecodeEvent(b, &e); err != nil {
+			return
+		}
+		out, err := AppendEvent(nil, &e)
+		if err != nil || !slices.Equal(out, b) {
+			t.Fatalf("decoded %+v does not re-encode to the input: %v", e, err)
 		}
 	})
 }

@@ -68,14 +68,27 @@ type Result struct {
 	// after their bin was due (a subset of Spikes[i]; paced replays only).
 	LateBins [][]int
 	// Decisions is the number of decisions received for the replayed cells
-	// (spikes and silences); Windows[i] those of cell i.
+	// (spikes, silences and skipped windows); Windows[i] those of cell i.
 	Decisions int64
 	Windows   []int
 	// Foreign counts decisions for cells not replayed (the daemon serves
-	// more); Stale counts repeated or out-of-date decisions (ignored);
-	// Skipped counts decisions that jumped past the cell's expected window
-	// (the daemon skipped predictions, e.g. under overload).
-	Foreign, Stale, Skipped int64
+	// more); Stale counts repeated or out-of-date decisions and decisions
+	// of another stream epoch (ignored); Skipped counts the windows the
+	// daemon said it skipped (stream.KindSkipped: overload or a model
+	// error; the cell stepped as "no spike"); Lost counts the places where
+	// a cell's chain of decisions jumped past its expected window with no
+	// decision for it (at least one window each: a decision the daemon
+	// should have sent and did not, or that NATS dropped).
+	Foreign, Stale, Skipped, Lost int64
+	// DaemonSkipped and DaemonRejected are what the daemon's status
+	// counted for the device during the replay (skipped decisions;
+	// rejected messages, frames and histories), -1 when it could not be
+	// asked. DaemonSkipped above Skipped means skipped decisions were lost
+	// on the way.
+	DaemonSkipped, DaemonRejected int64
+	// Epoch is the daemon's stream epoch of the replay (low 16 bits on
+	// the wire).
+	Epoch uint32
 	// Missing counts cells whose last expected decision never came.
 	Missing int
 	// Latency is the frame-to-decision latency: from publishing the frame
@@ -247,9 +260,11 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	}
 	// A status round trip orders the reset and histories before the frames
 	// on the daemon's side.
-	if _, err := s.status(ctx); err != nil {
+	st0, err := s.status(ctx)
+	if err != nil {
 		return nil, err
 	}
+	s.res.Epoch = st0.Epoch + 1 // the first frame starts a new stream
 
 	s.t0 = time.Now()
 	if cfg.Speed > 0 {
@@ -263,7 +278,13 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	if err := s.drain(ctx); err != nil {
 		return nil, err
 	}
-	return s.finish(), nil
+	res := s.finish()
+	res.DaemonSkipped, res.DaemonRejected = -1, -1
+	if st1, err := s.status(ctx); err == nil {
+		res.DaemonSkipped = int64(st1.Skipped - st0.Skipped)
+		res.DaemonRejected = int64(st1.Rejected - st0.Rejected)
+	}
+	return res, nil
 }
 
 // status asks the daemon for its status.
@@ -499,11 +520,14 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 			s.res.Foreign++
 			continue
 		}
-		if x.End < c.next {
+		if x.End < c.next || x.Epoch != uint16(s.res.Epoch) {
 			s.res.Stale++
 			continue
 		}
 		if x.End > c.next {
+			s.res.Lost++
+		}
+		if x.Kind == stream.KindSkipped {
 			s.res.Skipped++
 		}
 		s.res.Decisions++

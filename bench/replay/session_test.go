@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -84,15 +85,23 @@ type fakeDaemon struct {
 	cells []int
 	delay time.Duration // extra processing time per frame with decisions
 
+	// skipEvery > 0 publishes every skipEvery-th decision as skipped (and
+	// counts it in the status); dropEvery > 0 sends no decision at all for
+	// every dropEvery-th window.
+	skipEvery, dropEvery int
+
 	mu      sync.Mutex
 	first   int64 // first frame sequence after a reset, -1 before
 	stim    map[int64][rgc.StimChannels]float32
 	hist    map[int32][]int32
 	state   []rollout.Cell
 	started bool
+	epoch   uint32
+	n       int    // decisions taken
+	skipped uint64 // skipped decisions published
 }
 
-func startFakeDaemon(t *testing.T, url, dev string, p rgc.Predictor, cells []int, delay time.Duration) {
+func startFakeDaemon(t *testing.T, url, dev string, p rgc.Predictor, cells []int, delay time.Duration) *fakeDaemon {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +114,7 @@ func startFakeDaemon(t *testing.T, url, dev string, p rgc.Predictor, cells []int
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return d
 }
 
 func (d *fakeDaemon) handle(m *nats.Msg) {
@@ -112,7 +122,7 @@ func (d *fakeDaemon) handle(m *nats.Msg) {
 	defer d.mu.Unlock()
 	switch m.Subject {
 	case stream.StatusSubject(d.dev):
-		st := stream.Status{LastSeq: -1, Shards: 1}
+		st := stream.Status{LastSeq: -1, Shards: 1, Epoch: d.epoch, First: -1, Skipped: d.skipped}
 		for _, c := range d.cells {
 			st.Cells = append(st.Cells, int32(c))
 		}
@@ -143,6 +153,7 @@ func (d *fakeDaemon) handle(m *nats.Msg) {
 		}
 		if d.first < 0 {
 			d.first = f.FirstSeq
+			d.epoch++
 		}
 		for i, fr := range f.Frames {
 			seq := f.FirstSeq + int64(i)
@@ -197,12 +208,27 @@ func (d *fakeDaemon) step(seq, frameTime int64) {
 	}
 	var ds stream.Decisions
 	for j, i := range idx {
-		bin, spike := d.state[i].Advance(model.Median(out[j*rgc.NumClasses : (j+1)*rgc.NumClasses]))
+		d.n++
+		k := model.Median(out[j*rgc.NumClasses : (j+1)*rgc.NumClasses])
+		skip := d.skipEvery > 0 && d.n%d.skipEvery == 0
+		if skip {
+			k = rgc.NoSpikeClass
+		}
+		bin, spike := d.state[i].Advance(k)
 		kind := uint8(stream.KindSilence)
-		if spike {
+		switch {
+		case d.dropEvery > 0 && d.n%d.dropEvery == 0:
+			continue
+		case skip:
+			kind = stream.KindSkipped
+			d.skipped++
+		case spike:
 			kind = stream.KindSpike
 		}
-		ds.Decisions = append(ds.Decisions, stream.Decision{Cell: int32(d.state[i].ID), Kind: kind, End: seq, Bin: int64(bin), Prob: 1, FrameTime: frameTime})
+		ds.Decisions = append(ds.Decisions, stream.Decision{Cell: int32(d.state[i].ID), Kind: kind, End: seq, Bin: int64(bin), Prob: 1, FrameTime: frameTime, Epoch: uint16(d.epoch)})
+	}
+	if len(ds.Decisions) == 0 {
+		return
 	}
 	p, _ := stream.AppendDecisions(nil, &ds)
 	_ = d.nc.Publish(stream.SpikesSubject(d.dev), p)
@@ -303,6 +329,49 @@ func TestRunMatchesOfflineRollout(t *testing.T) {
 }
 
 // cutRecording returns bins [from, to) of rec as a recording of its own.
+// TestRunCountsSkippedAndLost: skipped decisions the daemon publishes are
+// counted and agree with its status; decisions it never sends are counted
+// as lost, so the report cannot say "0 skipped" when windows went without
+// a decision.
+func TestRunCountsSkippedAndLost(t *testing.T) {
+	srv, err := embednats.Start("127.0.0.1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ids := []int{3, 8, 21}
+	rec := testRecording(6_000, ids, 7)
+	for _, tc := range []struct {
+		name                 string
+		skipEvery, dropEvery int
+	}{
+		{"skipped decisions published", 7, 0},
+		{"decisions never sent", 0, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := fmt.Sprintf("dev%d%d", tc.skipEvery, tc.dropEvery)
+			d := startFakeDaemon(t, srv.ClientURL(), dev, hashPredictor{}, ids, 0)
+			d.skipEvery, d.dropEvery = tc.skipEvery, tc.dropEvery
+			pub := newPublisher(t, srv.ClientURL(), dev)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := Run(ctx, pub, Config{Rec: rec, From: 1000, To: 4000, Cells: ids, Speed: 8, DecisionTimeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Epoch != 1 || res.Stale != 0 {
+				t.Fatalf("epoch %d, stale %d: want epoch 1, nothing stale", res.Epoch, res.Stale)
+			}
+			if tc.skipEvery > 0 && (res.Skipped == 0 || res.Skipped != res.DaemonSkipped || res.Lost != 0) {
+				t.Fatalf("skipped %d, daemon says %d, lost %d", res.Skipped, res.DaemonSkipped, res.Lost)
+			}
+			if tc.dropEvery > 0 && (res.Lost == 0 || res.Skipped != 0) {
+				t.Fatalf("lost %d, skipped %d: the dropped decisions were not counted", res.Lost, res.Skipped)
+			}
+		})
+	}
+}
+
 func cutRecording(rec *rgc.Recording, from, to int) *rgc.Recording {
 	out := &rgc.Recording{Name: rec.Name, SampleRateHz: rec.SampleRateHz, Bins: to - from}
 	for c := range out.Stimulus {

@@ -98,8 +98,17 @@ func onTime(res *replay.Result) [][]int {
 // not nil, is the evaluation of the trains without late spikes.
 func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *evaluation) {
 	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n", res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
-	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, other cells %d, cells missing their last decision %d)\n",
-		res.Decisions, res.Stale, res.Skipped, res.Foreign, res.Missing)
+	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost %d, other cells %d, cells missing their last decision %d)\n",
+		res.Decisions, res.Stale, res.Skipped, res.Lost, res.Foreign, res.Missing)
+	switch {
+	case res.DaemonSkipped < 0:
+		fmt.Fprintf(w, "daemon's account    unavailable (no status reply after the replay)\n")
+	default:
+		fmt.Fprintf(w, "daemon's account    skipped %d, rejected %d (status counters over the replay)\n", res.DaemonSkipped, res.DaemonRejected)
+		if res.DaemonSkipped != res.Skipped {
+			fmt.Fprintf(w, "WARNING             the daemon skipped %d decisions but %d skipped decisions arrived: the trains differ from trainer eval's\n", res.DaemonSkipped, res.Skipped)
+		}
+	}
 	if res.Stagger {
 		fmt.Fprintf(w, "start rule          staggered (the daemon's --stagger): first windows end at %d + floor(i*80/n); compare with trainer eval --stagger\n", res.First)
 	} else {

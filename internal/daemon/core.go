@@ -3,10 +3,19 @@
 // (rollout.Cell: next window end and its own generated spikes), the batching
 // of every cell due at a frame into one Predict call, and the robustness
 // rules of docs/protocol.md (stale and duplicate frames, gaps, clamping,
-// late histories, overload). The stepping rule is rollout.Step via
-// rollout.Cell, the one the offline rollout uses, so for the same stimulus,
-// predictor and initial histories the core emits the offline rollout's
-// spikes.
+// late histories, overload, stream epochs). The stepping rule is
+// rollout.Step via rollout.Cell, the one the offline rollout uses, so for
+// the same stimulus, predictor and initial histories the core emits the
+// offline rollout's spikes.
+//
+// Invariants: no input sequence stops the core from deciding. Every window
+// that falls due yields exactly one decision to the sink (a spike, a
+// silence when Config.PublishSilence is set, or a KindSkipped decision when
+// the model was not run or failed), stamped with the epoch of the stream it
+// belongs to; a frame that does not continue the current stream never moves
+// the current stream's clock, and a new numbering is adopted only once
+// Config.ConfirmFrames of its frames arrived with no frame of the current
+// stream among them, after which the sink hears Sink.Stream.
 //
 // A Core is not safe for concurrent use: one goroutine feeds it.
 package daemon
@@ -17,7 +26,6 @@ import (
 	"slices"
 	"time"
 
-	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -32,6 +40,9 @@ type Sink interface {
 	Decisions(t int64, ds []stream.Decision)
 	// Batch reports one Predict call of n windows that took d.
 	Batch(n int, d time.Duration)
+	// Stream reports that a new stream epoch began: every cell's spike
+	// history is lost unless a history arrives before its first window.
+	Stream(ev stream.Event)
 }
 
 // Config configures a Core.
@@ -53,19 +64,39 @@ type Config struct {
 	// MaxBatch is the largest number of windows per Predict call; 0 means
 	// len(Cells).
 	MaxBatch int
-	// MaxLag is the overload threshold in bins: a decision due at frame t is
-	// skipped (the cell steps as "no spike" without running the model) when
-	// the newest frame received is more than MaxLag bins past t. 0 disables
-	// skipping.
+	// MaxLag is the overload threshold in bins: a decision due at bin t is
+	// skipped (the cell steps as "no spike" without running the model and a
+	// KindSkipped decision goes out) when the core is more than MaxLag
+	// bins behind the receive edge: the bins from t to the frame being
+	// processed, plus the frames after it in its message, plus the backlog
+	// of frames received and not yet given to the core. 0 disables
+	// skipping. The lag counts frames received, never sequence numbers
+	// announced, so no message can make the core believe it is behind.
 	MaxLag int64
-	// Newest, if not nil, returns the newest frame seq received so far; the
-	// overload check consults it again before every model call after the
-	// first of a frame, since frames keep arriving while the model runs.
-	Newest func() int64
-	// PublishSilence also emits KindSilence decisions (median class "no
+	// Backlog, if not nil, returns the number of frames received but not
+	// yet given to the core; the overload check consults it before every
+	// model call, since frames keep arriving while the model runs. When nil
+	// the backlog passed to Frames is used.
+	Backlog func() int64
+	// ConfirmFrames is the number of frames of a new numbering (a frame
+	// more than a window after the last one, or a window or more behind
+	// it) that must arrive, with no frame of the current stream among
+	// them, before the core restarts the stream at the new numbering; the
+	// frames are held meanwhile and processed after the restart, so none
+	// is lost. 0 means DefaultConfirmFrames.
+	ConfirmFrames int
+	// PublishSilence also emits KindSilence decisions (chosen class "no
 	// spike in the next rgc.Horizon bins"); otherwise only spikes.
 	PublishSilence bool
+	// Policy chooses each window's class from the model's distribution
+	// (nil: rollout.Median, the paper's rule); the offline rollout with the
+	// same policy takes the same decisions.
+	Policy rollout.Policy
 }
+
+// DefaultConfirmFrames is Config.ConfirmFrames' default: 16 frames, 16 ms
+// of a real-time stream.
+const DefaultConfirmFrames = 16
 
 // Stats counts what the core did. Every field only grows.
 type Stats struct {
@@ -80,10 +111,15 @@ type Stats struct {
 	// Clamped counts frames with an intensity clamped into
 	// [stream.MinIntensity, stream.MaxIntensity].
 	Clamped uint64
-	// Restarts counts stream restarts: a frame more than rgc.WindowBins
-	// bins after the last one (a long gap) or at least that many behind it
-	// (the device restarted its numbering without a reset).
+	// Restarts counts stream restarts: Config.ConfirmFrames frames of a
+	// new numbering (more than rgc.WindowBins bins after the last one, or
+	// at least that many behind it) with no frame of the current stream
+	// among them.
 	Restarts uint64
+	// OutOfStream counts frames dropped because they did not continue the
+	// current stream and their numbering was not adopted (a second
+	// publisher, a stray or forged frame).
+	OutOfStream uint64
 	// Resets counts reset control messages.
 	Resets uint64
 	// Histories counts initial histories accepted.
@@ -99,9 +135,20 @@ type Stats struct {
 	Spikes uint64
 	// DeadlineMisses counts decisions skipped by the overload policy.
 	DeadlineMisses uint64
+	// FilledDecisions counts decisions whose window held gap-filled bins.
+	FilledDecisions uint64
 	// PredictErrors counts windows whose prediction failed (error, panic or
-	// non-finite output); the cell steps as "no spike".
+	// an output that is not a distribution); the cell steps as "no spike".
 	PredictErrors uint64
+}
+
+// candidate holds the frames of a numbering that does not continue the
+// current stream, until it is adopted or a frame of the current stream
+// shows the current stream is alive.
+type candidate struct {
+	n      int
+	seqs   []int64
+	frames []stream.Frame
 }
 
 type pending struct {
@@ -128,6 +175,17 @@ type Core struct {
 	last    int64 // last bin processed
 	held    [rgc.StimChannels]float32
 	heldT   int64
+	filled  int64 // last gap-filled bin of the stream, -1 none
+	nextDue int64 // no cell is due before this bin (0: scan every bin)
+	epoch   uint32
+	reason  uint8 // reason of the next start (stream.EventFirst or EventReset)
+	prev    int64 // last bin of the previous stream, -1 none
+	cand    candidate
+
+	// The receive edge of the frame being processed (Config.MaxLag).
+	cur     int64 // its seq
+	rem     int64 // frames after it in its message
+	backlog int64 // frames received after its message
 
 	batch   rgc.Batch
 	inputs  []float32
@@ -200,7 +258,19 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	c.probs = make([]float32, mb*rgc.NumClasses)
 	c.due = make([]int, 0, n)
 	c.out = make([]stream.Decision, 0, n)
-	c.last = -1
+	if c.cfg.ConfirmFrames <= 0 {
+		c.cfg.ConfirmFrames = DefaultConfirmFrames
+	}
+	if c.cfg.Policy == nil {
+		c.cfg.Policy = rollout.Median{}
+	}
+	if err := rollout.CheckPolicy(c.cfg.Policy, c.cfg.Cells); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	c.cand.seqs = make([]int64, c.cfg.ConfirmFrames)
+	c.cand.frames = make([]stream.Frame, c.cfg.ConfirmFrames)
+	c.last, c.prev, c.filled = -1, -1, -1
+	c.reason = stream.EventFirst
 	return c, nil
 }
 
@@ -221,6 +291,17 @@ func (c *Core) LastSeq() int64 {
 	return c.last
 }
 
+// Epoch returns the current stream epoch (0 before the first stream).
+func (c *Core) Epoch() uint32 { return c.epoch }
+
+// First returns the first seq of the current stream, -1 when none runs.
+func (c *Core) First() int64 {
+	if !c.started {
+		return -1
+	}
+	return c.first
+}
+
 // LastError returns the last prediction error (nil if none).
 func (c *Core) LastError() error { return c.lastErr }
 
@@ -233,32 +314,45 @@ func (c *Core) Next(cell int) (int64, bool) {
 	return int64(c.cells[i].Next), true
 }
 
-// Frames processes a decoded frames message. latest is the newest frame seq
-// the caller has received (it drives the overload policy; pass
-// f.LastSeq() when there is no backlog). It allocates nothing.
-func (c *Core) Frames(f *stream.Frames, latest int64) {
+// Frames processes a decoded frames message. backlog is the number of
+// frames received after this message and not yet given to the core (it
+// drives the overload policy; 0 when there is no backlog). It allocates
+// nothing.
+func (c *Core) Frames(f *stream.Frames, backlog int64) {
+	c.backlog = backlog
+	n := int64(len(f.Frames))
 	for i := range f.Frames {
-		c.frame(f.FirstSeq+int64(i), &f.Frames[i], latest)
+		c.frame(f.FirstSeq+int64(i), &f.Frames[i], n-1-int64(i))
 	}
 }
 
-func (c *Core) frame(seq int64, fr *stream.Frame, latest int64) {
+// frame routes frame seq (rem more frames follow it in its message): to
+// the current stream, to the candidate numbering, or to a new stream.
+func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 	switch {
 	case !c.started:
-		c.start(seq)
+		c.start(seq, c.reason)
 	case seq <= c.last && c.last-seq < rgc.WindowBins:
+		c.dropCandidate() // the current stream is alive
 		c.stats.Stale++
 		return
 	case seq <= c.last || seq-c.last-1 > rgc.WindowBins:
-		// A jump of more than a window either way: a new stream (e.g. the
-		// device restarted without a reset, or a long outage).
-		c.stats.Restarts++
-		c.start(seq)
+		c.hold(seq, fr, rem)
+		return
 	default:
-		for b := c.last + 1; b < seq; b++ {
-			c.stats.GapBins++
-			c.bin(b, c.held, c.heldT, latest)
-		}
+		c.dropCandidate()
+	}
+	c.accept(seq, fr, rem)
+}
+
+// accept processes frame seq of the current stream, filling a gap before
+// it by holding the last frame.
+func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
+	c.cur, c.rem = seq, rem
+	for b := c.last + 1; b < seq; b++ {
+		c.stats.GapBins++
+		c.filled = b
+		c.bin(b, c.held, c.heldT)
 	}
 	led := fr.LED
 	clamped := false
@@ -273,15 +367,56 @@ func (c *Core) frame(seq int64, fr *stream.Frame, latest int64) {
 		c.stats.Clamped++
 	}
 	c.stats.Frames++
-	c.bin(seq, led, fr.Time, latest)
+	c.bin(seq, led, fr.Time)
 }
 
-// start begins a stream at frame seq: every cell's first window ends at
-// seq+1023 (plus its stagger offset) with its pending history or zeros.
-func (c *Core) start(seq int64) {
+// hold keeps a frame that does not continue the current stream as part of
+// the candidate numbering; once the candidate has Config.ConfirmFrames
+// frames the stream restarts at its first frame and the held frames are
+// processed in order.
+func (c *Core) hold(seq int64, fr *stream.Frame, rem int64) {
+	k := &c.cand
+	if k.n > 0 {
+		last := k.seqs[k.n-1]
+		if seq <= last || seq-last-1 > rgc.WindowBins {
+			c.dropCandidate() // not a continuation of the candidate either
+		}
+	}
+	k.seqs[k.n], k.frames[k.n] = seq, *fr
+	k.n++
+	if k.n < c.cfg.ConfirmFrames {
+		return
+	}
+	n := k.n
+	k.n = 0
+	c.stats.Restarts++
+	c.start(k.seqs[0], stream.EventRestart)
+	for j := range n {
+		c.accept(k.seqs[j], &k.frames[j], rem+int64(n-1-j))
+	}
+}
+
+// dropCandidate forgets the candidate numbering's frames, counting them.
+func (c *Core) dropCandidate() {
+	c.stats.OutOfStream += uint64(c.cand.n)
+	c.cand.n = 0
+}
+
+// start begins a stream (a new epoch) at frame seq: every cell's first
+// window ends at seq+1023 (plus its stagger offset) with its pending history
+// or zeros. The sink hears of it before any decision of the new epoch.
+func (c *Core) start(seq int64, reason uint8) {
+	if c.started {
+		c.prev = c.last
+	}
 	c.started = true
+	c.epoch++
 	c.first = seq
 	c.last = seq - 1
+	c.filled = -1
+	c.nextDue = 0
+	c.cand.n = 0
+	c.sink.Stream(stream.Event{Reason: reason, Epoch: c.epoch, First: seq, PrevLast: c.prev})
 	for i := range c.cells {
 		c.cells[i].Reset(c.cfg.Cells[i], c.firstEnd(i), nil)
 		if c.pending[i].has {
@@ -308,6 +443,7 @@ func (c *Core) StartOffset(cell int) (int, bool) {
 }
 
 func (c *Core) applyHistory(i int, spikes *[rgc.WindowBins]bool) {
+	c.nextDue = 0
 	t0 := c.firstEnd(i)
 	c.cells[i].Reset(c.cfg.Cells[i], t0, nil)
 	for j, s := range spikes {
@@ -319,13 +455,13 @@ func (c *Core) applyHistory(i int, spikes *[rgc.WindowBins]bool) {
 
 // bin processes bin b: store its stimulus, then predict every cell whose
 // window ends at b.
-func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64, latest int64) {
+func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64) {
 	s := int(b & (rgc.WindowBins - 1))
 	for ch := range led {
 		c.stim[ch][s] = led[ch]
 	}
 	c.last, c.held, c.heldT = b, led, ts
-	if b < c.first+rgc.WindowBins-1 {
+	if b < c.first+rgc.WindowBins-1 || b < c.nextDue {
 		return
 	}
 	c.due = c.due[:0]
@@ -334,11 +470,16 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64, latest int6
 			c.due = append(c.due, i)
 		}
 	}
+	defer c.updateNextDue()
 	if len(c.due) == 0 {
 		return
 	}
-	if c.stale(b, latest) {
-		c.skip(c.due)
+	var flags uint8
+	if c.filled > b-rgc.WindowBins {
+		flags = stream.FlagFilled
+	}
+	if c.stale(b) {
+		c.skip(c.due, b, ts, flags)
 		return
 	}
 	// The stimulus rows are the same for every cell: unroll the ring once.
@@ -351,40 +492,63 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64, latest int6
 	// wait for the last chunk's.
 	for lo := 0; lo < len(c.due); lo += c.cfg.MaxBatch {
 		chunk := c.due[lo:min(lo+c.cfg.MaxBatch, len(c.due))]
-		if lo > 0 && c.stale(b, latest) { // fell behind during the previous calls
-			c.skip(chunk)
+		if lo > 0 && c.stale(b) { // fell behind during the previous calls
+			c.skip(chunk, b, ts, flags)
 			continue
 		}
 		c.out = c.out[:0]
-		c.predict(chunk, b, ts)
+		c.predict(chunk, b, ts, flags)
 		if len(c.out) > 0 {
 			c.sink.Decisions(b, c.out)
 		}
 	}
 }
 
+// updateNextDue records the earliest window end of any cell, so that bins
+// before it (a gap being filled, most frames) skip the scan for due cells.
+func (c *Core) updateNextDue() {
+	next := int64(math.MaxInt64)
+	for i := range c.cells {
+		next = min(next, int64(c.cells[i].Next))
+	}
+	c.nextDue = next
+}
+
 // stale reports whether decisions due at bin b are too late to matter: the
-// newest frame received (latest, or Config.Newest when set and later) is more
-// than MaxLag bins past b.
-func (c *Core) stale(b, latest int64) bool {
+// core is more than MaxLag bins behind the receive edge (Config.MaxLag).
+func (c *Core) stale(b int64) bool {
 	if c.cfg.MaxLag <= 0 {
 		return false
 	}
-	if c.cfg.Newest != nil {
-		latest = max(latest, c.cfg.Newest())
+	backlog := c.backlog
+	if c.cfg.Backlog != nil {
+		backlog = c.cfg.Backlog()
 	}
-	return latest-b > c.cfg.MaxLag
+	return c.cur-b+c.rem+max(backlog, 0) > c.cfg.MaxLag
 }
 
-// skip steps the cells as "no spike" without running the model (overload).
-func (c *Core) skip(cells []int) {
+// skip steps the cells as "no spike" without running the model (overload)
+// and tells the sink.
+func (c *Core) skip(cells []int, b, ts int64, flags uint8) {
+	c.out = c.out[:0]
 	for _, i := range cells {
-		c.cells[i].Advance(rgc.NoSpikeClass)
+		c.out = append(c.out, c.skipped(i, b, ts, flags))
 	}
 	c.stats.DeadlineMisses += uint64(len(cells))
+	c.sink.Decisions(b, c.out)
 }
 
-func (c *Core) predict(chunk []int, b, ts int64) {
+// skipped steps cell i as "no spike" and returns its KindSkipped decision.
+func (c *Core) skipped(i int, b, ts int64, flags uint8) stream.Decision {
+	next, _ := c.cells[i].Advance(rgc.NoSpikeClass)
+	if flags&stream.FlagFilled != 0 {
+		c.stats.FilledDecisions++
+	}
+	return stream.Decision{Cell: int32(c.cells[i].ID), Kind: stream.KindSkipped, Flags: flags,
+		Epoch: uint16(c.epoch), End: b, Bin: int64(next), FrameTime: ts}
+}
+
+func (c *Core) predict(chunk []int, b, ts int64, flags uint8) {
 	n := len(chunk)
 	c.batch.Inputs, c.batch.Cells, c.batch.Ends = c.inputs[:n*rgc.WindowLen], c.cellBuf[:n], c.endBuf[:n]
 	for j, i := range chunk {
@@ -402,7 +566,7 @@ func (c *Core) predict(chunk []int, b, ts int64) {
 		c.lastErr = err
 		c.stats.PredictErrors += uint64(n)
 		for _, i := range chunk {
-			c.cells[i].Advance(rgc.NoSpikeClass)
+			c.out = append(c.out, c.skipped(i, b, ts, flags|stream.FlagModelError))
 		}
 		return
 	}
@@ -411,13 +575,14 @@ func (c *Core) predict(chunk []int, b, ts int64) {
 		if !validDist(row) {
 			c.lastErr = fmt.Errorf("daemon: cell %d window %d: predictor returned an invalid distribution", c.cells[i].ID, b)
 			c.stats.PredictErrors++
-			c.cells[i].Advance(rgc.NoSpikeClass)
+			c.out = append(c.out, c.skipped(i, b, ts, flags|stream.FlagModelError))
 			continue
 		}
-		k := model.Median(row)
+		k := c.cfg.Policy.Choose(c.cells[i].ID, int(b), row)
 		next, spike := c.cells[i].Advance(k)
 		c.stats.Predictions++
-		d := stream.Decision{Cell: int32(c.cells[i].ID), End: b, Bin: int64(next), Prob: min(max(row[k], 0), 1), FrameTime: ts}
+		d := stream.Decision{Cell: int32(c.cells[i].ID), Flags: flags, Epoch: uint16(c.epoch), End: b, Bin: int64(next),
+			Prob: min(max(row[k], 0), 1), FrameTime: ts}
 		switch {
 		case spike:
 			c.stats.Spikes++
@@ -426,6 +591,9 @@ func (c *Core) predict(chunk []int, b, ts int64) {
 			d.Kind = stream.KindSilence
 		default:
 			continue
+		}
+		if flags&stream.FlagFilled != 0 {
+			c.stats.FilledDecisions++
 		}
 		c.out = append(c.out, d)
 	}
@@ -441,13 +609,20 @@ func (c *Core) safePredict(out []float32) (err error) {
 	return c.pred.Predict(&c.batch, out)
 }
 
+// distTolerance bounds how far a distribution's total may be from 1: a
+// float32 softmax or mixture mass over 81 classes is within 1e-5 of it; an
+// all-zero or unnormalised output is a model fault, not a prediction.
+const distTolerance = 1e-2
+
 func validDist(row []float32) bool {
+	var sum float64
 	for _, p := range row {
 		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
 			return false
 		}
+		sum += float64(p)
 	}
-	return true
+	return math.Abs(sum-1) <= distTolerance
 }
 
 // Control applies a control message (reset or initial histories).
@@ -455,8 +630,13 @@ func (c *Core) Control(m *stream.Control) {
 	switch m.Op {
 	case stream.OpReset:
 		c.stats.Resets++
+		if c.started {
+			c.prev = c.last
+		}
 		c.started = false
 		c.last = -1
+		c.reason = stream.EventReset
+		c.dropCandidate()
 		for i := range c.pending {
 			c.pending[i].has = false
 		}

@@ -28,6 +28,7 @@ func smallRecording(t testing.TB, bins int) *rgc.Recording {
 type collect struct {
 	got     []stream.Decision
 	batches []int
+	events  []stream.Event
 }
 
 func (c *collect) Decisions(t int64, ds []stream.Decision) {
@@ -39,6 +40,7 @@ func (c *collect) Decisions(t int64, ds []stream.Decision) {
 	c.got = append(c.got, ds...)
 }
 func (c *collect) Batch(n int, _ time.Duration) { c.batches = append(c.batches, n) }
+func (c *collect) Stream(ev stream.Event)       { c.events = append(c.events, ev) }
 
 func (c *collect) spikes(cell int) []int64 {
 	var out []int64
@@ -84,8 +86,9 @@ func recordedHistory(cell *rgc.Cell, t int) stream.History {
 // TestCoreEqualsOfflineRollout: for the same stimulus, predictor and
 // recorded histories the core emits exactly rollout.Run's spikes, with the
 // simultaneous start and with staggered starts (rollout.Options.Stagger vs
-// Config.Stagger: one rule, rollout.StartOffset), whatever the chunking of
-// frames and the batch limit.
+// Config.Stagger: one rule, rollout.StartOffset), for every spike policy
+// (median, sample, threshold), whatever the chunking of frames and the
+// batch limit.
 func TestCoreEqualsOfflineRollout(t *testing.T) {
 	rec := smallRecording(t, 60000)
 	idx := rec.QualityCells()[:6]
@@ -94,8 +97,14 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 		ids[i] = rec.Cells[c].ClusterID
 	}
 	lo, hi := rec.SplitRange(rgc.Test)
-	for _, stagger := range []bool{false, true} {
-		off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger})
+	th := &rollout.Threshold{Thresholds: map[int]float64{}, Source: "test"}
+	for i, id := range ids {
+		th.Thresholds[id] = 0.1 + 0.15*float64(i)
+	}
+	policies := []rollout.Policy{rollout.Median{}, rollout.Sample{Seed: 7}, th}
+	for pi, stagger := range []bool{false, true, true, false} {
+		policy := policies[min(pi, len(policies)-1)]
+		off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger, Policy: policy})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,9 +112,9 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 			name            string
 			chunk, maxBatch int
 		}{{"chunk 1, one batch", 1, 0}, {"chunk 37, batch 4", 37, 4}, {"chunk 1024, batch 1", 1024, 1}} {
-			t.Run(fmt.Sprintf("stagger %v, %s", stagger, tc.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("stagger %v, policy %v, %s", stagger, policy, tc.name), func(t *testing.T) {
 				sink := &collect{}
-				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true})
+				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true, Policy: policy})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +126,7 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 				}
 				core.Control(&ctl)
 				for _, f := range frames(rec, lo, hi, tc.chunk) {
-					core.Frames(f, f.LastSeq())
+					core.Frames(f, 0)
 				}
 				total := 0
 				for i, tr := range off.Trains {
@@ -204,7 +213,7 @@ func TestCoreStaggerSpreadsLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			core.Frames(synthFrames(0, 1823), 1822) // bins 0..1822: 10 windows per cell
+			core.Frames(synthFrames(0, 1823), 0) // bins 0..1822: 10 windows per cell
 			maxB := 0
 			for _, n := range sink.batches {
 				maxB = max(maxB, n)
@@ -274,17 +283,17 @@ func newCore(t testing.TB, cells []int, cfg Config) (*Core, *collect) {
 
 func TestCoreFirstWindowAndStepping(t *testing.T) {
 	core, sink := newCore(t, []int{5, 9}, Config{PublishSilence: true})
-	core.Frames(synthFrames(100, 1023), 1122)
+	core.Frames(synthFrames(100, 1023), 0)
 	if len(sink.got) != 0 || sink.batches != nil {
 		t.Fatalf("decisions before a whole window: %+v", sink.got)
 	}
-	core.Frames(synthFrames(1123, 1), 1123)
+	core.Frames(synthFrames(1123, 1), 0)
 	if len(sink.got) != 2 || len(sink.batches) != 1 || sink.batches[0] != 2 {
 		t.Fatalf("first window (end 1123): %d decisions in batches %v, want 2 in one batch", len(sink.got), sink.batches)
 	}
 	// Every decision follows rollout.Step from its window end, and the next
 	// decision of a cell is at the bin the previous one stepped to.
-	core.Frames(synthFrames(1124, 3000), 4123)
+	core.Frames(synthFrames(1124, 3000), 0)
 	next := map[int32]int64{5: 1123, 9: 1123}
 	for _, d := range sink.got {
 		if d.End != next[d.Cell] {
@@ -315,10 +324,10 @@ func TestCoreZeroAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core.Frames(synthFrames(0, 1024), 1023)
+	core.Frames(synthFrames(0, 1024), 0)
 	one := synthFrames(1024, 1)
 	allocs := testing.AllocsPerRun(3000, func() {
-		core.Frames(one, one.FirstSeq)
+		core.Frames(one, 0)
 		one.FirstSeq++
 	})
 	if allocs != 0 {
@@ -334,7 +343,7 @@ func TestCoreZeroAllocs(t *testing.T) {
 		core.Control(&stream.Control{Op: stream.OpReset})
 		for range 1024 {
 			one.FirstSeq = seq
-			core.Frames(one, seq)
+			core.Frames(one, 0)
 			seq++
 		}
 	})
@@ -347,11 +356,12 @@ type countSink struct{ n, batches int }
 
 func (c *countSink) Decisions(_ int64, ds []stream.Decision) { c.n += len(ds) }
 func (c *countSink) Batch(int, time.Duration)                { c.batches++ }
+func (c *countSink) Stream(stream.Event)                     {}
 
 // reference runs a fresh core on clean frames first..last.
 func reference(t *testing.T, f *stream.Frames) []stream.Decision {
 	core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-	core.Frames(f, f.LastSeq())
+	core.Frames(f, 0)
 	return sink.got
 }
 
@@ -363,10 +373,10 @@ func TestCoreRobustness(t *testing.T) {
 	}
 	t.Run("duplicates and out-of-order frames are dropped", func(t *testing.T) {
 		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-		core.Frames(sub(0, 2000), 1999)
-		core.Frames(sub(1500, 1900), 1999) // duplicates
-		core.Frames(sub(1999, 2000), 1999) // duplicate of the last
-		core.Frames(sub(2000, 4000), 3999)
+		core.Frames(sub(0, 2000), 0)
+		core.Frames(sub(1500, 1900), 0) // duplicates
+		core.Frames(sub(1999, 2000), 0) // duplicate of the last
+		core.Frames(sub(2000, 4000), 0)
 		if !sameDecisions(sink.got, want) {
 			t.Fatal("decisions changed by duplicates")
 		}
@@ -381,8 +391,8 @@ func TestCoreRobustness(t *testing.T) {
 		}
 		wantHeld := reference(t, held)
 		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-		core.Frames(sub(0, 2001), 2000)
-		core.Frames(sub(2011, 4000), 3999)
+		core.Frames(sub(0, 2001), 0)
+		core.Frames(sub(2011, 4000), 0)
 		if !sameDecisions(sink.got, wantHeld) {
 			t.Fatal("gap-filled run differs from a run on held frames")
 		}
@@ -392,21 +402,21 @@ func TestCoreRobustness(t *testing.T) {
 	})
 	t.Run("a gap longer than a window restarts the stream", func(t *testing.T) {
 		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-		core.Frames(sub(0, 1500), 1499)
+		core.Frames(sub(0, 1500), 0)
 		n := len(sink.got)
-		core.Frames(synthFrames(5000, 1023), 6022)
+		core.Frames(synthFrames(5000, 1023), 0)
 		if len(sink.got) != n {
 			t.Fatal("decisions before the restarted stream has a whole window")
 		}
-		core.Frames(synthFrames(6023, 1), 6023)
+		core.Frames(synthFrames(6023, 1), 0)
 		if st := core.Stats(); st.Restarts != 1 || st.GapBins != 0 || len(sink.got) != n+3 {
 			t.Fatalf("stats %+v, %d new decisions, want a restart and 3 decisions at 6023", st, len(sink.got)-n)
 		}
 	})
 	t.Run("a jump back by a window or more restarts the stream", func(t *testing.T) {
 		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-		core.Frames(sub(3000, 4000), 3999)
-		core.Frames(clean, clean.LastSeq()) // device restarted at seq 0, no reset
+		core.Frames(sub(3000, 4000), 0)
+		core.Frames(clean, 0) // device restarted at seq 0, no reset
 		st := core.Stats()
 		if st.Restarts != 1 || st.Stale != 0 || !sameDecisions(sink.got, want) {
 			t.Fatalf("stats %+v: want one restart and the fresh stream's decisions", st)
@@ -416,7 +426,7 @@ func TestCoreRobustness(t *testing.T) {
 		core, _ := newCore(t, []int{1}, Config{})
 		f := synthFrames(0, 3)
 		f.Frames[1].LED = [4]float32{-5, 3, 1e30, 0.5}
-		core.Frames(f, 2)
+		core.Frames(f, 0)
 		if got := core.stim; got[0][1] != stream.MinIntensity || got[1][1] != stream.MaxIntensity || got[2][1] != stream.MaxIntensity || got[3][1] != 0.5 {
 			t.Fatalf("ring after clamping: %v %v %v %v", got[0][1], got[1][1], got[2][1], got[3][1])
 		}
@@ -426,9 +436,9 @@ func TestCoreRobustness(t *testing.T) {
 	})
 	t.Run("reset starts over with histories", func(t *testing.T) {
 		core, sink := newCore(t, []int{1, 2, 3}, Config{PublishSilence: true})
-		core.Frames(sub(0, 3000), 2999)
+		core.Frames(sub(0, 3000), 0)
 		core.Control(&stream.Control{Op: stream.OpReset})
-		core.Frames(clean, clean.LastSeq())
+		core.Frames(clean, 0)
 		if !sameDecisions(sink.got[len(sink.got)-len(want):], want) || core.Stats().Resets != 1 {
 			t.Fatal("after a reset the core does not behave like a fresh one")
 		}
@@ -437,9 +447,9 @@ func TestCoreRobustness(t *testing.T) {
 		core, _ := newCore(t, []int{1, 2}, Config{Known: []int{1, 2, 3}})
 		h := stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 1}, {Cell: 3}, {Cell: 77}}}
 		core.Control(&h)
-		core.Frames(sub(0, 1000), 999)
+		core.Frames(sub(0, 1000), 0)
 		core.Control(&stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 2}}}) // before the first window: applied
-		core.Frames(sub(1000, 1100), 1099)
+		core.Frames(sub(1000, 1100), 0)
 		core.Control(&stream.Control{Op: stream.OpHistory, Histories: []stream.History{{Cell: 2}}}) // late
 		st := core.Stats()
 		if st.Histories != 2 || st.UnknownCell != 1 || st.HistoryLate != 1 {
@@ -457,7 +467,7 @@ func TestCoreRobustness(t *testing.T) {
 			if ctl != nil {
 				core.Control(ctl)
 			}
-			core.Frames(sub(0, 1024), 1023)
+			core.Frames(sub(0, 1024), 0)
 			first[i] = sink.got
 		}
 		win := make([]float32, rgc.WindowLen)
@@ -494,13 +504,18 @@ func sameDecisions(a, b []stream.Decision) bool {
 
 func TestCoreOverloadSkipsStaleDeadlines(t *testing.T) {
 	core, sink := newCore(t, []int{1, 2, 3}, Config{MaxLag: 40, PublishSilence: true})
-	core.Frames(synthFrames(0, 1023), 1022)
-	// The newest frame received is 100 bins past the first window's end:
-	// the decisions due at 1023 are stale.
-	core.Frames(synthFrames(1023, 1), 1123)
+	core.Frames(synthFrames(0, 1023), 0)
+	// 100 frames are queued behind the first window's end: the decisions
+	// due at 1023 are stale.
+	core.Frames(synthFrames(1023, 1), 100) // 100 frames queued behind it
 	st := core.Stats()
-	if st.DeadlineMisses != 3 || st.Predictions != 0 || len(sink.got) != 0 {
+	if st.DeadlineMisses != 3 || st.Predictions != 0 || len(sink.got) != 3 {
 		t.Fatalf("stats %+v, %d decisions: want 3 misses, no predictions", st, len(sink.got))
+	}
+	for _, d := range sink.got {
+		if d.Kind != stream.KindSkipped || d.Flags != 0 || d.End != 1023 || d.Bin != 1023+rgc.Horizon || d.Epoch != 1 {
+			t.Fatalf("skipped decision %+v, want kind %d through %d, epoch 1", d, stream.KindSkipped, 1023+rgc.Horizon)
+		}
 	}
 	for _, c := range []int{1, 2, 3} {
 		if n, _ := core.Next(c); n != 1023+rgc.Horizon {
@@ -508,7 +523,7 @@ func TestCoreOverloadSkipsStaleDeadlines(t *testing.T) {
 		}
 	}
 	// Caught up (lag within 40): decisions are computed again.
-	core.Frames(synthFrames(1024, 80), 1103+40)
+	core.Frames(synthFrames(1024, 80), 40)
 	if st := core.Stats(); st.Predictions != 3 || st.DeadlineMisses != 3 {
 		t.Fatalf("after catching up: %+v", st)
 	}
@@ -517,15 +532,15 @@ func TestCoreOverloadSkipsStaleDeadlines(t *testing.T) {
 // TestCoreOverloadBetweenCalls: frames that arrive while the model runs
 // make the later calls of the same frame stale.
 func TestCoreOverloadBetweenCalls(t *testing.T) {
-	var newest int64 = 1023
-	p := &advancing{p: fakepred.New([]int{1, 2, 3}), newest: &newest}
+	var backlog int64
+	p := &advancing{p: fakepred.New([]int{1, 2, 3}), backlog: &backlog}
 	sink := &collect{}
 	core, err := New(p, sink, Config{Known: []int{1, 2, 3}, Cells: []int{1, 2, 3}, MaxBatch: 1, MaxLag: 40,
-		Newest: func() int64 { return newest }})
+		Backlog: func() int64 { return backlog }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	core.Frames(synthFrames(0, 1024), 1023)
+	core.Frames(synthFrames(0, 1024), 0)
 	// The first call (cell 1) ran; meanwhile 100 frames arrived, so cells
 	// 2 and 3 were skipped.
 	if st := core.Stats(); st.Predictions != 1 || st.DeadlineMisses != 2 || p.calls != 1 {
@@ -535,14 +550,14 @@ func TestCoreOverloadBetweenCalls(t *testing.T) {
 
 // advancing is a predictor during whose calls 100 frames arrive.
 type advancing struct {
-	p      rgc.Predictor
-	newest *int64
-	calls  int
+	p       rgc.Predictor
+	backlog *int64
+	calls   int
 }
 
 func (a *advancing) Predict(b *rgc.Batch, out []float32) error {
 	a.calls++
-	*a.newest += 100
+	*a.backlog += 100
 	return a.p.Predict(b, out)
 }
 
@@ -550,31 +565,46 @@ type failing struct {
 	err   error
 	panic bool
 	nan   bool
+	zero  bool    // an all-zero output
+	scale float32 // a valid distribution times scale (if not 0)
 }
 
 func (f *failing) Predict(b *rgc.Batch, out []float32) error {
 	if f.panic {
 		panic("boom")
 	}
-	if f.nan {
-		for i := range out[:b.Len()*rgc.NumClasses] {
+	out = out[:b.Len()*rgc.NumClasses]
+	switch {
+	case f.nan:
+		for i := range out {
 			out[i] = float32(math.NaN())
+		}
+	case f.zero:
+		clear(out)
+	case f.scale != 0:
+		for i := range out {
+			out[i] = f.scale / rgc.NumClasses
 		}
 	}
 	return f.err
 }
 
 func TestCorePredictorFailures(t *testing.T) {
-	for _, f := range []*failing{{err: errors.New("gpu on fire")}, {panic: true}, {nan: true}} {
+	for _, f := range []*failing{{err: errors.New("gpu on fire")}, {panic: true}, {nan: true}, {zero: true}, {scale: 2}} {
 		sink := &collect{}
 		core, err := New(f, sink, Config{Known: []int{1, 2}, Cells: []int{1, 2}, PublishSilence: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		core.Frames(synthFrames(0, 1200), 1199)
+		core.Frames(synthFrames(0, 1200), 0)
 		st := core.Stats()
-		if st.PredictErrors != 6 || len(sink.got) != 0 || core.LastError() == nil {
+		if st.PredictErrors != 6 || len(sink.got) != 6 || core.LastError() == nil {
 			t.Fatalf("%+v: stats %+v, %d decisions, want 6 errors (2 cells at 1023, 1103, 1183)", f, st, len(sink.got))
+		}
+		for _, d := range sink.got {
+			if d.Kind != stream.KindSkipped || d.Flags != stream.FlagModelError {
+				t.Fatalf("%+v: decision %+v, want a skipped decision flagged as a model error", f, d)
+			}
 		}
 		if n, _ := core.Next(1); n != 1023+3*rgc.Horizon {
 			t.Fatalf("next %d after failures", n)
@@ -635,11 +665,11 @@ func BenchmarkCoreFrame(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	core.Frames(synthFrames(0, 1024), 1023)
+	core.Frames(synthFrames(0, 1024), 0)
 	one := synthFrames(1024, 1)
 	b.ReportAllocs()
 	for b.Loop() {
-		core.Frames(one, one.FirstSeq)
+		core.Frames(one, 0)
 		one.FirstSeq++
 	}
 	b.ReportMetric(float64(core.Stats().Predictions)/float64(core.Stats().Frames), "windows/frame")

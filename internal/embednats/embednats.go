@@ -4,30 +4,77 @@ package embednats
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Start starts a NATS server listening on host:port (port -1 picks a free
-// port) and waits until it accepts connections. Stop it with Shutdown.
+// Options configure an embedded server.
+type Options struct {
+	// Host is the listen host (e.g. 127.0.0.1).
+	Host string
+	// Port is the listen port; -1 picks a free port. 0 is refused: the
+	// NATS server reads it as its default port 4222, which is easy to
+	// confuse with "any free port".
+	Port int
+	// Username and Password, when set, are required of every client.
+	Username, Password string
+	// Token, when set, is required of every client (not with Username).
+	Token string
+}
+
+// Start starts a NATS server without authentication listening on
+// host:port (port -1 picks a free port) and waits until it accepts
+// connections. Stop it with Shutdown.
 func Start(host string, port int) (*server.Server, error) {
+	return StartOptions(Options{Host: host, Port: port})
+}
+
+// StartOptions starts a NATS server configured by o and waits until it
+// accepts connections. An explicit port that is already taken is an error
+// (the server does not move to another port). Stop it with Shutdown.
+func StartOptions(o Options) (*server.Server, error) {
+	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+	switch {
+	case o.Port == 0 || o.Port < -1 || o.Port > 65535:
+		return nil, fmt.Errorf("embedded nats on %s: port %d out of range (-1 picks a free port)", addr, o.Port)
+	case (o.Username == "") != (o.Password == ""):
+		return nil, fmt.Errorf("embedded nats on %s: username and password go together", addr)
+	case o.Username != "" && o.Token != "":
+		return nil, fmt.Errorf("embedded nats on %s: username/password and token exclude each other", addr)
+	}
+	if o.Port > 0 {
+		// The server itself reports a taken port only by never becoming
+		// ready; binding first gives the reason at once.
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)
+		}
+		if err := ln.Close(); err != nil {
+			return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)
+		}
+	}
 	opts := &server.Options{
-		Host:           host,
-		Port:           port,
+		Host:           o.Host,
+		Port:           o.Port,
 		NoLog:          true,
 		NoSigs:         true,
 		MaxPayload:     4 << 20,
 		MaxControlLine: 4096,
+		Username:       o.Username,
+		Password:       o.Password,
+		Authorization:  o.Token,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats on %s:%d: %w", host, port, err)
+		return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats on %s:%d: not ready after 10 s", host, port)
+		return nil, fmt.Errorf("embedded nats on %s: not ready after 10 s", addr)
 	}
 	return s, nil
 }

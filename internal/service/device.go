@@ -16,23 +16,57 @@ import (
 
 // item is one received message waiting for the processor.
 type item struct {
-	m  *nats.Msg
-	at time.Time
+	m      *nats.Msg
+	at     time.Time
+	frames int64 // frames the message announces (0 for control)
+	ctl    bool  // a control message (its own budget)
 }
+
+// Queue limits of a device besides Config.QueueLen and Config.QueueBytes.
+const (
+	// rawLen is the capacity of the channel between the NATS client and
+	// the reader (one channel for both subjects keeps their order). The
+	// reader only sorts messages into the byte-bounded work queue, so the
+	// channel stays near empty; 1024 messages is a second of a real-time
+	// stream for a reader that the scheduler starves.
+	rawLen = 1024
+	// ctlQueueLen is the number of control messages that may wait besides
+	// the frames: resets and histories are never dropped for frames.
+	ctlQueueLen = 64
+	// ctlQueueBytes bounds the bytes of waiting control messages (about
+	// 15 history messages for 4096 cells).
+	ctlQueueBytes = 8 << 20
+)
 
 // device is the state of one served device.
 type device struct {
-	s      *Service
-	name   string
-	core   *daemon.Core
-	raw    chan *nats.Msg
-	work   chan item
-	stop   chan struct{}
-	newest atomic.Int64 // newest frame seq received, -1 none
-	last   atomic.Int64 // last seq processed, -1 none
-	nc     *nats.Conn
+	s    *Service
+	name string
+	core *daemon.Core
+	raw  chan *nats.Msg
+	work chan item
+	stop chan struct{}
+	last atomic.Int64 // last seq processed, -1 none
+	nc   *nats.Conn
 
-	stimSubj, ctlSubj string
+	// Queue accounting (reader adds, processor subtracts).
+	queuedFrames   atomic.Int64 // frames waiting, the overload policy's backlog
+	queuedBytes    atomic.Int64 // bytes of waiting frames messages
+	queuedMsgs     atomic.Int64 // waiting frames messages
+	queuedCtl      atomic.Int64 // waiting control messages
+	queuedCtlBytes atomic.Int64 // bytes of waiting control messages
+
+	// lastFrame is the arrival time (Unix ns) of the last frames message
+	// the core accepted, 0 before the first.
+	lastFrame atomic.Int64
+	// What the status reply reports, written by the processor.
+	epoch    atomic.Uint32
+	first    atomic.Int64
+	skipped  atomic.Uint64
+	rejected atomic.Uint64
+
+	stimSubj, ctlSubj, eventSubj string
+	eventBuf                     []byte
 
 	// processor-goroutine state
 	frames stream.Frames
@@ -86,18 +120,45 @@ func (k *sink) Batch(n int, d time.Duration) {
 	k.predict.Observe(d.Seconds())
 }
 
+// Stream publishes a stream event: a new epoch began, every cell's history
+// is lost unless the device resends it (docs/protocol.md).
+func (k *sink) Stream(ev stream.Event) {
+	d := k.d
+	d.epoch.Store(ev.Epoch)
+	d.first.Store(ev.First)
+	d.s.m.epoch.WithLabelValues(d.name).Set(float64(ev.Epoch))
+	b, err := stream.AppendEvent(d.eventBuf[:0], &ev)
+	if err == nil {
+		d.eventBuf = b
+		err = d.nc.Publish(d.eventSubj, b)
+	}
+	if err != nil {
+		k.pubErr.Inc()
+		d.s.limiter.warn(&d.s.log, "publish", 1, fmt.Sprintf("publish stream event of epoch %d: %v", ev.Epoch, err))
+	}
+	reasons := [...]string{stream.EventFirst: "first", stream.EventReset: "reset", stream.EventRestart: "restart"}
+	e := d.s.log.Info()
+	if ev.Reason == stream.EventRestart {
+		e = d.s.log.Warn()
+	}
+	e.Str("device", d.name).Uint32("epoch", ev.Epoch).Int64("first_seq", ev.First).Int64("prev_last_seq", ev.PrevLast).
+		Str("reason", reasons[ev.Reason]).Msg("stream started: cell histories reset, the device should resend them")
+}
+
 func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	d := &device{
-		s:        s,
-		name:     name,
-		raw:      make(chan *nats.Msg, s.cfg.QueueLen),
-		work:     make(chan item, s.cfg.QueueLen),
-		stop:     make(chan struct{}),
-		stimSubj: stream.StimSubject(name),
-		ctlSubj:  stream.ControlSubject(name),
+		s:         s,
+		name:      name,
+		raw:       make(chan *nats.Msg, rawLen),
+		work:      make(chan item, s.cfg.QueueLen+ctlQueueLen),
+		stop:      make(chan struct{}),
+		stimSubj:  stream.StimSubject(name),
+		ctlSubj:   stream.ControlSubject(name),
+		eventSubj: stream.EventsSubject(name),
+		eventBuf:  make([]byte, 0, stream.EventLen),
 	}
-	d.newest.Store(-1)
 	d.last.Store(-1)
+	d.first.Store(-1)
 	d.sink = sink{
 		d:       d,
 		subject: stream.SpikesSubject(name),
@@ -114,8 +175,9 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Stagger:        s.cfg.Stagger,
 		MaxBatch:       maxBatch,
 		MaxLag:         s.cfg.MaxLag,
-		Newest:         d.newest.Load,
+		Backlog:        d.queuedFrames.Load,
 		PublishSilence: s.cfg.PublishSilence,
+		Policy:         s.cfg.Policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
@@ -124,20 +186,19 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	return d, nil
 }
 
-// read moves received messages to the work queue, stamping their arrival
-// and tracking the newest frame seq. After stop it forwards what is left
-// and closes the queue.
+// read moves received messages to the work queue, stamping their arrival.
+// After stop it forwards what is left and closes the queue.
 func (d *device) read() {
 	defer close(d.work)
 	for {
 		select {
 		case m := <-d.raw:
-			d.enqueue(m, false)
+			d.enqueue(m)
 		case <-d.stop:
 			for {
 				select {
 				case m := <-d.raw:
-					d.enqueue(m, true)
+					d.enqueue(m)
 				default:
 					return
 				}
@@ -146,31 +207,66 @@ func (d *device) read() {
 	}
 }
 
-func (d *device) enqueue(m *nats.Msg, block bool) {
+// enqueue queues a message within the budgets: frames messages within
+// Config.QueueLen messages and Config.QueueBytes bytes, control messages
+// within their own budget, so a flood of frames never crowds out a reset
+// or a history. Oversized payloads are rejected here, before they occupy
+// any queue. The frames a message announces join the backlog the overload
+// policy sees; announcing frames cannot make the core skip a decision
+// beyond what the queue bounds, since only frames in the queue count.
+func (d *device) enqueue(m *nats.Msg) {
 	it := item{m: m, at: time.Now()}
-	if m.Subject == d.stimSubj {
-		if first, n, err := stream.PeekFrames(m.Data); err == nil {
-			last := first + int64(n) - 1
-			for {
-				cur := d.newest.Load()
-				if last <= cur || d.newest.CompareAndSwap(cur, last) {
-					break
-				}
-			}
+	size := int64(len(m.Data))
+	switch m.Subject {
+	case d.stimSubj:
+		if size > stream.FramesHeaderLen+stream.MaxFramesPerMsg*stream.FrameLen {
+			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("frames message of %d bytes rejected before queueing", size))
+			return
 		}
-	}
-	if block {
-		d.work <- it
+		if _, n, err := stream.PeekFrames(m.Data); err == nil {
+			it.frames = int64(n)
+		}
+		if d.queuedMsgs.Load() >= int64(d.s.cfg.QueueLen) || d.queuedBytes.Load()+size > d.s.cfg.QueueBytes {
+			d.reject("overflow", 1, "work queue full: frames message dropped (its frames become a gap)")
+			return
+		}
+		d.queuedMsgs.Add(1)
+		d.queuedBytes.Add(size)
+		d.queuedFrames.Add(it.frames)
+	case d.ctlSubj:
+		if size > stream.MaxPayload {
+			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
+			return
+		}
+		if d.queuedCtl.Load() >= ctlQueueLen || d.queuedCtlBytes.Load()+size > ctlQueueBytes {
+			d.reject("control_overflow", 1, "control queue full: control message dropped (a reset or history was lost; the device should resend it)")
+			return
+		}
+		it.ctl = true
+		d.queuedCtl.Add(1)
+		d.queuedCtlBytes.Add(size)
+	default:
+		d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
 		return
 	}
-	select {
-	case d.work <- it:
-	default:
-		d.reject("overflow", 1, "work queue full: message dropped (its frames become a gap)")
+	d.work <- it // never blocks: the budgets above keep the queue below its capacity
+}
+
+// dequeued releases a message's share of the queue budgets.
+func (d *device) dequeued(it item) {
+	size := int64(len(it.m.Data))
+	if it.ctl {
+		d.queuedCtl.Add(-1)
+		d.queuedCtlBytes.Add(-size)
+		return
 	}
+	d.queuedMsgs.Add(-1)
+	d.queuedBytes.Add(-size)
+	d.queuedFrames.Add(-it.frames)
 }
 
 func (d *device) reject(reason string, n uint64, msg string) {
+	d.rejected.Add(n)
 	d.s.m.rejected.WithLabelValues(d.name, reason).Add(float64(n))
 	d.s.limiter.warn(&d.s.log, d.name+"/"+reason, n, msg, func(e *zerolog.Event) {
 		e.Str("device", d.name).Str("reason", reason)
@@ -185,6 +281,7 @@ func (d *device) process() {
 }
 
 func (d *device) handle(it item) {
+	d.dequeued(it)
 	defer func() {
 		if r := recover(); r != nil {
 			d.reject("panic", 1, fmt.Sprintf("panic while handling a message on %s: %v", it.m.Subject, r))
@@ -197,12 +294,11 @@ func (d *device) handle(it item) {
 			return
 		}
 		d.s.m.framesIn.WithLabelValues(d.name).Add(float64(len(d.frames.Frames)))
+		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
-		latest := max(d.newest.Load(), d.frames.LastSeq())
-		d.core.Frames(&d.frames, latest)
-		last := d.core.LastSeq()
-		d.last.Store(last)
-		d.s.m.lag.WithLabelValues(d.name).Set(float64(max(latest-last, 0)))
+		d.core.Frames(&d.frames, d.queuedFrames.Load())
+		d.last.Store(d.core.LastSeq())
+		d.s.m.lag.WithLabelValues(d.name).Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
 			d.reject(stream.Reason(err), 1, "control message rejected: "+err.Error())
@@ -210,8 +306,8 @@ func (d *device) handle(it item) {
 		}
 		d.core.Control(&d.ctl)
 		if d.ctl.Op == stream.OpReset {
-			d.newest.Store(-1)
-			d.s.log.Info().Str("device", d.name).Msg("reset")
+			d.first.Store(-1)
+			d.s.limiter.info(&d.s.log, d.name+"/reset", 1, "reset: the device's stream and cell states are cleared", devField(d.name))
 		}
 		d.last.Store(d.core.LastSeq())
 	default:
@@ -232,12 +328,15 @@ func (d *device) syncStats() {
 		return v - old
 	}
 	if n := add(m.rejected, st.Stale, p.Stale, d.name, "stale"); n > 0 {
+		d.rejected.Add(n)
 		d.s.limiter.warn(&d.s.log, d.name+"/stale", n, "duplicate or out-of-order frames dropped", devField(d.name))
 	}
 	if n := add(m.rejected, st.UnknownCell, p.UnknownCell, d.name, "unknown_cell"); n > 0 {
+		d.rejected.Add(n)
 		d.s.limiter.warn(&d.s.log, d.name+"/unknown_cell", n, "history for a cell the checkpoint does not know", devField(d.name))
 	}
 	if n := add(m.rejected, st.HistoryLate, p.HistoryLate, d.name, "history_late"); n > 0 {
+		d.rejected.Add(n)
 		d.s.limiter.warn(&d.s.log, d.name+"/history_late", n, "history arrived after the cell's first window; send a reset first", devField(d.name))
 	}
 	if n := add(m.repaired, st.Clamped, p.Clamped, d.name, "clamped"); n > 0 {
@@ -247,12 +346,19 @@ func (d *device) syncStats() {
 		d.s.limiter.warn(&d.s.log, d.name+"/gap", n, "missing frames filled by holding the last frame", devField(d.name))
 	}
 	if n := add(m.restarts, st.Restarts, p.Restarts, d.name); n > 0 {
-		d.s.limiter.warn(&d.s.log, d.name+"/restart", n, "gap longer than a window: stream restarted", devField(d.name))
+		d.s.limiter.warn(&d.s.log, d.name+"/restart", n, "the device's numbering changed: stream restarted in a new epoch", devField(d.name))
+	}
+	if n := add(m.rejected, st.OutOfStream, p.OutOfStream, d.name, "out_of_stream"); n > 0 {
+		d.rejected.Add(n)
+		d.s.limiter.warn(&d.s.log, d.name+"/out_of_stream", n, "frames that do not continue the stream dropped (another publisher or a forged frame?)", devField(d.name))
 	}
 	if n := add(m.misses, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
-		d.s.limiter.warn(&d.s.log, d.name+"/deadline", n, "overloaded: stale decisions skipped (cells step as no spike)", devField(d.name))
+		d.skipped.Add(n)
+		d.s.limiter.warn(&d.s.log, d.name+"/deadline", n, "overloaded: stale decisions skipped (cells step as no spike, skipped decisions published)", devField(d.name))
 	}
+	add(m.filled, st.FilledDecisions, p.FilledDecisions, d.name)
 	if n := add(m.predictErrors, st.PredictErrors, p.PredictErrors, d.name); n > 0 {
+		d.skipped.Add(n)
 		err := d.core.LastError()
 		d.s.limiter.warn(&d.s.log, d.name+"/predict", n, fmt.Sprintf("prediction failed (cells step as no spike): %v", err), devField(d.name))
 	}
@@ -278,6 +384,7 @@ func (d *device) status(m *nats.Msg) {
 	b, err := stream.AppendStatus(d.statusBuf[:0], &stream.Status{
 		LastSeq: d.last.Load(), Shard: uint16(d.s.cfg.Shard), Shards: uint16(d.s.cfg.Shards), Cells: cells,
 		Total: uint16(len(d.s.all)), Stagger: d.s.cfg.Stagger,
+		Epoch: d.epoch.Load(), First: d.first.Load(), Skipped: d.skipped.Load(), Rejected: d.rejected.Load(),
 	})
 	if err != nil {
 		d.s.log.Error().Err(err).Msg("encode status")

@@ -21,6 +21,8 @@ type metrics struct {
 	predictions   *prometheus.CounterVec
 	spikes        *prometheus.CounterVec
 	misses        *prometheus.CounterVec
+	filled        *prometheus.CounterVec
+	epoch         *prometheus.GaugeVec
 	predictErrors *prometheus.CounterVec
 	publishErrors *prometheus.CounterVec
 	batch         *prometheus.HistogramVec
@@ -30,10 +32,13 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	reloads       *prometheus.CounterVec
 	nats          *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
 	ready         prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the metrics on reg; frameAges reports each device's
+// frame age (seconds since its last valid frames message) at every scrape.
+func newMetrics(reg prometheus.Registerer, frameAges func(report func(device string, seconds float64))) *metrics {
 	dev := []string{"device"}
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "predictord", Name: name, Help: help}, labels)
@@ -60,7 +65,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		histories:     cv("histories_total", "Initial spike histories accepted.", "device"),
 		predictions:   cv("predictions_total", "Windows predicted.", "device"),
 		spikes:        cv("spikes_total", "Spike decisions published.", "device"),
-		misses:        cv("deadline_misses_total", "Decisions skipped by the overload policy (cell stepped as no spike).", "device"),
+		misses:        cv("deadline_misses_total", "Decisions skipped by the overload policy (cell stepped as no spike, a skipped decision published).", "device"),
+		filled:        cv("filled_decisions_total", "Decisions whose window held gap-filled bins (flagged on the wire).", "device"),
+		epoch:         gv("stream_epoch", "The device's current stream epoch (0 before the first frame)."),
 		predictErrors: cv("predict_errors_total", "Windows whose prediction failed (cell stepped as no spike).", "device"),
 		publishErrors: cv("publish_errors_total", "Decision messages that could not be published.", "device"),
 		batch:         hv("batch_size", "Windows per model call.", prometheus.ExponentialBuckets(1, 2, 13)),
@@ -70,10 +77,31 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lag:           gv("lag_bins", "Newest frame received minus the last frame processed."),
 		reloads:       cv("reloads_total", "Checkpoint reloads (SIGHUP), by result.", "result"),
 		nats:          cv("nats_events_total", "NATS connection events (disconnect, reconnect, slow_consumer, error).", "event"),
-		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while subscribed and serving."}),
+		dropped:       cv("nats_dropped_messages_total", "Messages the NATS client dropped because the subscription's buffer was full (slow consumer), by subscription subject.", "device", "subject"),
+		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while /readyz answers 200 (sampled every monitor period)."}),
 	}
-	reg.MustRegister(m.ready)
+	reg.MustRegister(m.ready, &frameAgeCollector{
+		desc: prometheus.NewDesc("predictord_frame_age_seconds", "Seconds since the device's last valid frames message arrived (absent before the first).", dev, nil),
+		ages: frameAges,
+	})
 	return m
+}
+
+// frameAgeCollector exports predictord_frame_age_seconds, computed at scrape
+// time so that it keeps growing while no frames arrive.
+type frameAgeCollector struct {
+	desc *prometheus.Desc
+	ages func(report func(device string, seconds float64))
+}
+
+// Describe implements prometheus.Collector.
+func (c *frameAgeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *frameAgeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.ages(func(device string, seconds float64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, seconds, device)
+	})
 }
 
 // limiter logs each kind of event at most once per period ("once per
@@ -93,6 +121,16 @@ func newLimiter(period time.Duration) *limiter {
 // warn logs msg at warn level unless a line of the same key went out less
 // than a period ago; n is the number of events this call stands for.
 func (l *limiter) warn(log *zerolog.Logger, key string, n uint64, msg string, fields ...func(*zerolog.Event)) {
+	l.emit(log.Warn, key, n, msg, fields...)
+}
+
+// info is warn at the info level (events a device causes on purpose, such
+// as resets, which anyone on the subject can send).
+func (l *limiter) info(log *zerolog.Logger, key string, n uint64, msg string, fields ...func(*zerolog.Event)) {
+	l.emit(log.Info, key, n, msg, fields...)
+}
+
+func (l *limiter) emit(level func() *zerolog.Event, key string, n uint64, msg string, fields ...func(*zerolog.Event)) {
 	now := time.Now()
 	l.mu.Lock()
 	if t, ok := l.last[key]; ok && now.Sub(t) < l.period {
@@ -104,7 +142,7 @@ func (l *limiter) warn(log *zerolog.Logger, key string, n uint64, msg string, fi
 	l.supp[key] = 0
 	l.last[key] = now
 	l.mu.Unlock()
-	e := log.Warn().Str("kind", key).Uint64("events", n).Uint64("suppressed_since_last", supp)
+	e := level().Str("kind", key).Uint64("events", n).Uint64("suppressed_since_last", supp)
 	for _, f := range fields {
 		f(e)
 	}

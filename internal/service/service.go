@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/rgc"
+	"rgcpred/rollout"
 	"rgcpred/stream"
 )
 
@@ -45,6 +46,14 @@ type Model struct {
 	// Close, if not nil, releases the predictor (called after a reload
 	// replaced it, and by Service.Close).
 	Close func() error
+	// BinRateHz is the bin rate of the checkpoint's training data; it must
+	// equal the stream's, rgc.BinRateHz (0: the loader does not know it, not
+	// checked).
+	BinRateHz float64
+	// WindowBins and Horizon are the checkpoint's window and prediction
+	// horizon in bins; they must equal rgc.WindowBins and rgc.Horizon (0:
+	// not stated, not checked).
+	WindowBins, Horizon int
 }
 
 // Loader loads the checkpoint at path for batches of at most maxBatch
@@ -76,8 +85,15 @@ type Config struct {
 	MaxLag int64
 	// PublishSilence also publishes "no spike" decisions.
 	PublishSilence bool
-	// QueueLen is the number of messages queued per device (default 8192).
+	// Policy turns each window's distribution into a decision
+	// (daemon.Config.Policy; nil: the median rule).
+	Policy rollout.Policy
+	// QueueLen is the number of frames messages queued per device (default
+	// 8192); control messages have a budget of their own.
 	QueueLen int
+	// QueueBytes bounds the bytes of the frames messages queued per device
+	// (default 16 MiB: 8192 messages of 85 frames).
+	QueueBytes int64
 	// LogEvery is the minimum time between two log lines of one kind of
 	// bad input (default 5 s); the lines in between are counted.
 	LogEvery time.Duration
@@ -85,6 +101,37 @@ type Config struct {
 	Log zerolog.Logger
 	// Registry receives the metrics (a fresh one if nil).
 	Registry *prometheus.Registry
+	// PingInterval is how often the NATS client pings the server (default
+	// 2 s); after MaxPingsOutstanding unanswered pings (default 3) the
+	// connection counts as dead and is reconnected, so a half-open
+	// connection ends /readyz's 200 within about their product.
+	PingInterval time.Duration
+	// MaxPingsOutstanding: see PingInterval.
+	MaxPingsOutstanding int
+	// StaleAfter makes /readyz answer 503 once a device that has sent
+	// frames sent none for this long (0: never; a device that has not sent
+	// any yet keeps the service ready).
+	StaleAfter time.Duration
+	// DrainTimeout bounds the drain after Run's context ends: past it Run
+	// returns ErrDrainTimeout and abandons the messages still queued (0: no
+	// limit).
+	DrainTimeout time.Duration
+	// MonitorEvery is the period of the monitor that updates the dropped
+	// message counts, the ready gauge and the stale-input warnings
+	// (default 1 s).
+	MonitorEvery time.Duration
+}
+
+// ErrDrainTimeout is returned by Run when draining took longer than
+// Config.DrainTimeout.
+var ErrDrainTimeout = errors.New("drain timed out")
+
+// subscription is one NATS subscription and the dropped-message count
+// already exported for it.
+type subscription struct {
+	sub      *nats.Subscription
+	dropped  prometheus.Counter
+	exported int
 }
 
 // Service is a running predictord.
@@ -107,6 +154,12 @@ type Service struct {
 
 	nc      atomic.Pointer[nats.Conn]
 	running atomic.Bool
+	// working is true while Run's reader and processor goroutines run
+	// (after an abandoned drain too, until they end).
+	working atomic.Bool
+
+	subsMu sync.Mutex
+	subs   []*subscription
 }
 
 // lockedPredictor serialises Predict calls of several devices' cores and
@@ -193,15 +246,30 @@ func New(cfg Config) (*Service, error) {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 8192
 	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = 16 << 20
+	}
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 5 * time.Second
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 2 * time.Second
+	}
+	if cfg.MaxPingsOutstanding <= 0 {
+		cfg.MaxPingsOutstanding = 3
+	}
+	if cfg.MonitorEvery <= 0 {
+		cfg.MonitorEvery = time.Second
+	}
+	if cfg.StaleAfter < 0 || cfg.DrainTimeout < 0 {
+		return nil, fmt.Errorf("service: negative stale-after %v or drain timeout %v", cfg.StaleAfter, cfg.DrainTimeout)
+	}
 	s := &Service{cfg: cfg, log: cfg.Log, reg: cfg.Registry}
 	s.limiter = newLimiter(cfg.LogEvery)
-	s.m = newMetrics(cfg.Registry)
+	s.m = newMetrics(cfg.Registry, s.frameAges)
 	mdl, err := s.loadValid(nil)
 	if err != nil {
 		return nil, err
@@ -259,6 +327,10 @@ func (s *Service) loadValid(need []int) (*Model, error) {
 		discard(mdl)
 		return nil, fmt.Errorf("load model %s: loader returned no predictor or no cells", s.cfg.ModelPath)
 	}
+	if err := checkTimeBase(mdl); err != nil {
+		discard(mdl)
+		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
+	}
 	if err := probe(mdl, need); err != nil {
 		discard(mdl)
 		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
@@ -271,6 +343,24 @@ func discard(m *Model) {
 	if m != nil && m.Close != nil {
 		_ = m.Close()
 	}
+}
+
+// checkTimeBase checks that the checkpoint was trained in the stream's time
+// base: frames are bins at rgc.BinRateHz, a window is rgc.WindowBins bins
+// and the horizon rgc.Horizon bins. A model of another bin rate would read
+// every window stretched or squeezed in time and predict spike times off by
+// the ratio, with no error anywhere else.
+func checkTimeBase(mdl *Model) error {
+	if r := mdl.BinRateHz; r != 0 && !(math.Abs(r-rgc.BinRateHz) <= 1e-9*rgc.BinRateHz) {
+		return fmt.Errorf("checkpoint bin rate %.6f Hz differs from the stream's %.6f Hz (rgc.BinRateHz): trained on data of another time base", r, rgc.BinRateHz)
+	}
+	if mdl.WindowBins != 0 && mdl.WindowBins != rgc.WindowBins {
+		return fmt.Errorf("checkpoint window of %d bins differs from the daemon's %d", mdl.WindowBins, rgc.WindowBins)
+	}
+	if mdl.Horizon != 0 && mdl.Horizon != rgc.Horizon {
+		return fmt.Errorf("checkpoint horizon of %d bins differs from the daemon's %d", mdl.Horizon, rgc.Horizon)
+	}
+	return nil
 }
 
 // probe checks that mdl knows every cell of need and returns a valid
@@ -338,8 +428,13 @@ func (s *Service) Reload() error {
 	return nil
 }
 
-// Close releases the current model. Call it after Run returned.
+// Close releases the current model. Call it after Run returned. After an
+// abandoned drain (ErrDrainTimeout) whose goroutines still run, the model
+// may be in use: Close leaves it open and returns an error.
 func (s *Service) Close() error {
+	if s.working.Load() {
+		return errors.New("close model: left open, an abandoned drain may still be using it")
+	}
 	if m := s.model.Load(); m != nil && m.Close != nil {
 		if err := m.Close(); err != nil {
 			return fmt.Errorf("close model: %w", err)
@@ -354,14 +449,61 @@ func (s *Service) Cells() []int { return slices.Clone(s.cells) }
 // Registry returns the service's metrics registry.
 func (s *Service) Registry() *prometheus.Registry { return s.reg }
 
-// Ready reports whether the service is subscribed and connected.
-func (s *Service) Ready() bool {
+// Ready reports whether the service is ready (Readiness is nil).
+func (s *Service) Ready() bool { return s.Readiness() == nil }
+
+// Readiness returns nil while the service is subscribed, connected to NATS
+// and, with Config.StaleAfter, no device that has sent frames has gone
+// silent for longer than StaleAfter; otherwise the reason it is not ready.
+func (s *Service) Readiness() error {
 	nc := s.nc.Load()
-	return s.running.Load() && nc != nil && nc.IsConnected()
+	if !s.running.Load() || nc == nil || !nc.IsConnected() {
+		return errors.New("not subscribed or NATS disconnected")
+	}
+	if s.cfg.StaleAfter > 0 {
+		for _, d := range s.devices {
+			if age, ok := d.frameAge(); ok && age > s.cfg.StaleAfter {
+				return fmt.Errorf("no frames from device %s for %.1f s", d.name, age.Seconds())
+			}
+		}
+	}
+	return nil
+}
+
+// FrameAge returns the time since the last valid frames message of device
+// arrived, and false if it has sent none yet or is not served.
+func (s *Service) FrameAge(device string) (time.Duration, bool) {
+	for _, d := range s.devices {
+		if d.name == device {
+			return d.frameAge()
+		}
+	}
+	return 0, false
+}
+
+// frameAge returns the time since the device's last valid frames message
+// arrived, false before the first.
+func (d *device) frameAge() (time.Duration, bool) {
+	at := d.lastFrame.Load()
+	if at == 0 {
+		return 0, false
+	}
+	return max(time.Since(time.Unix(0, at)), 0), true
+}
+
+// frameAges reports each device's frame age in seconds to the frame-age
+// gauge; devices that have sent no frames yet are left out.
+func (s *Service) frameAges(report func(device string, seconds float64)) {
+	for _, d := range s.devices {
+		if age, ok := d.frameAge(); ok {
+			report(d.name, age.Seconds())
+		}
+	}
 }
 
 // Handler serves /metrics (Prometheus exposition), /healthz (the process
-// is alive) and /readyz (model loaded, subscribed and connected to NATS).
+// is alive) and /readyz (200 when Readiness is nil, else 503 and the
+// reason).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
@@ -369,8 +511,8 @@ func (s *Service) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not ready: not subscribed or NATS disconnected", http.StatusServiceUnavailable)
+		if err := s.Readiness(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
@@ -379,9 +521,13 @@ func (s *Service) Handler() http.Handler {
 }
 
 // ConnOptions returns the NATS options the service needs: reconnect
-// forever and log and count connection events. Add auth options to them.
+// forever, ping the server (Config.PingInterval) so that a dead connection
+// is noticed, and log and count connection events. Add auth options to
+// them.
 func (s *Service) ConnOptions() []nats.Option {
 	return []nats.Option{
+		nats.PingInterval(s.cfg.PingInterval),
+		nats.MaxPingsOutstanding(s.cfg.MaxPingsOutstanding),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
@@ -403,6 +549,7 @@ func (s *Service) ConnOptions() []nats.Option {
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				s.m.nats.WithLabelValues("slow_consumer").Inc()
+				s.syncDropped()
 				s.limiter.warn(&s.log, "slow_consumer", 1, "nats dropped messages: slow consumer (the frames become a gap)")
 				return
 			}
@@ -415,6 +562,8 @@ func (s *Service) ConnOptions() []nats.Option {
 // Run subscribes every device and processes messages until ctx ends; then
 // it drains: it stops the subscriptions, processes every message already
 // received, publishes the decisions, flushes the connection and returns nil.
+// With Config.DrainTimeout, a drain that takes longer is abandoned (what is
+// left is logged) and Run returns ErrDrainTimeout.
 func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 	s.nc.Store(nc)
 	var wg sync.WaitGroup
@@ -423,7 +572,13 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 		for _, sub := range subs {
 			_ = sub.Unsubscribe()
 		}
+		s.setSubs(nil)
 		return err
+	}
+	var tracked []*subscription
+	track := func(d *device, sub *nats.Subscription) {
+		subs = append(subs, sub)
+		tracked = append(tracked, &subscription{sub: sub, dropped: s.m.dropped.WithLabelValues(d.name, sub.Subject)})
 	}
 	for _, d := range s.devices {
 		d.nc = nc
@@ -432,37 +587,67 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 			if err != nil {
 				return fail(fmt.Errorf("subscribe %s: %w", subj, err))
 			}
-			subs = append(subs, sub)
+			track(d, sub)
 		}
 		sub, err := nc.Subscribe(stream.StatusSubject(d.name), d.status)
 		if err != nil {
 			return fail(fmt.Errorf("subscribe %s: %w", stream.StatusSubject(d.name), err))
 		}
-		subs = append(subs, sub)
+		track(d, sub)
 	}
+	s.setSubs(tracked)
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {
 		s.log.Warn().Err(err).Msg("flush after subscribing (continuing; NATS will resend subscriptions on reconnect)")
 	}
+	s.working.Store(true)
 	for _, d := range s.devices {
 		wg.Add(2)
 		go func() { defer wg.Done(); d.read() }()
 		go func() { defer wg.Done(); d.process() }()
 	}
+	workDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		s.working.Store(false)
+		close(workDone)
+	}()
 	s.running.Store(true)
 	s.m.ready.Set(1)
-	s.log.Info().Strs("devices", s.cfg.Devices).Str("url", nc.ConnectedUrlRedacted()).Msg("serving")
+	monStop, monDone := make(chan struct{}), make(chan struct{})
+	go s.monitor(monStop, monDone)
+	s.log.Info().Strs("devices", s.cfg.Devices).Str("url", nc.ConnectedUrlRedacted()).
+		Dur("stale_after", s.cfg.StaleAfter).Dur("drain_timeout", s.cfg.DrainTimeout).Msg("serving")
 
 	<-ctx.Done()
+	close(monStop)
+	<-monDone
 	s.running.Store(false)
 	s.m.ready.Set(0)
 	s.log.Info().Msg("draining")
+	s.syncDropped() // Dropped needs a live subscription
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
+	s.setSubs(nil)
 	for _, d := range s.devices {
 		close(d.stop)
 	}
-	wg.Wait()
+	var timeout <-chan time.Time
+	if s.cfg.DrainTimeout > 0 {
+		t := time.NewTimer(s.cfg.DrainTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-workDone:
+	case <-timeout:
+		for _, d := range s.devices {
+			s.log.Error().Str("device", d.name).Int("queued_messages", len(d.raw)+len(d.work)).
+				Int64("last_seq", d.last.Load()).Int64("queued_frames", d.queuedFrames.Load()).
+				Msg("drain timeout: abandoning the queued messages and the model call in progress; their decisions are not published")
+		}
+		return fmt.Errorf("%w after %v", ErrDrainTimeout, s.cfg.DrainTimeout)
+	}
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {
 		s.log.Warn().Err(err).Msg("flush while draining")
 	}
@@ -472,4 +657,64 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 	}
 	s.log.Info().Uint64("frames", frames).Msg("drained")
 	return nil
+}
+
+// setSubs replaces the subscriptions whose dropped messages are counted.
+func (s *Service) setSubs(subs []*subscription) {
+	s.subsMu.Lock()
+	s.subs = subs
+	s.subsMu.Unlock()
+}
+
+// syncDropped adds the messages the NATS client dropped on each
+// subscription since the last call to predictord_nats_dropped_messages_total.
+func (s *Service) syncDropped() {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	for _, t := range s.subs {
+		n, err := t.sub.Dropped()
+		if err != nil || n <= t.exported {
+			continue
+		}
+		t.dropped.Add(float64(n - t.exported))
+		t.exported = n
+	}
+}
+
+// monitor runs every Config.MonitorEvery until stop is closed: it updates
+// the dropped message counts and the ready gauge, and warns once when a
+// device's frames stop for longer than Config.StaleAfter (and notes when
+// they resume).
+func (s *Service) monitor(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.cfg.MonitorEvery)
+	defer t.Stop()
+	stale := make([]bool, len(s.devices))
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s.syncDropped()
+		if s.Ready() {
+			s.m.ready.Set(1)
+		} else {
+			s.m.ready.Set(0)
+		}
+		if s.cfg.StaleAfter <= 0 {
+			continue
+		}
+		for i, d := range s.devices {
+			age, ok := d.frameAge()
+			switch now := ok && age > s.cfg.StaleAfter; {
+			case now && !stale[i]:
+				s.log.Warn().Str("device", d.name).Dur("stale_after", s.cfg.StaleAfter).
+					Msgf("no frames from device %s for %.1f s: not ready", d.name, age.Seconds())
+			case !now && stale[i]:
+				s.log.Info().Str("device", d.name).Msg("frames arrive again")
+			}
+			stale[i] = ok && age > s.cfg.StaleAfter
+		}
+	}
 }
