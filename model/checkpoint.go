@@ -10,10 +10,14 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"syscall"
 )
 
 // Checkpoint file format, version 1 (all integers little-endian):
@@ -181,38 +185,99 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	return nil
 }
 
-// Save writes the checkpoint to path atomically: to a temporary file in the
-// same directory, synced, then renamed over path.
+// checkpointPerm is the mode of a saved checkpoint (before the umask):
+// readable by every user, so a daemon running as another user can load it.
+const checkpointPerm = 0o644
+
+// saveSteps are the durability steps of Save, in the order Save takes
+// them: sync the written temporary file, rename it over the target, sync
+// the parent directory so the rename itself survives a crash. Tests
+// substitute them to observe the order and inject failures.
+type saveSteps struct {
+	syncFile func(f *os.File) error
+	rename   func(oldpath, newpath string) error
+	syncDir  func(dir string) error
+}
+
+// osSaveSteps are the steps Save takes on the real file system.
+var osSaveSteps = saveSteps{syncFile: (*os.File).Sync, rename: os.Rename, syncDir: syncDir}
+
+// Save writes the checkpoint to path atomically and durably: to a new
+// temporary file in the same directory (mode 0644 less the umask), synced,
+// renamed over path, then the directory synced.
 func (c *Checkpoint) Save(path string) error {
+	if err := c.save(path, osSaveSteps); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+// save implements Save with the given durability steps.
+func (c *Checkpoint) save(path string, steps saveSteps) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, base+".tmp*")
+	f, err := createTemp(dir, base+".tmp")
 	if err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", path, err)
+		return err
 	}
 	tmp := f.Name()
 	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("save checkpoint %s: %w", path, err)
+		return err
 	}
 	if err := c.Write(f); err != nil {
 		return fail(err)
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
+	if err := steps.syncFile(f); err != nil {
+		return fail(fmt.Errorf("sync: %w", err))
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("save checkpoint %s: %w", path, err)
+		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := steps.rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("save checkpoint %s: %w", path, err)
+		return err
+	}
+	if err := steps.syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// createTemp creates a new file named prefix plus a random suffix in dir,
+// with mode checkpointPerm less the umask (os.CreateTemp would give 0600).
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, checkpointPerm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("create a temporary file in %s: no free name after 100 tries", dir)
+}
+
+// syncDir flushes directory dir's entries (a rename in it) to disk. File
+// systems that cannot sync a directory report EINVAL or an unsupported
+// operation; there is nothing more to do on those.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	return err
 }
 
 // LoadCheckpoint reads and validates the checkpoint file at path.

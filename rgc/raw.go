@@ -20,8 +20,36 @@ const (
 	FileOffsets  = "spike_offsets.npy"
 )
 
-// maxFileBytes bounds the size of any file of a recording that is read.
+// maxFileBytes bounds the size of any .npy file of a recording that is read.
 const maxFileBytes = 1 << 30
+
+// maxJSONBytes bounds the size of recording.json. Decoding JSON costs
+// several times the text's size (a cell entry of 3 bytes, "{},", decodes to
+// a 24-byte struct); the shipped 154-cell file is 12 KB, so 16 MiB leaves
+// room for hundreds of thousands of cells while bounding what a hostile
+// file can make the decoder allocate.
+const maxJSONBytes = 16 << 20
+
+// Bounds on a recording's time axis, in sensor samples. Binning allocates
+// memory in proportion to num_sensor_samples (StimChannels float32s per
+// bin), so the length must be backed by the stimulus the files hold: every
+// frame of stimulus_triggers.npy is at most MaxFrameSamples long, and the
+// recording extends at most MaxEdgeSamples before the first trigger and
+// after the last one. MaxRecordingSamples caps the total whatever the number
+// of frames.
+const (
+	// MaxFrameSamples is the longest stimulus frame accepted: 2^20 samples,
+	// about 59 s at SensorRateHz (the shipped frames last 802-1488).
+	MaxFrameSamples = 1 << 20
+	// MaxEdgeSamples is the longest stretch of recording accepted before
+	// the first trigger or after the last one: 2^24 samples, about 15.7
+	// minutes at SensorRateHz (the shipped recording has 0 and 1).
+	MaxEdgeSamples = 1 << 24
+	// MaxRecordingSamples is the longest recording accepted: 2^31 samples,
+	// about 33 hours at SensorRateHz (119 million bins, 1.9 GB of binned
+	// stimulus), above the 24 hours rgc/synth generates at most.
+	MaxRecordingSamples = 1 << 31
+)
 
 // CellInfo is one spike-sorted cluster of a raw recording.
 type CellInfo struct {
@@ -115,8 +143,8 @@ func parseRecordingJSON(data []byte) (*recordingJSON, error) {
 	return &j, nil
 }
 
-// readFile reads one file of a recording, bounded in size.
-func readFile(dir, name string) ([]byte, error) {
+// readFile reads one file of a recording, at most limit bytes.
+func readFile(dir, name string, limit int64) ([]byte, error) {
 	path := filepath.Join(dir, name)
 	f, err := os.Open(path)
 	if err != nil {
@@ -126,12 +154,17 @@ func readFile(dir, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	// Refuse an oversized regular file before reading any of it; the
+	// limited read below also bounds files whose size Stat cannot tell.
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, larger than %d bytes", name, st.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileBytes)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
 	}
 	return data, nil
 }
@@ -174,7 +207,11 @@ func loadRaw(dir string) (*Raw, error) {
 	}
 	files := map[string][]byte{}
 	for _, name := range []string{FileJSON, FilePattern, FileTriggers, FileSamples, FileOffsets} {
-		data, err := readFile(dir, name)
+		limit := int64(maxFileBytes)
+		if name == FileJSON {
+			limit = maxJSONBytes
+		}
+		data, err := readFile(dir, name, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -274,10 +311,13 @@ func decodeRaw(files map[string][]byte) (*Raw, error) {
 }
 
 // Validate checks the recording's consistency: a positive, finite sample
-// rate and length, four channels, LED states 0 or 1, strictly increasing
-// triggers inside the recording, unique cluster ids, and every cell's spikes
-// ascending and inside [0, NumSamples). Each error names the file that holds
-// the offending value.
+// rate, a length of 1..MaxRecordingSamples samples, four channels, LED
+// states 0 or 1, strictly increasing triggers inside the recording, frames
+// of at most MaxFrameSamples, at most MaxEdgeSamples of recording before the
+// first trigger and after the last (so the length is backed by the
+// stimulus file, and binning allocates in proportion to the data), unique
+// cluster ids, and every cell's spikes ascending and inside [0, NumSamples).
+// Each error names the file that holds the offending value.
 func (r *Raw) Validate() error {
 	if r.Name == "" {
 		return fmt.Errorf("%s: empty name", FileJSON)
@@ -290,6 +330,9 @@ func (r *Raw) Validate() error {
 	}
 	if r.NumSamples <= 0 {
 		return fmt.Errorf("%s: num_sensor_samples = %d is not positive", FileJSON, r.NumSamples)
+	}
+	if r.NumSamples > MaxRecordingSamples {
+		return fmt.Errorf("%s: num_sensor_samples = %d exceeds the limit of %d", FileJSON, r.NumSamples, int64(MaxRecordingSamples))
 	}
 	if len(r.Channels) != StimChannels {
 		return fmt.Errorf("%s: stimulus.channels has %d entries, want %d", FileJSON, len(r.Channels), StimChannels)
@@ -314,6 +357,15 @@ func (r *Raw) Validate() error {
 		if i > 0 && t <= r.Triggers[i-1] {
 			return fmt.Errorf("%s: triggers not increasing: trigger %d at %d after trigger %d at %d", FileTriggers, i, t, i-1, r.Triggers[i-1])
 		}
+		if i > 0 && t-r.Triggers[i-1] > MaxFrameSamples {
+			return fmt.Errorf("%s: frame %d lasts %d samples (triggers %d to %d), longer than the limit of %d", FileTriggers, i-1, t-r.Triggers[i-1], r.Triggers[i-1], t, MaxFrameSamples)
+		}
+	}
+	if first := r.Triggers[0]; first > MaxEdgeSamples {
+		return fmt.Errorf("%s: first trigger at sample %d: more than %d samples of recording before the stimulus", FileTriggers, first, MaxEdgeSamples)
+	}
+	if last := r.Triggers[len(r.Triggers)-1]; r.NumSamples-last > MaxEdgeSamples {
+		return fmt.Errorf("%s: num_sensor_samples = %d extends more than %d samples past the last trigger (sample %d of %s)", FileJSON, r.NumSamples, MaxEdgeSamples, last, FileTriggers)
 	}
 	seen := make(map[int]int, len(r.Cells))
 	for i, c := range r.Cells {

@@ -3,9 +3,12 @@ package rgc
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -221,9 +224,45 @@ func TestValidateHandMade(t *testing.T) {
 	}
 }
 
+// maxBinsFor returns the most bins a recording that passed Validate can
+// have: its frames at MaxFrameSamples each, plus MaxEdgeSamples before and
+// after them, capped by MaxRecordingSamples. Binning allocates in
+// proportion to it.
+func maxBinsFor(r *Raw) int64 {
+	n := int64(len(r.Pattern))*MaxFrameSamples + 2*MaxEdgeSamples
+	return min(n, MaxRecordingSamples) / Decimation
+}
+
+// checkBinned bins an accepted recording and checks the result: a length
+// within maxBinsFor (so memory stays bounded by the data) and spike bins
+// inside it, ascending.
+func checkBinned(t *testing.T, r *Raw) {
+	t.Helper()
+	if err := r.Validate(); err != nil {
+		t.Fatalf("decodeRaw accepted an invalid recording: %v", err)
+	}
+	if bins := r.NumSamples / Decimation; bins > maxBinsFor(r) {
+		t.Fatalf("accepted %d bins for %d frames, above the bound %d", bins, len(r.Pattern), maxBinsFor(r))
+	}
+	rec, err := r.Bin()
+	if err != nil {
+		t.Fatalf("validated recording does not bin: %v", err)
+	}
+	for _, c := range rec.Cells {
+		for i, b := range c.SpikeBins {
+			if b < 0 || int(b) >= rec.Bins || (i > 0 && b < c.SpikeBins[i-1]) {
+				t.Fatalf("bad spike bins %v for %d bins", c.SpikeBins, rec.Bins)
+			}
+		}
+	}
+}
+
 // FuzzLoadRaw replaces one file of a small valid recording with fuzzed bytes
-// (seeded with every file's valid content) and checks that decoding never
-// panics and that whatever it accepts is valid and bins cleanly.
+// (seeded with every file's valid content and with hostile size fields) and
+// checks that decoding never panics and that whatever it accepts is valid,
+// has a length backed by its stimulus (maxBinsFor) and bins cleanly.
+// Binning every accepted input keeps memory bounded because Validate bounds
+// the length by the data.
 func FuzzLoadRaw(f *testing.F) {
 	names := []string{FileJSON, FilePattern, FileTriggers, FileSamples, FileOffsets}
 	_, base := writeFiles(f, smallRaw())
@@ -231,6 +270,13 @@ func FuzzLoadRaw(f *testing.F) {
 		f.Add(uint8(i), base[n])
 	}
 	f.Add(uint8(0), []byte(`{"name":"x","sensor_sample_rate_hz":1,"num_sensor_samples":1,"stimulus":{"channels":["a","b","c","d"],"wavelength_nm":[1,2,3,4],"frames":6},"cells":[{"cluster_id":1,"spikes":8}]}`))
+	js := string(base[FileJSON])
+	for _, huge := range []string{"38654705663", "9223372036854775807", "2147483648", "16784116", "1e300", "-1"} {
+		f.Add(uint8(0), []byte(strings.Replace(js, `"num_sensor_samples": 7000`, `"num_sensor_samples": `+huge, 1)))
+	}
+	f.Add(uint8(0), []byte(strings.Replace(js, `"frames": 6`, `"frames": 9223372036854775807`, 1)))
+	f.Add(uint8(0), []byte(strings.Replace(js, `"spikes": 5`, `"spikes": 9223372036854775807`, 1)))
+	f.Add(uint8(2), npyFile(f, []int64{0, 1, 2, 3, 4, 5, 7000}, nil))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		files := map[string][]byte{}
 		for k, v := range base {
@@ -244,24 +290,124 @@ func FuzzLoadRaw(f *testing.F) {
 			}
 			return
 		}
-		if err := r.Validate(); err != nil {
-			t.Fatalf("decodeRaw accepted an invalid recording: %v", err)
+		checkBinned(t, r)
+	})
+}
+
+// FuzzRecordingSizes writes fuzzed size fields into a small valid
+// recording - num_sensor_samples, the first and last trigger, stimulus.frames
+// and a cell's spike count - so the fuzzer searches the size space directly
+// (huge, negative, inconsistent values), and checks that decoding never
+// panics and that an accepted recording bins within maxBinsFor.
+func FuzzRecordingSizes(f *testing.F) {
+	base := smallRaw()
+	_, files := writeFiles(f, base)
+	f.Add(int64(7000), int64(500), int64(6500), 6, int64(5))
+	f.Add(int64(38654705663), int64(500), int64(6500), 6, int64(5))
+	f.Add(int64(1<<31), int64(500), int64(1<<31-1000), 6, int64(5))
+	f.Add(int64(1<<30), int64(1<<24+1), int64(1<<30-10), 6, int64(5))
+	f.Add(int64(9223372036854775807), int64(0), int64(9223372036854775000), 1<<62, int64(-1))
+	f.Fuzz(func(t *testing.T, numSamples, firstTrig, lastTrig int64, frames int, spikes0 int64) {
+		var j recordingJSON
+		if err := json.Unmarshal(files[FileJSON], &j); err != nil {
+			t.Fatal(err)
 		}
-		if r.NumSamples > 1<<24 {
-			return // binning a huge declared length is slow, not wrong
-		}
-		rec, err := r.Bin()
+		j.NumSensorSamples, j.Stimulus.Frames, j.Cells[0].Spikes = numSamples, frames, spikes0
+		js, err := json.Marshal(&j)
 		if err != nil {
+			t.Fatal(err)
+		}
+		trig := append([]int64(nil), base.Triggers...)
+		trig[0], trig[len(trig)-1] = firstTrig, lastTrig
+		fz := map[string][]byte{}
+		for k, v := range files {
+			fz[k] = v
+		}
+		fz[FileJSON], fz[FileTriggers] = js, npyFile(t, trig, nil)
+		r, err := decodeRaw(fz)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
 			return
 		}
-		for _, c := range rec.Cells {
-			for i, b := range c.SpikeBins {
-				if b < 0 || int(b) >= rec.Bins || (i > 0 && b < c.SpikeBins[i-1]) {
-					t.Fatalf("bad spike bins %v for %d bins", c.SpikeBins, rec.Bins)
+		checkBinned(t, r)
+	})
+}
+
+// TestHostileSizes feeds recordings whose size fields are huge or
+// inconsistent with the data files: each must fail with an error naming
+// the file and field, and loading must allocate little (at most
+// maxAllocBytes), never in proportion to the claimed size.
+func TestHostileSizes(t *testing.T) {
+	const maxAllocBytes = 64 << 20
+	_, base := writeFiles(t, smallRaw())
+	js := string(base[FileJSON])
+	setJSON := func(old, new string) func(map[string][]byte) {
+		return func(f map[string][]byte) {
+			if !strings.Contains(js, old) {
+				t.Fatalf("%q not in recording.json", old)
+			}
+			f[FileJSON] = []byte(strings.Replace(js, old, new, 1))
+		}
+	}
+	setTriggers := func(v ...int64) func(map[string][]byte) {
+		return func(f map[string][]byte) { f[FileTriggers] = npyFile(t, v, nil) }
+	}
+	both := func(a, b func(map[string][]byte)) func(map[string][]byte) {
+		return func(f map[string][]byte) { a(f); b(f) }
+	}
+	const samples = `"num_sensor_samples": 7000`
+	cases := []struct {
+		name   string
+		mutate func(map[string][]byte)
+		want   string
+	}{
+		{"samples for 2^31 bins", setJSON(samples, `"num_sensor_samples": 38654705663`), "recording.json: num_sensor_samples = 38654705663 exceeds the limit of 2147483648"},
+		{"samples max int64", setJSON(samples, `"num_sensor_samples": 9223372036854775807`), "num_sensor_samples = 9223372036854775807 exceeds the limit"},
+		{"samples past the stimulus", setJSON(samples, `"num_sensor_samples": 16784117`), "recording.json: num_sensor_samples = 16784117 extends more than 16777216 samples past the last trigger (sample 6500 of stimulus_triggers.npy)"},
+		{"samples overflow", setJSON(samples, `"num_sensor_samples": 1e300`), "recording.json: json: cannot unmarshal number 1e300"},
+		{"frame too long", both(setJSON(samples, `"num_sensor_samples": 1073748000`), setTriggers(500, 1500, 2500, 3500, 4500, 5500, 1073748000)),
+			"stimulus_triggers.npy: frame 5 lasts 1073742500 samples (triggers 5500 to 1073748000), longer than the limit of 1048576"},
+		{"late first trigger", both(setJSON(samples, `"num_sensor_samples": 16787000`), setTriggers(16777217, 16778000, 16779000, 16780000, 16781000, 16782000, 16783000)),
+			"stimulus_triggers.npy: first trigger at sample 16777217: more than 16777216 samples of recording before the stimulus"},
+		{"frames huge", setJSON(`"frames": 6`, `"frames": 9223372036854775807`), "stimulus_pattern.npy: 6 frames but recording.json says stimulus.frames = 9223372036854775807"},
+		{"spikes huge", setJSON(`"spikes": 5`, `"spikes": 9223372036854775807`), "recording.json: cells[0] (cluster 3) says 9223372036854775807 spikes but spike_offsets.npy gives 5"},
+		{"json too large", func(f map[string][]byte) {
+			f[FileJSON] = append([]byte(js), bytes.Repeat([]byte(" "), maxJSONBytes)...)
+		}, fmt.Sprintf("recording.json: %d bytes, larger than 16777216 bytes", len(js)+maxJSONBytes)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string][]byte{}
+			for k, v := range base {
+				files[k] = v
+			}
+			tc.mutate(files)
+			dir := t.TempDir()
+			for n, b := range files {
+				if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
-		}
-	})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := LoadRaw(dir)
+			if err == nil {
+				t.Fatal("LoadRaw accepted the recording")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q\nwant it to contain %q", err, tc.want)
+			}
+			if _, err := Load(dir); err == nil {
+				t.Fatal("Load accepted the recording")
+			}
+			runtime.ReadMemStats(&after)
+			if d := after.TotalAlloc - before.TotalAlloc; d > maxAllocBytes {
+				t.Errorf("loading allocated %d bytes, want at most %d", d, maxAllocBytes)
+			}
+		})
+	}
 }
 
 func TestLoadNotADirectory(t *testing.T) {

@@ -422,6 +422,7 @@ func TestOptionsErrors(t *testing.T) {
 		{"distill logmix", func(o *Options) { o.Distill, o.Teacher, o.Config = 0.5, teacher, tinyConfig(model.HeadLogMix, 2) }},
 		{"no learning rate", func(o *Options) { o.LR = 0 }},
 		{"cells mismatch", func(o *Options) { o.Config = tinyConfig(model.HeadCat, 3) }},
+		{"batch too large", func(o *Options) { o.Batch = maxBatch + 1 }},
 	} {
 		o := base
 		tc.mod(&o)

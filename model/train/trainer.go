@@ -74,6 +74,12 @@ type Options struct {
 	ProgressEvery time.Duration
 	// Notes are stored in the checkpoint's provenance.
 	Notes string
+
+	// afterResumeSave, when set, runs after a validation has saved the
+	// resume checkpoint and before it saves an improved best checkpoint;
+	// an error ends the run there. Tests inject faults with it (a crash
+	// between the two saves).
+	afterResumeSave func() error
 }
 
 // Point is one entry of the training history.
@@ -137,6 +143,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("config has %d cells, training on %d", o.Config.NumCells, len(o.Cells))
 	case o.Steps < 1 || o.Batch < 1:
 		return fmt.Errorf("steps %d and batch %d must be >= 1", o.Steps, o.Batch)
+	case o.Steps > maxSteps || o.Batch > maxBatch:
+		return fmt.Errorf("steps %d and batch %d must be at most %d and %d", o.Steps, o.Batch, maxSteps, maxBatch)
 	case !(o.LR > 0):
 		return fmt.Errorf("learning rate %v must be > 0", o.LR)
 	case o.Out == "":
@@ -254,8 +262,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if len(ck.TrainState) == 0 {
 			return nil, fmt.Errorf("train: resume: %s holds no training state", o.Resume)
 		}
-		if err := gob.NewDecoder(bytes.NewReader(ck.TrainState)).Decode(st); err != nil {
-			return nil, fmt.Errorf("train: resume: decode training state of %s: %w", o.Resume, err)
+		if st, err = decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps); err != nil {
+			return nil, fmt.Errorf("train: resume: %s: %w", o.Resume, err)
 		}
 		cells, err := o.Rec.CellIndices(ck.CellIDs)
 		if err != nil {
@@ -267,6 +275,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
 		if o.Distill > 0 && o.Teacher == nil {
 			return nil, fmt.Errorf("train: resume: %s was distilling from a teacher: give the teacher again", o.Resume)
+		}
+		if o.Distill > 0 && o.Config.Head != model.HeadCat {
+			return nil, fmt.Errorf("train: resume: %s distils into a %s head; distillation needs the cat head", o.Resume, o.Config.Head)
+		}
+		if err := o.reconcileBest(st, ck); err != nil {
+			return nil, fmt.Errorf("train: resume: %w", err)
 		}
 		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
 	} else if o.Init != "" {
@@ -366,18 +380,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if len(st.History) > 0 {
 			st.History[len(st.History)-1].Val = v
 		}
-		if v < st.BestVal {
+		improved := v < st.BestVal
+		if improved {
 			st.BestVal, st.BestStep = v, st.Step
-			ck := o.checkpoint(w, st, v)
-			if err := ck.Save(o.Out); err != nil {
-				return false, fmt.Errorf("save best checkpoint: %w", err)
-			}
 		}
 		stop = st.Stop.Observe(v, frac() >= 0.5)
 		fmt.Fprintf(o.Log, "step %d: val NLL %.4f (smoothed %.4f, best %.4f at step %d; zero-input %.4f/%.4f)\n",
 			st.Step, v, st.Stop.Smoothed, st.BestVal, st.BestStep, st.ZeroPooled, st.ZeroCell)
+		// The resume checkpoint goes first and records the new best: if
+		// the run stops before the best checkpoint is written, its weights
+		// are the best ones and resuming writes them (reconcileBest); a
+		// resumed run never believes in a best it cannot find on disk.
 		if err := saveResume(); err != nil {
 			return false, fmt.Errorf("save resume checkpoint: %w", err)
+		}
+		if o.afterResumeSave != nil {
+			if err := o.afterResumeSave(); err != nil {
+				return false, err
+			}
+		}
+		if improved {
+			ck := o.checkpoint(w, st, v)
+			if err := ck.Save(o.Out); err != nil {
+				return false, fmt.Errorf("save best checkpoint: %w", err)
+			}
 		}
 		return stop, nil
 	}

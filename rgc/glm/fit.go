@@ -75,32 +75,49 @@ func DefaultOptions() Options {
 	}
 }
 
-// bases builds the stimulus and history bases of the options.
+// maxAlphas bounds the number of L2 penalties: each costs a full Newton
+// fit per cell.
+const maxAlphas = 1000
+
+// bases checks the options and builds their stimulus and history bases.
+// Every size (bump counts, peaks, offsets) is checked, and the bases'
+// lengths bounded by the window, before a basis is allocated; errors name
+// the options' JSON fields.
 func (o *Options) bases() (stim, hist *Basis, err error) {
 	if o.MinLag < 0 || o.MinLag >= rgc.WindowBins {
-		return nil, nil, fmt.Errorf("glm: min lag %d, want 0..%d", o.MinLag, rgc.WindowBins-1)
+		return nil, nil, fmt.Errorf("glm: options.min_lag = %d, want 0..%d", o.MinLag, rgc.WindowBins-1)
 	}
 	if len(o.Alphas) == 0 {
-		return nil, nil, errors.New("glm: no L2 penalties to try")
+		return nil, nil, errors.New("glm: options.alphas: no L2 penalties to try")
 	}
-	for _, a := range o.Alphas {
+	if len(o.Alphas) > maxAlphas {
+		return nil, nil, fmt.Errorf("glm: options.alphas: %d L2 penalties, want at most %d", len(o.Alphas), maxAlphas)
+	}
+	for i, a := range o.Alphas {
 		if !(a >= 0) || math.IsInf(a, 0) {
-			return nil, nil, fmt.Errorf("glm: L2 penalty %g, want a finite value >= 0", a)
+			return nil, nil, fmt.Errorf("glm: options.alphas[%d]: L2 penalty %g, want a finite value >= 0", i, a)
 		}
 	}
 	if o.HessianRows < 0 || o.MaxIter < 1 || o.Workers < 0 {
-		return nil, nil, fmt.Errorf("glm: hessian rows %d, max iter %d, workers %d: want >= 0, >= 1, >= 0", o.HessianRows, o.MaxIter, o.Workers)
+		return nil, nil, fmt.Errorf("glm: options.hessian_rows = %d (hessian rows), max_iter = %d (max iter), workers = %d: want >= 0, >= 1, >= 0", o.HessianRows, o.MaxIter, o.Workers)
 	}
-	stim, err = NewBasis(o.StimBases, o.MinLag, 0, o.StimLastPeak, o.StimOffset)
+	const maxFilter = rgc.WindowBins - rgc.Horizon
+	stimLen, err := BasisLen(o.StimBases, o.MinLag, 0, o.StimLastPeak, o.StimOffset)
 	if err != nil {
+		return nil, nil, fmt.Errorf("glm: options.stim_bases = %d, stim_last_peak = %g, stim_offset = %g: stimulus %w", o.StimBases, o.StimLastPeak, o.StimOffset, err)
+	}
+	histLen, err := BasisLen(o.HistBases, 1, 0, o.HistLastPeak, o.HistOffset)
+	if err != nil {
+		return nil, nil, fmt.Errorf("glm: options.hist_bases = %d, hist_last_peak = %g, hist_offset = %g: history %w", o.HistBases, o.HistLastPeak, o.HistOffset, err)
+	}
+	if max(stimLen, histLen-1) > maxFilter {
+		return nil, nil, fmt.Errorf("glm: options give filters of %d (stimulus) and %d (history) bins: they exceed the %d bins a window holds before its horizon", stimLen, histLen-1, maxFilter)
+	}
+	if stim, err = NewBasis(o.StimBases, o.MinLag, 0, o.StimLastPeak, o.StimOffset); err != nil {
 		return nil, nil, fmt.Errorf("glm: stimulus %w", err)
 	}
-	hist, err = NewBasis(o.HistBases, 1, 0, o.HistLastPeak, o.HistOffset)
-	if err != nil {
+	if hist, err = NewBasis(o.HistBases, 1, 0, o.HistLastPeak, o.HistOffset); err != nil {
 		return nil, nil, fmt.Errorf("glm: history %w", err)
-	}
-	if max(stim.Len, hist.Len-1) > rgc.WindowBins-rgc.Horizon {
-		return nil, nil, fmt.Errorf("glm: filters of %d (stimulus) and %d (history) bins exceed the %d bins a window holds before its horizon", stim.Len, hist.Len-1, rgc.WindowBins-rgc.Horizon)
 	}
 	return stim, hist, nil
 }
@@ -279,15 +296,14 @@ func (r *Report) Truth() (*synth.Truth, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.check(sb, hb); err != nil {
+		return nil, err
+	}
 	nb := len(sb.Rows)
-	p := 1 + rgc.StimChannels*nb + len(hb.Rows)
 	tr := r.Splits[rgc.Train]
 	truth := &synth.Truth{BinRateHz: rgc.BinRateHz, FrameLengths: r.FrameLengths}
-	for j, c := range r.Cells {
+	for _, c := range r.Cells {
 		th := c.Theta
-		if len(th) != p {
-			return nil, fmt.Errorf("glm: cells[%d] (cluster %d): %d weights, the options' bases need %d", j, c.ClusterID, len(th), p)
-		}
 		cp := synth.CellParams{ClusterID: c.ClusterID, Type: "glm", Bias: th[0]}
 		if tr[1] > tr[0] {
 			cp.NominalRateHz = float64(c.TrainSpikeBins) / (float64(tr[1]-tr[0]) / rgc.BinRateHz)
@@ -302,6 +318,58 @@ func (r *Report) Truth() (*synth.Truth, error) {
 		return nil, fmt.Errorf("glm: fitted %w", err)
 	}
 	return truth, nil
+}
+
+// check checks the report's fields against each other and against the
+// options' bases sb and hb: the parameter count and filter lengths the
+// bases give, ordered non-negative splits, and for every cell a training
+// spike count within its split, a finite penalty >= 0, one validation NLL
+// per penalty and one finite weight per parameter. (The reported NLLs do
+// not enter the truth and JSON cannot carry non-finite numbers.) Errors
+// name the JSON field.
+func (r *Report) check(sb, hb *Basis) error {
+	p := 1 + rgc.StimChannels*len(sb.Rows) + len(hb.Rows)
+	if r.Params != p {
+		return fmt.Errorf("glm: params = %d, the options' bases give %d", r.Params, p)
+	}
+	if r.StimBins != sb.Len || r.HistBins != hb.Len-1 {
+		return fmt.Errorf("glm: stim_bins = %d and hist_bins = %d, the options' bases give %d and %d", r.StimBins, r.HistBins, sb.Len, hb.Len-1)
+	}
+	prev := 0
+	for s, sp := range r.Splits {
+		if sp[0] < prev || sp[1] < sp[0] {
+			return fmt.Errorf("glm: splits[%d] = %v, want ordered, non-negative and not overlapping the split before", s, sp)
+		}
+		prev = sp[1]
+	}
+	if !finite(r.Seconds) || r.Seconds < 0 {
+		return fmt.Errorf("glm: seconds = %g, want a finite value >= 0", r.Seconds)
+	}
+	ntr := r.Splits[rgc.Train][1] - r.Splits[rgc.Train][0]
+	for j := range r.Cells {
+		c := &r.Cells[j]
+		if c.TrainSpikeBins < 0 || c.TrainSpikeBins > ntr {
+			return fmt.Errorf("glm: cells[%d] (cluster %d): train_spike_bins = %d, want 0..%d (the training split's bins)", j, c.ClusterID, c.TrainSpikeBins, ntr)
+		}
+		if c.Iterations < 0 {
+			return fmt.Errorf("glm: cells[%d] (cluster %d): iterations = %d is negative", j, c.ClusterID, c.Iterations)
+		}
+		if !finite(c.Alpha) || c.Alpha < 0 {
+			return fmt.Errorf("glm: cells[%d] (cluster %d): alpha = %g, want a finite value >= 0", j, c.ClusterID, c.Alpha)
+		}
+		if len(c.ValNLLByAlpha) != len(r.Options.Alphas) {
+			return fmt.Errorf("glm: cells[%d] (cluster %d): val_nll_by_alpha has %d entries for %d options.alphas", j, c.ClusterID, len(c.ValNLLByAlpha), len(r.Options.Alphas))
+		}
+		if len(c.Theta) != p {
+			return fmt.Errorf("glm: cells[%d] (cluster %d): theta has %d weights, the options' bases need %d", j, c.ClusterID, len(c.Theta), p)
+		}
+		for i, v := range c.Theta {
+			if !finite(v) {
+				return fmt.Errorf("glm: cells[%d] (cluster %d): theta[%d] = %g is not finite", j, c.ClusterID, i, v)
+			}
+		}
+	}
+	return nil
 }
 
 // design holds what every cell's fit shares.

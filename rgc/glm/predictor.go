@@ -112,12 +112,20 @@ func SaveTruth(path string, tr *synth.Truth) error {
 // LoadTruth reads a fitted model: either a truth written by SaveTruth (or
 // a synthetic recording's truth.json) or a Report written as JSON (`trainer
 // glm --report`, the compact form), which is expanded with Report.Truth.
-// The truth is validated.
+// The file may hold at most synth.MaxTruthBytes; every size and count it
+// gives (bases, frame lengths, weights) is checked before anything sized by
+// it is allocated, and the truth is validated.
 func LoadTruth(path string) (*synth.Truth, error) {
-	data, err := os.ReadFile(path)
+	data, err := synth.ReadTruthFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load glm: %w", err)
 	}
+	return decodeTruth(path, data)
+}
+
+// decodeTruth decodes and validates the content of a GLM file (a truth or
+// a report, see LoadTruth); errors name path.
+func decodeTruth(path string, data []byte) (*synth.Truth, error) {
 	var probe struct {
 		Options json.RawMessage `json:"options"`
 	}
@@ -130,9 +138,11 @@ func LoadTruth(path string) (*synth.Truth, error) {
 		if err := decodeStrict(data, &rep); err != nil {
 			return nil, fmt.Errorf("load glm report %s: %w", path, err)
 		}
-		if tr, err = rep.Truth(); err != nil {
+		t, err := rep.Truth()
+		if err != nil {
 			return nil, fmt.Errorf("load glm report %s: %w", path, err)
 		}
+		tr = t
 	} else {
 		tr = new(synth.Truth)
 		if err := decodeStrict(data, tr); err != nil {

@@ -63,15 +63,16 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 		}
 	}
 	sort.Slice(o.lengths, func(i, j int) bool { return o.lengths[i].Bins < o.lengths[j].Bins })
+	// Validate bounds the lengths by MaxFrameLengthBins, so the table is
+	// small; it is filled in time linear in its length plus the number of
+	// lengths.
 	maxLen := o.lengths[len(o.lengths)-1].Bins
 	o.tail = make([]float64, maxLen+2)
+	for _, l := range o.lengths {
+		o.tail[l.Bins] += l.Prob
+	}
 	for x := maxLen; x >= 0; x-- {
-		o.tail[x] = o.tail[x+1]
-		for _, l := range o.lengths {
-			if l.Bins == x {
-				o.tail[x] += l.Prob
-			}
-		}
+		o.tail[x] += o.tail[x+1]
 	}
 	minLen := o.lengths[0].Bins
 	minLat := rgc.WindowBins

@@ -207,9 +207,10 @@ func TestOracleMatchesMonteCarlo(t *testing.T) {
 			rejectedBefore := rejectedWrong
 			p := &tr.Cells[tc.cell]
 			sb := rec.Cells[tc.cell].SpikeBins
-			// Wrong model for the power check: frames never end.
+			// Wrong model for the power check: frames never end (the
+			// longest length allowed outlasts any recording's frame).
 			wrongTr := *tr
-			wrongTr.FrameLengths = []FrameLength{{100000, 1}}
+			wrongTr.FrameLengths = []FrameLength{{MaxFrameLengthBins, 1}}
 			wrong, err := NewOracle(rec.Raw, &wrongTr)
 			if err != nil {
 				t.Fatal(err)

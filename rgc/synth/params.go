@@ -30,6 +30,18 @@ const (
 	MinLatencyBins = 36
 )
 
+// MaxFrameLengthBins is the longest frame length a truth may list: the
+// longest frame a recording may hold (rgc.MaxFrameSamples), in bins. The
+// oracle allocates a table as long as the longest length.
+const MaxFrameLengthBins = rgc.MaxFrameSamples / rgc.Decimation
+
+// MaxTruthBytes bounds the size of a truth file that LoadTruth (and
+// rgc/glm's loader) reads. Decoding JSON costs several times the text's
+// size, so the bound caps what a hostile file can make the decoder
+// allocate; a full truth of the shipped recording's 154 cells takes about
+// 8 MB.
+const MaxTruthBytes = 128 << 20
+
 // FrameLength is one possible stimulus frame length and its probability.
 type FrameLength struct {
 	// Bins is the frame's length in model bins.
@@ -95,9 +107,10 @@ type Truth struct {
 }
 
 // Validate checks that the truth is usable: a proper frame-length
-// distribution of positive lengths, and for every cell finite parameters,
-// four equally long non-empty stimulus filters no longer than the model's
-// window, and a history filter no longer than the window.
+// distribution of lengths in 1..MaxFrameLengthBins, a positive, finite bin
+// rate, and for every cell finite parameters, four equally long non-empty
+// stimulus filters no longer than the model's window, and a history filter
+// no longer than the window. Errors name the offending JSON field.
 func (tr *Truth) Validate() error {
 	if len(tr.FrameLengths) == 0 {
 		return fmt.Errorf("truth: no frame lengths")
@@ -105,8 +118,8 @@ func (tr *Truth) Validate() error {
 	sum := 0.0
 	seen := map[int]bool{}
 	for i, f := range tr.FrameLengths {
-		if f.Bins < 1 {
-			return fmt.Errorf("truth: frame_lengths[%d]: length %d bins is not positive", i, f.Bins)
+		if f.Bins < 1 || f.Bins > MaxFrameLengthBins {
+			return fmt.Errorf("truth: frame_lengths[%d]: length %d bins, want 1..%d", i, f.Bins, MaxFrameLengthBins)
 		}
 		if seen[f.Bins] {
 			return fmt.Errorf("truth: frame_lengths[%d]: length %d bins listed twice", i, f.Bins)
@@ -120,6 +133,9 @@ func (tr *Truth) Validate() error {
 	if math.Abs(sum-1) > 1e-9 {
 		return fmt.Errorf("truth: frame-length probabilities sum to %g, want 1", sum)
 	}
+	if !finite(tr.BinRateHz) || tr.BinRateHz <= 0 {
+		return fmt.Errorf("truth: bin_rate_hz = %g is not a positive finite rate", tr.BinRateHz)
+	}
 	ids := map[int]bool{}
 	for i := range tr.Cells {
 		c := &tr.Cells[i]
@@ -129,6 +145,9 @@ func (tr *Truth) Validate() error {
 		ids[c.ClusterID] = true
 		if !finite(c.Bias) {
 			return fmt.Errorf("truth: cells[%d] (cluster %d): bias %g is not finite", i, c.ClusterID, c.Bias)
+		}
+		if !finite(c.NominalRateHz) || c.NominalRateHz < 0 {
+			return fmt.Errorf("truth: cells[%d] (cluster %d): nominal_rate_hz = %g is not a finite rate >= 0", i, c.ClusterID, c.NominalRateHz)
 		}
 		n := len(c.StimFilter[0])
 		if n == 0 || n > rgc.WindowBins-rgc.Horizon {
@@ -173,24 +192,56 @@ func (tr *Truth) Save(dir string) error {
 	return nil
 }
 
-// LoadTruth reads and validates dir/truth.json.
+// LoadTruth reads and validates dir/truth.json (at most MaxTruthBytes).
 func LoadTruth(dir string) (*Truth, error) {
 	path := filepath.Join(dir, TruthFile)
-	data, err := os.ReadFile(path)
+	data, err := ReadTruthFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load truth: %w", err)
 	}
+	tr, err := decodeTruth(data)
+	if err != nil {
+		return nil, fmt.Errorf("load truth %s: %w", path, err)
+	}
+	return tr, nil
+}
+
+// ReadTruthFile reads the file at path, refusing one larger than
+// MaxTruthBytes before reading it (and stopping a read that grows past the
+// bound). Errors name the path.
+func ReadTruthFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxTruthBytes {
+		return nil, fmt.Errorf("%s: %d bytes, larger than %d bytes", path, st.Size(), MaxTruthBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxTruthBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxTruthBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxTruthBytes)
+	}
+	return data, nil
+}
+
+// decodeTruth decodes and validates the content of a truth.json: one JSON
+// object with no unknown fields and nothing after it.
+func decodeTruth(data []byte) (*Truth, error) {
 	var tr Truth
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&tr); err != nil {
-		return nil, fmt.Errorf("load truth %s: %w", path, err)
+		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("load truth %s: trailing data after the JSON object", path)
+		return nil, fmt.Errorf("trailing data after the JSON object")
 	}
 	if err := tr.Validate(); err != nil {
-		return nil, fmt.Errorf("load truth %s: %w", path, err)
+		return nil, err
 	}
 	return &tr, nil
 }
