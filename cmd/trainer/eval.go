@@ -10,17 +10,12 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
-	"runtime"
+	"slices"
 	"strings"
-	"time"
 
+	"rgcpred/experiment"
 	"rgcpred/internal/plot"
-	"rgcpred/model"
-	"rgcpred/model/engine"
 	"rgcpred/rgc"
-	"rgcpred/rgc/glm"
-	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
 )
 
@@ -30,66 +25,19 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// evalCellJSON is one cell's scores in eval's JSON output.
-type evalCellJSON struct {
-	ClusterID       int     `json:"cluster_id"`
-	NLL             float64 `json:"nll"`
-	VanRossum       float64 `json:"van_rossum"`
-	Schreiber       float64 `json:"schreiber"`
-	Pearson         float64 `json:"pearson"`
-	RecordedSpikes  float64 `json:"recorded_spikes"`
-	GeneratedSpikes float64 `json:"generated_spikes"`
-	Windows         int     `json:"rollout_windows"`
-}
-
-// evalModelJSON is one evaluated model (one table row).
-type evalModelJSON struct {
-	Name string `json:"name"`
-	// Kind is "checkpoint", "zero" (per-cell zero-input baseline),
-	// "zero-pooled", "oracle" or "glm".
-	Kind string `json:"kind"`
-	// Checkpoints are the repeats of a checkpoint model; their per-cell
-	// scores are averaged before summarising.
-	Checkpoints []string                   `json:"checkpoints,omitempty"`
-	NLLStride   int                        `json:"nll_stride"`
-	Summary     map[string]rollout.Summary `json:"summary"`
-	Cells       []evalCellJSON             `json:"cells"`
-	// Repeats holds each checkpoint's own per-cell scores when there are
-	// several.
-	Repeats [][]evalCellJSON `json:"repeats,omitempty"`
-	Seconds float64          `json:"seconds"`
-}
-
 // evalJSON is eval's JSON output.
 type evalJSON struct {
-	Recording string          `json:"recording"`
-	Split     string          `json:"split"`
-	Bins      [2]int          `json:"rollout_bins"`
-	SigmaMs   float64         `json:"sigma_ms"`
-	BinMs     float64         `json:"bin_ms"`
-	TauBins   float64         `json:"tau_bins"`
-	Resamples int             `json:"resamples"`
-	Seed      uint64          `json:"seed"`
-	Stagger   bool            `json:"stagger"`
-	Models    []evalModelJSON `json:"models"`
-}
-
-// metricNames are the summary keys, in table order.
-var metricNames = []string{"nll", "van_rossum", "schreiber", "pearson"}
-
-// metricTitles label the metrics in the table and plot.
-var metricTitles = map[string]string{
-	"nll":        "NLL (lower is better)",
-	"van_rossum": "Van Rossum distance (lower is better)",
-	"schreiber":  "Schreiber similarity (higher is better)",
-	"pearson":    "Smoothed Pearson correlation (higher is better)",
-}
-
-// evalSpec is a model to evaluate: a name and a constructor per repeat.
-type evalSpec struct {
-	name, kind string
-	paths      []string
-	open       []func() (rgc.Predictor, func(), error)
+	Recording string                   `json:"recording"`
+	Split     string                   `json:"split"`
+	Bins      [2]int                   `json:"rollout_bins"`
+	SigmaMs   float64                  `json:"sigma_ms"`
+	BinMs     float64                  `json:"bin_ms"`
+	TauBins   float64                  `json:"tau_bins"`
+	Resamples int                      `json:"resamples"`
+	Seed      uint64                   `json:"seed"`
+	Stagger   bool                     `json:"stagger"`
+	Policy    string                   `json:"policy"`
+	Models    []experiment.ModelResult `json:"models"`
 }
 
 // runEval implements `trainer eval`.
@@ -111,6 +59,8 @@ func runEval(ctx context.Context, args []string) error {
 	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	policySpec := fs.String("policy", "median", "how a distribution becomes a spike in the rollouts: median (the paper's rule; its metrics use it), sample[:SEED] (draw the class, seeded per cell and window), threshold:FILE (per-cell thresholds from trainer fit-threshold)")
+	seconds := fs.Float64("seconds", 0, "roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
 	stagger := fs.Bool("stagger", false, "staggered starts, as predictord runs by default: cell i (ascending cluster id) of n starts its rollout floor(i*80/n) bins late (rollout.StartOffset), its train holding the recorded spikes until then")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
@@ -164,67 +114,57 @@ func runEval(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var specs []evalSpec
+	var specs []experiment.ModelSpec
 	for _, b := range baselines {
-		pooled := false
 		switch b {
-		case "zero":
-		case "zero-pooled":
-			pooled = true
+		case "zero", "zero-pooled":
+			specs = append(specs, experiment.ZeroSpec(rec, cells, b == "zero-pooled"))
 		default:
 			return fmt.Errorf("--baseline %q: want zero or zero-pooled", b)
 		}
-		specs = append(specs, evalSpec{name: b, kind: b, open: []func() (rgc.Predictor, func(), error){
-			func() (rgc.Predictor, func(), error) {
-				z, err := rollout.NewZeroInput(rec, cells, pooled)
-				return z, func() {}, err
-			}}})
 	}
 	if *oracle {
-		dir := *data
-		specs = append(specs, evalSpec{name: "oracle", kind: "oracle", open: []func() (rgc.Predictor, func(), error){
-			func() (rgc.Predictor, func(), error) {
-				o, err := synth.OracleFromDir(dir)
-				return o, func() {}, err
-			}}})
+		specs = append(specs, experiment.OracleSpec(*data))
 	}
 	if *glmPath != "" {
-		path := *glmPath
-		specs = append(specs, evalSpec{name: "glm", kind: "glm", open: []func() (rgc.Predictor, func(), error){
-			func() (rgc.Predictor, func(), error) {
-				tr, err := glm.LoadTruth(path)
-				if err != nil {
-					return nil, nil, err
-				}
-				p, err := glm.NewPredictor(rec, tr)
-				return p, func() {}, err
-			}}})
+		specs = append(specs, experiment.GLMSpec(rec, *glmPath))
 	}
 	for _, arg := range ckpts {
 		paths := strings.Split(arg, ",")
-		sp := evalSpec{name: ckptName(paths), kind: "checkpoint", paths: paths}
-		for _, p := range paths {
-			if p == "" {
-				return fmt.Errorf("--ckpt %q: empty file name", arg)
-			}
-			sp.open = append(sp.open, func() (rgc.Predictor, func(), error) {
-				return openCheckpoint(p, ids, *batch, *threads)
-			})
+		if slices.Contains(paths, "") {
+			return fmt.Errorf("--ckpt %q: empty file name", arg)
 		}
-		specs = append(specs, sp)
+		specs = append(specs, experiment.CheckpointSpec(paths, ids, *batch, *threads))
 	}
 
+	policy, err := rollout.ParsePolicy(*policySpec)
+	if err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	if err := rollout.CheckPolicy(policy, ids); err != nil {
+		return err
+	}
+	if *seconds < 0 {
+		return fmt.Errorf("--seconds %v: want 0 or more", *seconds)
+	}
+	maxBins := int(*seconds * rgc.BinRateHz)
+	if maxBins > 0 {
+		to = min(to, from+maxBins)
+	}
 	out := evalJSON{
 		Recording: rec.Name, Split: split.String(), Bins: [2]int{from, to},
 		SigmaMs: *sigmaMs, BinMs: rgc.BinMs, TauBins: metrics.TauBins(),
-		Resamples: *resamples, Seed: *seed, Stagger: *stagger,
+		Resamples: *resamples, Seed: *seed, Stagger: *stagger, Policy: policy.String(),
 	}
-	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s), stagger %v\n",
-		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz, *stagger)
+	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s), stagger %v, policy %s\n",
+		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz, *stagger, policy)
+	eo := experiment.EvalOptions{Rec: rec, Cells: cells, Split: split, Metrics: metrics, Batch: *batch,
+		NLLStride: *nllStride, Stagger: *stagger, Resamples: *resamples, Seed: *seed, Progress: os.Stderr,
+		Policy: policy, MaxBins: maxBins}
 	for _, sp := range specs {
-		m, err := evalModel(ctx, rec, sp, cells, split, metrics, *batch, *nllStride, *resamples, *seed, *stagger)
+		m, err := experiment.EvaluateModel(ctx, sp, eo)
 		if err != nil {
-			return fmt.Errorf("evaluate %s: %w", sp.name, err)
+			return fmt.Errorf("evaluate %s: %w", sp.Name, err)
 		}
 		out.Models = append(out.Models, *m)
 	}
@@ -242,241 +182,6 @@ func runEval(ctx context.Context, args []string) error {
 	return nil
 }
 
-// ckptName names a checkpoint model after its first file, with the number
-// of repeats.
-func ckptName(paths []string) string {
-	n := strings.TrimSuffix(filepath.Base(paths[0]), filepath.Ext(paths[0]))
-	if len(paths) > 1 {
-		n += fmt.Sprintf(" (x%d)", len(paths))
-	}
-	return n
-}
-
-// openCheckpoint loads a checkpoint into an inference engine, after checking
-// that it knows every cell to evaluate.
-func openCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, func(), error) {
-	ck, err := model.LoadCheckpoint(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	known := make(map[int]bool, len(ck.CellIDs))
-	for _, id := range ck.CellIDs {
-		known[id] = true
-	}
-	var missing []int
-	for _, id := range ids {
-		if !known[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))
-	}
-	if threads < 1 {
-		threads = runtime.NumCPU()
-	}
-	e, err := engine.New(ck, batch, threads)
-	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	return e, func() { e.Close() }, nil
-}
-
-// evalModel evaluates every repeat of one model and summarises it.
-func evalModel(ctx context.Context, rec *rgc.Recording, sp evalSpec, cells []int, split rgc.Split,
-	metrics *rollout.Metrics, batch, nllStride, resamples int, seed uint64, stagger bool) (*evalModelJSON, error) {
-	start := time.Now()
-	res := &evalModelJSON{Name: sp.name, Kind: sp.kind, Checkpoints: sp.paths, Summary: map[string]rollout.Summary{}}
-	var repeats [][]evalCellJSON
-	for r, open := range sp.open {
-		p, closeFn, err := open()
-		if err != nil {
-			return nil, err
-		}
-		label := sp.name
-		if len(sp.open) > 1 {
-			label = fmt.Sprintf("%s [%s]", sp.name, filepath.Base(sp.paths[r]))
-		}
-		stride := nllStride
-		if stride == 0 {
-			stride = autoStride(rec, split, len(cells), p)
-		}
-		res.NLLStride = stride
-		rows, err := evalOne(ctx, rec, p, label, cells, split, metrics, batch, stride, stagger)
-		closeFn()
-		if err != nil {
-			return nil, err
-		}
-		repeats = append(repeats, rows)
-	}
-	res.Cells = averageRepeats(repeats)
-	if len(repeats) > 1 {
-		res.Repeats = repeats
-	}
-	for _, name := range metricNames {
-		vals := make([]float64, len(res.Cells))
-		for i, c := range res.Cells {
-			vals[i] = c.metric(name)
-		}
-		s, err := rollout.Bootstrap(vals, resamples, seed)
-		if err != nil {
-			return nil, fmt.Errorf("summarise %s: %w", name, err)
-		}
-		res.Summary[name] = s
-	}
-	res.Seconds = time.Since(start).Seconds()
-	return res, nil
-}
-
-// autoStride is the default NLL stride: every window for input-free
-// predictors, else the smallest stride that keeps the windows at 60000,
-// about as many as a rollout of the shipped recording's test split predicts,
-// so a neural model's NLL costs no more than its rollout. Window ends taken
-// at a fixed stride give an unbiased estimate of the mean over all windows.
-func autoStride(rec *rgc.Recording, split rgc.Split, ncells int, p rgc.Predictor) int {
-	if f, ok := p.(rollout.InputFree); ok && f.InputFree() {
-		return 1
-	}
-	_, _, n := rec.WindowRange(split)
-	const maxWindows = 60000
-	return max(1, (n*ncells+maxWindows-1)/maxWindows)
-}
-
-// metric returns the named score of a cell.
-func (c *evalCellJSON) metric(name string) float64 {
-	switch name {
-	case "nll":
-		return c.NLL
-	case "van_rossum":
-		return c.VanRossum
-	case "schreiber":
-		return c.Schreiber
-	case "pearson":
-		return c.Pearson
-	}
-	panic("unknown metric " + name)
-}
-
-// averageRepeats averages per-cell scores over repeats (same cells, same
-// order).
-func averageRepeats(reps [][]evalCellJSON) []evalCellJSON {
-	if len(reps) == 1 {
-		return reps[0]
-	}
-	out := make([]evalCellJSON, len(reps[0]))
-	n := float64(len(reps))
-	for i := range out {
-		out[i].ClusterID = reps[0][i].ClusterID
-		out[i].RecordedSpikes = reps[0][i].RecordedSpikes
-		var w float64
-		for _, r := range reps {
-			out[i].NLL += r[i].NLL / n
-			out[i].VanRossum += r[i].VanRossum / n
-			out[i].Schreiber += r[i].Schreiber / n
-			out[i].Pearson += r[i].Pearson / n
-			out[i].GeneratedSpikes += r[i].GeneratedSpikes / n
-			w += float64(r[i].Windows)
-		}
-		out[i].Windows = int(math.Round(w / n))
-	}
-	return out
-}
-
-// evalOne scores one predictor: NLL over the split's windows, then the
-// rollout and the spike-train metrics per cell.
-func evalOne(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, label string, cells []int, split rgc.Split,
-	metrics *rollout.Metrics, batch, stride int, stagger bool) ([]evalCellJSON, error) {
-	pr := newProgressLine(os.Stderr, label+": nll")
-	nll, err := rollout.NLL(ctx, rec, p, rollout.Options{Split: split, Cells: cells, MaxBatch: batch, Progress: pr.update}, stride)
-	pr.finish()
-	if err != nil {
-		return nil, err
-	}
-	pr = newProgressLine(os.Stderr, label+": rollout")
-	roll, err := rollout.Run(ctx, rec, p, rollout.Options{Split: split, Cells: cells, MaxBatch: batch, Progress: pr.update, Stagger: stagger})
-	pr.finish()
-	if err != nil {
-		return nil, err
-	}
-	rows := make([]evalCellJSON, len(cells))
-	for i, tr := range roll.Trains {
-		s, err := metrics.Compare(tr.Generated, tr.Recorded)
-		if err != nil {
-			return nil, fmt.Errorf("cell %d: %w", tr.ClusterID, err)
-		}
-		rows[i] = evalCellJSON{
-			ClusterID: tr.ClusterID, NLL: nll[i],
-			VanRossum: s.VanRossum, Schreiber: s.Schreiber, Pearson: s.Pearson,
-			RecordedSpikes: sum(tr.Recorded), GeneratedSpikes: sum(tr.Generated), Windows: tr.Windows,
-		}
-	}
-	return rows, nil
-}
-
-func sum(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s
-}
-
-// progressLine shows a task's progress: on a terminal one line rewritten at
-// most every 200 ms, otherwise (a log file) a line every 10 s.
-type progressLine struct {
-	w           io.Writer
-	tty         bool
-	every       time.Duration
-	label       string
-	start, last time.Time
-	p           rollout.Progress
-}
-
-func newProgressLine(w io.Writer, label string) *progressLine {
-	l := &progressLine{w: w, label: label, start: time.Now(), every: 10 * time.Second}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			l.tty, l.every = true, 200*time.Millisecond
-		}
-	}
-	l.last = l.start
-	return l
-}
-
-func (l *progressLine) update(p rollout.Progress) {
-	l.p = p
-	if now := time.Now(); now.Sub(l.last) >= l.every {
-		l.last = now
-		l.show()
-	}
-}
-
-func (l *progressLine) show() {
-	el := time.Since(l.start).Seconds()
-	frac := 0.0
-	if l.p.Total > 0 {
-		frac = float64(l.p.Done) / float64(l.p.Total)
-	}
-	eta := ""
-	if frac > 0 && frac < 1 {
-		eta = fmt.Sprintf(", %.0f s left", el/frac-el)
-	}
-	msg := fmt.Sprintf("%s: %5.1f%% (%d windows, %.0f windows/s, %.1f s%s)",
-		l.label, 100*frac, l.p.Windows, float64(l.p.Windows)/math.Max(el, 1e-9), el, eta)
-	if l.tty {
-		fmt.Fprintf(l.w, "\r%s   ", msg)
-	} else {
-		fmt.Fprintln(l.w, msg)
-	}
-}
-
-func (l *progressLine) finish() {
-	l.show()
-	if l.tty {
-		fmt.Fprintln(l.w)
-	}
-}
-
 // printEvalTable prints one row per model: IQM [95% CI] of each metric.
 func printEvalTable(w io.Writer, r *evalJSON) {
 	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); IQM over cells [95%% bootstrap CI, %d resamples]\n",
@@ -488,11 +193,33 @@ func printEvalTable(w io.Writer, r *evalJSON) {
 	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
 	for _, m := range r.Models {
 		fmt.Fprintf(w, "%-*s  %5d", nameW, m.Name, len(m.Cells))
-		for _, name := range metricNames {
+		for _, name := range experiment.MetricNames {
 			s := m.Summary[name]
 			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
 		}
 		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "spikes (policy %s): generated / recorded over the rollout bins, cells that fired, median per-cell ratio\n", r.Policy)
+	for _, m := range r.Models {
+		var gen, recd float64
+		var ratios []float64
+		fired := 0
+		for _, c := range m.Cells {
+			gen += c.GeneratedSpikes
+			recd += c.RecordedSpikes
+			if c.GeneratedSpikes > 0 {
+				fired++
+			}
+			if c.RecordedSpikes > 0 {
+				ratios = append(ratios, c.GeneratedSpikes/c.RecordedSpikes)
+			}
+		}
+		med := math.NaN()
+		if len(ratios) > 0 {
+			slices.Sort(ratios)
+			med = ratios[len(ratios)/2]
+		}
+		fmt.Fprintf(w, "  %-*s  %6.0f / %6.0f = %.3f, %d of %d cells fired, median ratio %.3f\n", nameW, m.Name, gen, recd, gen/max(recd, 1), fired, len(m.Cells), med)
 	}
 	for _, m := range r.Models {
 		if m.NLLStride > 1 {
@@ -519,8 +246,8 @@ func writeEvalPlot(path string, r *evalJSON) error {
 	var buf bytes.Buffer
 	const cw, ch = 720, 450 // plot.Chart's size
 	fmt.Fprintf(&buf, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", 2*cw, 2*ch, 2*cw, 2*ch)
-	for i, name := range metricNames {
-		c := plot.Chart{Title: metricTitles[name], XLabel: "model", YLabel: "IQM over cells, 95% CI"}
+	for i, name := range experiment.MetricNames {
+		c := plot.Chart{Title: experiment.MetricTitles[name], XLabel: "model", YLabel: "IQM over cells, 95% CI"}
 		ci := plot.Series{Name: "95% CI"}
 		for j, m := range r.Models {
 			s := m.Summary[name]

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/experiment"
 	"rgcpred/internal/testrec"
 	"rgcpred/model"
 	"rgcpred/rgc"
@@ -151,7 +152,7 @@ func TestEvalSynthetic(t *testing.T) {
 		if len(m.Cells) != 4 || m.NLLStride < 1 {
 			t.Errorf("%s: %d cells, stride %d", m.Name, len(m.Cells), m.NLLStride)
 		}
-		for _, name := range metricNames {
+		for _, name := range experiment.MetricNames {
 			s := m.Summary[name]
 			if s.N != 4 || !(s.Lo <= s.IQM && s.IQM <= s.Hi) || math.IsNaN(s.IQM) {
 				t.Errorf("%s %s: summary %+v", m.Name, name, s)
@@ -256,9 +257,9 @@ func TestEvalCheckpoints(t *testing.T) {
 		t.Fatalf("repeats model: %d repeats, %d cells, stride %d", len(rep.Repeats), len(rep.Cells), rep.NLLStride)
 	}
 	for c := range rep.Cells {
-		for _, name := range metricNames {
-			want := (rep.Repeats[0][c].metric(name) + rep.Repeats[1][c].metric(name)) / 2
-			if got := rep.Cells[c].metric(name); math.Abs(got-want) > 1e-12 {
+		for _, name := range experiment.MetricNames {
+			want := (rep.Repeats[0][c].Metric(name) + rep.Repeats[1][c].Metric(name)) / 2
+			if got := rep.Cells[c].Metric(name); math.Abs(got-want) > 1e-12 {
 				t.Errorf("cell %d %s: %v, want the repeats' mean %v", c, name, got, want)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 
+	"rgcpred/experiment"
 	"rgcpred/rgc"
 )
 
@@ -21,16 +22,5 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 // selectCells resolves a --cells value: "quality" (the quality-filtered
 // cells) or "all", as indices into rec.Cells.
 func selectCells(rec *rgc.Recording, sel string) ([]int, error) {
-	switch sel {
-	case "quality":
-		return rec.QualityCells(), nil
-	case "all":
-		cells := make([]int, len(rec.Cells))
-		for i := range cells {
-			cells[i] = i
-		}
-		return cells, nil
-	default:
-		return nil, fmt.Errorf("--cells %q: want quality or all", sel)
-	}
+	return experiment.SelectCells(rec, sel)
 }

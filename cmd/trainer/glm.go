@@ -162,3 +162,11 @@ func joinFloats(x []float64) string {
 	}
 	return strings.Join(s, ",")
 }
+
+func sum(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s
+}

@@ -24,14 +24,16 @@ func commands() map[string]command {
 	return map[string]command{
 		// Add one line per subcommand, e.g.
 		// "inspect": {"summarise a recording", runInspect},
-		"inspect": {"summarise a recording", runInspect},
-		"eval":    {"roll models out on a split and score them (NLL, Van Rossum, Schreiber, Pearson)", runEval},
-		"metrics": {"spike-train metrics between two .npy count vectors", runMetrics},
-		"train":   {"train a model (AdamW, one-cycle, early stopping, resumable)", runTrain},
-		"lr-find": {"learning-rate range test: loss against rate, proposed rate", runLRFind},
-		"model":   {"print a configuration's parameter counts", runModel},
-		"synth":   {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
-		"glm":     {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
+		"inspect":       {"summarise a recording", runInspect},
+		"eval":          {"roll models out on a split and score them (NLL, Van Rossum, Schreiber, Pearson)", runEval},
+		"metrics":       {"spike-train metrics between two .npy count vectors", runMetrics},
+		"train":         {"train a model (AdamW, one-cycle, early stopping, resumable)", runTrain},
+		"lr-find":       {"learning-rate range test: loss against rate, proposed rate", runLRFind},
+		"model":         {"print a configuration's parameter counts", runModel},
+		"synth":         {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
+		"glm":           {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
+		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds that match the recorded rate on the training split", runFitThreshold},
+		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot (resumable)", runExperiment},
 	}
 }
 

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"rgcpred/experiment"
+	"rgcpred/rgc"
+	"rgcpred/rgc/synth"
+	"rgcpred/rollout"
+)
+
+// runFitThreshold fits the threshold spike policy (rollout.Threshold) of a
+// checkpoint on a stretch of the training split and writes it as JSON for
+// `trainer eval --policy threshold:FILE` and `predictord --policy
+// threshold:FILE`.
+func runFitThreshold(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("fit-threshold", flag.ContinueOnError)
+	data := fs.String("data", "data/chicken-17-08-21", "recording directory")
+	ckpt := fs.String("ckpt", "", "checkpoint (or --oracle)")
+	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
+	out := fs.String("out", "", "threshold policy JSON to write (required)")
+	cellsSel := fs.String("cells", "quality", "cells: quality or all")
+	splitName := fs.String("split", "train", "split to fit on (train: never fit a policy on the split you report)")
+	seconds := fs.Float64("seconds", 120, "length of the fitted stretch after the first window, seconds (0: the whole split)")
+	iters := fs.Int("iterations", 10, "bisection steps per cell (one rollout of all cells each)")
+	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE --out FILE [flags]\n\nChoose each cell's threshold on P(spike within 80 bins) so that its autoregressive\nrollout on the training split fires as often as the recorded cell (threshold policy).")
+		fs.PrintDefaults()
+	}
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if (*ckpt == "") == !*oracle || *out == "" {
+		fs.Usage()
+		return errors.New("--out and one of --ckpt or --oracle are required")
+	}
+	if *seconds < 0 || *iters < 1 {
+		return fmt.Errorf("--seconds %v, --iterations %d: want >= 0 and >= 1", *seconds, *iters)
+	}
+	split, err := rgc.ParseSplit(*splitName)
+	if err != nil {
+		return fmt.Errorf("--split: %w", err)
+	}
+	rec, err := rgc.Load(*data)
+	if err != nil {
+		return err
+	}
+	cells, err := selectCells(rec, *cellsSel)
+	if err != nil {
+		return err
+	}
+	ids := make([]int, len(cells))
+	for i, c := range cells {
+		ids[i] = rec.Cells[c].ClusterID
+	}
+	var p rgc.Predictor
+	source := *ckpt
+	if *oracle {
+		if p, err = synth.OracleFromDir(*data); err != nil {
+			return err
+		}
+		source = "oracle of " + *data
+	} else {
+		e, closeFn, err := experiment.OpenCheckpoint(*ckpt, ids, len(cells), *threads)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		p = e
+	}
+	opts := rollout.FitOptions{Options: rollout.Options{Split: split, Cells: cells, MaxBins: int(*seconds * rgc.BinRateHz)}, Iterations: *iters}
+	fit, err := rollout.FitThresholds(ctx, rec, p, opts)
+	if err != nil {
+		return err
+	}
+	_, from, to, err := rollout.Bins(rec, split)
+	if err != nil {
+		return err
+	}
+	if opts.MaxBins > 0 {
+		to = min(to, from+opts.MaxBins)
+	}
+	f := rollout.ThresholdFile{Checkpoint: source, Recording: rec.Name, Split: split.String(), Bins: to - from, Cells: fit}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var gen, recd int
+	for _, c := range fit {
+		gen += c.Generated
+		recd += c.Recorded
+	}
+	fmt.Printf("fitted %d cells on %s split %s (%d bins): %d spikes generated, %d recorded; wrote %s\n",
+		len(fit), rec.Name, split, to-from, gen, recd, *out)
+	return nil
+}

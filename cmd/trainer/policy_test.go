@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rgcpred/internal/testrec"
+	"rgcpred/rgc"
+	"rgcpred/rgc/synth"
+	"rgcpred/rollout"
+)
+
+// TestEvalPolicies: fit-threshold writes a threshold policy that eval and
+// the rollout accept; eval --policy reaches the rollouts (the median,
+// sample and threshold rules give different trains on the oracle of a
+// synthetic recording, the NLL is the same) and reports spike counts;
+// --seconds shortens the rollout.
+func TestEvalPolicies(t *testing.T) {
+	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 2, Seed: 2})
+	thPath := filepath.Join(dir, "th.json")
+	// The oracle is the model here: fit its thresholds on the training split.
+	fitOut, err := captureStdout(t, func() error {
+		return runFitThreshold(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--out", thPath, "--seconds", "20", "--iterations", "8"})
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, fitOut)
+	}
+	th, err := rollout.LoadThreshold(thPath)
+	if err != nil || len(th.Thresholds) != 3 {
+		t.Fatalf("threshold file: %+v, %v", th, err)
+	}
+	var res []evalJSON
+	for i, pol := range []string{"median", "sample:5", "threshold:" + thPath} {
+		jsonPath := filepath.Join(dir, "eval.json")
+		out, err := captureStdout(t, func() error {
+			return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--nll-stride", "50",
+				"--json", jsonPath, "--policy", pol, "--seconds", "5"})
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", pol, err)
+		}
+		if !strings.Contains(out, "cells fired, median ratio") {
+			t.Fatalf("%s: no spike account in\n%s", pol, out)
+		}
+		var r evalJSON
+		data, _ := os.ReadFile(jsonPath)
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"median", "sample:5", "threshold:" + thPath}[i]; r.Policy != want {
+			t.Fatalf("policy %q in the JSON, want %q", r.Policy, want)
+		}
+		if bins, secs := r.Bins[1]-r.Bins[0], 5.0; bins != int(secs*rgc.BinRateHz) {
+			t.Fatalf("%d rollout bins, want 5 s", bins)
+		}
+		res = append(res, r)
+	}
+	for i := 1; i < len(res); i++ {
+		a, b := res[0].Models[0], res[i].Models[0]
+		same := true
+		for c := range a.Cells {
+			if a.Cells[c].NLL != b.Cells[c].NLL {
+				t.Fatalf("policy %s changed the NLL", res[i].Policy)
+			}
+			same = same && math.Abs(a.Cells[c].VanRossum-b.Cells[c].VanRossum) < 1e-12
+		}
+		if same {
+			t.Errorf("policy %s gave the median's trains", res[i].Policy)
+		}
+	}
+	if _, err := captureStdout(t, func() error {
+		return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--policy", "bogus"})
+	}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
+		t.Errorf("bogus policy: %v", err)
+	}
+}

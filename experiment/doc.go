@@ -1,0 +1,20 @@
+// Package experiment runs the paper's comparisons (docs/spike-prediction.md
+// section 6): a grid of model configurations x seeds trained at one matched
+// budget, every finished run scored on a split with the four metrics (NLL
+// and, from autoregressive rollouts, Van Rossum distance, Schreiber
+// similarity and smoothed Pearson correlation), each configuration's
+// per-cell scores averaged over its seeds and summarised over cells by the
+// interquartile mean with a 95% percentile-bootstrap interval, next to the
+// GLM and zero-input baselines, with paired per-cell differences between
+// models.
+//
+// An experiment lives in a directory: a manifest (manifest.json) that holds
+// the plan, the evaluation settings, the command line and every run's
+// status, and one directory per run with its checkpoints. Runs train in
+// segments whose boundaries are saved, so a killed experiment continues
+// where it stopped and finishes with the results an uninterrupted one
+// gets (see Run). Evaluations are cached per run, split and settings.
+//
+// The package also holds the scoring that `trainer eval` uses
+// (EvaluateModel, ScoreCells), so both commands score models one way.
+package experiment

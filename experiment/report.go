@@ -1,0 +1,386 @@
+package experiment
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"rgcpred/model"
+	"rgcpred/rgc"
+	"rgcpred/rollout"
+)
+
+// Results are an experiment's scores on one split, as written to
+// results-SPLIT.json.
+type Results struct {
+	// Recording, Data and Split say what was scored; Bins are the rollout's
+	// compared bins [from, to).
+	Recording string `json:"recording"`
+	Data      string `json:"data"`
+	Split     string `json:"split"`
+	Bins      [2]int `json:"rollout_bins"`
+	// SigmaMs, BinMs and TauBins are the metrics' smoothing; Resamples and
+	// Seed the bootstrap's; Stagger the rollout's start rule.
+	SigmaMs   float64 `json:"sigma_ms"`
+	BinMs     float64 `json:"bin_ms"`
+	TauBins   float64 `json:"tau_bins"`
+	Resamples int     `json:"resamples"`
+	Seed      uint64  `json:"seed"`
+	Stagger   bool    `json:"stagger"`
+	// CellIDs are the cells scored (cluster ids).
+	CellIDs []int `json:"cell_ids"`
+	// Plan is the training plan; Budget describes its budget per run.
+	Plan   Plan   `json:"plan"`
+	Budget string `json:"budget"`
+	// Models are the configurations, then the baselines.
+	Models []ModelReport `json:"models"`
+	// Comparisons are paired per-cell differences between models.
+	Comparisons []Comparison `json:"comparisons"`
+	// TrainSeconds and WallSeconds sum the runs' training and wall times;
+	// EvalSeconds the evaluations' times.
+	TrainSeconds float64 `json:"train_seconds"`
+	WallSeconds  float64 `json:"wall_seconds"`
+	EvalSeconds  float64 `json:"eval_seconds"`
+	// Written is when the results were written (RFC 3339).
+	Written string `json:"written"`
+}
+
+// ModelReport is one model's results: a configuration over its seeds, or a
+// baseline.
+type ModelReport struct {
+	// Name is the configuration's or the baseline's name.
+	Name string `json:"name"`
+	// Kind is "config", "zero" or "glm".
+	Kind string `json:"kind"`
+	// Summary maps each of MetricNames to the IQM over cells of Cells with
+	// its 95% bootstrap interval.
+	Summary map[string]rollout.Summary `json:"summary"`
+	// Cells are the per-cell scores, averaged over the seeds.
+	Cells []CellScores `json:"cells"`
+	// Runs are a configuration's runs, one per seed.
+	Runs []RunReport `json:"runs,omitempty"`
+	// Samples, TrainSeconds, WallSeconds and EvalSeconds sum over the runs
+	// (a baseline: its evaluation time).
+	Samples      int64   `json:"samples,omitempty"`
+	TrainSeconds float64 `json:"train_seconds,omitempty"`
+	WallSeconds  float64 `json:"wall_seconds,omitempty"`
+	EvalSeconds  float64 `json:"eval_seconds"`
+	// NLLStride is the NLL's window stride.
+	NLLStride int `json:"nll_stride"`
+}
+
+// RunReport is one run's results.
+type RunReport struct {
+	// Seed is the run's training seed.
+	Seed uint64 `json:"seed"`
+	// Dir is the run's directory, relative to the experiment's.
+	Dir string `json:"dir"`
+	// Steps taken, the best checkpoint's step and validation NLL, whether
+	// early stopping ended the run, and the training windows seen.
+	Steps    int     `json:"steps"`
+	BestStep int     `json:"best_step"`
+	BestVal  float64 `json:"best_val"`
+	Stopped  bool    `json:"stopped"`
+	Samples  int64   `json:"samples"`
+	// TrainSeconds, WallSeconds and EvalSeconds are the run's training,
+	// wall-clock training and evaluation times.
+	TrainSeconds float64 `json:"train_seconds"`
+	WallSeconds  float64 `json:"wall_seconds"`
+	EvalSeconds  float64 `json:"eval_seconds"`
+	// Summary and Cells are this seed's own scores.
+	Summary map[string]rollout.Summary `json:"summary"`
+	Cells   []CellScores               `json:"cells"`
+}
+
+// Comparison is a paired comparison of two models over the same cells:
+// for each metric, the per-cell differences A - B summarised by their IQM
+// with a 95% percentile-bootstrap interval.
+type Comparison struct {
+	// Name labels the comparison, e.g. "cat - logmix (gpt-a-cpu)"; A and
+	// B are the models compared.
+	Name string `json:"name"`
+	A    string `json:"a"`
+	B    string `json:"b"`
+	// Metrics maps each of MetricNames to the summary of A - B.
+	Metrics map[string]Difference `json:"metrics"`
+}
+
+// Difference summarises per-cell differences A - B of one metric.
+type Difference struct {
+	// Summary is the IQM of the differences with its 95% bootstrap
+	// interval, over N cells.
+	rollout.Summary
+	// Mean is the mean difference.
+	Mean float64 `json:"mean"`
+	// ABetter counts the cells where A scores better (lower for NLL and
+	// Van Rossum, higher for Schreiber and Pearson); Ties those where the
+	// two are equal.
+	ABetter int `json:"a_better_cells"`
+	Ties    int `json:"tied_cells"`
+	// LowerIsBetter says which sign favours A: negative when true.
+	LowerIsBetter bool `json:"lower_is_better"`
+}
+
+// results assembles the results from the runs' and baselines' evaluations.
+func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Results, error) {
+	_, from, to, err := rollout.Bins(x.rec, x.split)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	res := &Results{
+		Recording: x.rec.Name, Data: x.plan.Data, Split: x.split.String(), Bins: [2]int{from, to},
+		SigmaMs: x.evs.SigmaMs, BinMs: rgc.BinMs, TauBins: x.metrics.TauBins(), Resamples: x.evs.Resamples,
+		Seed: x.evs.Seed, Stagger: x.evs.Stagger, CellIDs: x.ids, Plan: x.plan,
+		Budget: x.plan.Budget.String(x.plan.Batch), Written: time.Now().UTC().Format(time.RFC3339),
+	}
+	for _, c := range x.plan.Configs {
+		m := ModelReport{Name: c, Kind: "config"}
+		var reps [][]CellScores
+		for _, s := range x.plan.Seeds {
+			r := x.man.run(c, s)
+			ev := evals[r.Name]
+			if err := x.checkCells(r.Name, ev.Cells); err != nil {
+				return nil, err
+			}
+			sum, err := Summarise(ev.Cells, x.evs.Resamples, x.evs.Seed)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", r.Name, err)
+			}
+			m.Runs = append(m.Runs, RunReport{Seed: s, Dir: filepath.Join("runs", r.Name), Steps: r.Steps,
+				BestStep: r.BestStep, BestVal: r.BestVal, Stopped: r.Stopped, Samples: r.Samples,
+				TrainSeconds: r.TrainSeconds, WallSeconds: r.WallSeconds, EvalSeconds: ev.Seconds,
+				Summary: sum, Cells: ev.Cells})
+			m.Samples += r.Samples
+			m.TrainSeconds += r.TrainSeconds
+			m.WallSeconds += r.WallSeconds
+			m.EvalSeconds += ev.Seconds
+			m.NLLStride = ev.NLLStride
+			reps = append(reps, ev.Cells)
+		}
+		m.Cells = AverageRepeats(reps)
+		if m.Summary, err = Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
+			return nil, fmt.Errorf("configuration %s: %w", c, err)
+		}
+		res.Models = append(res.Models, m)
+	}
+	for _, ev := range base {
+		if err := x.checkCells(ev.Model, ev.Cells); err != nil {
+			return nil, err
+		}
+		m := ModelReport{Name: ev.Model, Kind: ev.Key.Kind, Cells: ev.Cells, EvalSeconds: ev.Seconds, NLLStride: ev.NLLStride}
+		if m.Summary, err = Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
+			return nil, fmt.Errorf("baseline %s: %w", ev.Model, err)
+		}
+		res.Models = append(res.Models, m)
+	}
+	for _, m := range res.Models {
+		res.TrainSeconds += m.TrainSeconds
+		res.WallSeconds += m.WallSeconds
+		res.EvalSeconds += m.EvalSeconds
+	}
+	pairs, err := comparisons(x.plan.Configs, res.Models, x.evs.Compare)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pairs {
+		c, err := compare(p, res.Models, x.evs.Resamples, x.evs.Seed)
+		if err != nil {
+			return nil, err
+		}
+		res.Comparisons = append(res.Comparisons, *c)
+	}
+	return res, nil
+}
+
+// checkCells checks that a model's scores are of the experiment's cells,
+// in order.
+func (x *exp) checkCells(name string, cells []CellScores) error {
+	if len(cells) != len(x.ids) {
+		return fmt.Errorf("%s: scores of %d cells, want %d", name, len(cells), len(x.ids))
+	}
+	for i, c := range cells {
+		if c.ClusterID != x.ids[i] {
+			return fmt.Errorf("%s: cell %d is %d, want %d", name, i, c.ClusterID, x.ids[i])
+		}
+	}
+	return nil
+}
+
+// pair is a comparison to make: A - B, named.
+type pair struct{ name, a, b string }
+
+// comparisons lists the paired comparisons: the head comparisons (cat -
+// logmix) and the stem comparisons (gpt-b - gpt-a) between configurations
+// that differ in that alone, every configuration against every baseline,
+// then the extra "A:B" pairs.
+func comparisons(configs []string, models []ModelReport, extra []string) ([]pair, error) {
+	type parsed struct{ name, stem, head, preset string }
+	var ps []parsed
+	for _, c := range configs {
+		cfg, err := model.ParseConfigName(c, 1)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, parsed{c, cfg.Stem, cfg.Head, strings.TrimPrefix(cfg.Name(), cfg.Stem+"-"+cfg.Head)})
+	}
+	var heads, stems []pair
+	for i := range ps {
+		for j := i + 1; j < len(ps); j++ {
+			a, b := ps[i], ps[j]
+			if a.preset != b.preset {
+				continue
+			}
+			switch {
+			case a.stem == b.stem && a.head != b.head:
+				// cat first: the paper's claim is that it beats logmix.
+				if b.head == model.HeadCat || (a.head != model.HeadCat && b.head < a.head) {
+					a, b = b, a
+				}
+				heads = append(heads, pair{fmt.Sprintf("%s - %s (%s%s)", a.head, b.head, a.stem, a.preset), a.name, b.name})
+			case a.head == b.head && a.stem != b.stem:
+				// The larger stem first (gpt-b - gpt-a).
+				if a.stem < b.stem {
+					a, b = b, a
+				}
+				stems = append(stems, pair{fmt.Sprintf("%s - %s (%s%s)", a.stem, b.stem, a.head, a.preset), a.name, b.name})
+			}
+		}
+	}
+	out := append(heads, stems...)
+	for _, m := range models {
+		if m.Kind == "config" {
+			continue
+		}
+		for _, c := range configs {
+			out = append(out, pair{c + " - " + m.Name, c, m.Name})
+		}
+	}
+	known := map[string]bool{}
+	for _, m := range models {
+		known[m.Name] = true
+	}
+	for _, e := range extra {
+		a, b, _ := strings.Cut(e, ":")
+		for _, n := range []*string{&a, &b} {
+			if cfg, err := model.ParseConfigName(*n, 1); err == nil {
+				*n = cfg.Name()
+			}
+			if !known[*n] {
+				return nil, fmt.Errorf("comparison %q: no model %s in this experiment", e, *n)
+			}
+		}
+		out = append(out, pair{a + " - " + b, a, b})
+	}
+	return out, nil
+}
+
+// compare computes a paired comparison.
+func compare(p pair, models []ModelReport, resamples int, seed uint64) (*Comparison, error) {
+	find := func(n string) *ModelReport {
+		for i := range models {
+			if models[i].Name == n {
+				return &models[i]
+			}
+		}
+		return nil
+	}
+	a, b := find(p.a), find(p.b)
+	if a == nil || b == nil {
+		return nil, fmt.Errorf("comparison %s: unknown model", p.name)
+	}
+	c := &Comparison{Name: p.name, A: p.a, B: p.b, Metrics: map[string]Difference{}}
+	d := make([]float64, len(a.Cells))
+	for _, name := range MetricNames {
+		lower := LowerIsBetter(name)
+		diff := Difference{LowerIsBetter: lower}
+		for i := range d {
+			d[i] = a.Cells[i].Metric(name) - b.Cells[i].Metric(name)
+			diff.Mean += d[i] / float64(len(d))
+			switch {
+			case d[i] == 0:
+				diff.Ties++
+			case (d[i] < 0) == lower:
+				diff.ABetter++
+			}
+		}
+		s, err := rollout.Bootstrap(d, resamples, seed)
+		if err != nil {
+			return nil, fmt.Errorf("comparison %s, %s: %w", p.name, name, err)
+		}
+		diff.Summary = s
+		c.Metrics[name] = diff
+	}
+	return c, nil
+}
+
+// PrintTable prints the results: one row per model (IQM [95% CI] of each
+// metric over cells, seeds averaged per cell), then the paired differences.
+func PrintTable(w io.Writer, r *Results) {
+	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); budget per run %s; IQM over cells [95%% bootstrap CI, %d resamples], per-cell scores averaged over seeds\n",
+		r.Recording, r.Split, r.Bins[0], r.Bins[1], r.SigmaMs, r.TauBins, r.Budget, r.Resamples)
+	nameW := len("model")
+	for _, m := range r.Models {
+		nameW = max(nameW, len(m.Name))
+	}
+	fmt.Fprintf(w, "%-*s  %5s  %5s  %-26s  %-26s  %-26s  %-26s  %s\n", nameW, "model", "seeds", "cells",
+		"NLL (nats)", "Van Rossum", "Schreiber", "Pearson", "train/run")
+	for _, m := range r.Models {
+		seeds, train := "-", "-"
+		if len(m.Runs) > 0 {
+			seeds = fmt.Sprint(len(m.Runs))
+			train = seconds(m.TrainSeconds / float64(len(m.Runs)))
+		}
+		fmt.Fprintf(w, "%-*s  %5s  %5d", nameW, m.Name, seeds, len(m.Cells))
+		for _, name := range MetricNames {
+			s := m.Summary[name]
+			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
+		}
+		fmt.Fprintf(w, "  %s\n", train)
+	}
+	if len(r.Comparisons) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
+	nameW = len("comparison")
+	for _, c := range r.Comparisons {
+		nameW = max(nameW, len(c.Name))
+	}
+	fmt.Fprintf(w, "%-*s  %-34s  %-34s  %-34s  %s\n", nameW, "comparison", "NLL", "Van Rossum", "Schreiber", "Pearson")
+	for _, c := range r.Comparisons {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-*s", nameW, c.Name)
+		for _, name := range MetricNames {
+			d := c.Metrics[name]
+			fmt.Fprintf(&b, "  %-34s", fmt.Sprintf("%+.4f [%+.4f, %+.4f] %d/%d", d.IQM, d.Lo, d.Hi, d.ABetter, d.N))
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// write saves the results JSON and the figure and prints the table.
+func (x *exp) write(res *Results) error {
+	base := filepath.Join(x.dir, "results-"+res.Split)
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := writeFileAtomic(base+".json", append(data, '\n')); err != nil {
+		return err
+	}
+	fig := filepath.Join(x.dir, "figure-"+res.Split)
+	if err := WriteFigure(fig+".png", res); err != nil {
+		return err
+	}
+	if err := WriteFigure(fig+".svg", res); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.endStatus()
+	x.mu.Unlock()
+	PrintTable(x.out, res)
+	x.logf("results %s.json, figure %s.png and .svg", base, fig)
+	return nil
+}
