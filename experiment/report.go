@@ -291,13 +291,28 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*Compari
 	if a == nil || b == nil {
 		return nil, fmt.Errorf("comparison %s: unknown model", p.name)
 	}
-	c := &Comparison{Name: p.name, A: p.a, B: p.b, Metrics: map[string]Difference{}}
-	d := make([]float64, len(a.Cells))
+	return Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
+}
+
+// Compare summarises the per-cell differences A - B of every metric
+// between two models scored on the same cells (in the same order), with
+// 95% percentile-bootstrap intervals of the IQM.
+func Compare(name, nameA, nameB string, a, b []CellScores, resamples int, seed uint64) (*Comparison, error) {
+	if len(a) != len(b) || len(a) == 0 {
+		return nil, fmt.Errorf("comparison %s: %d and %d cells", name, len(a), len(b))
+	}
+	for i := range a {
+		if a[i].ClusterID != b[i].ClusterID {
+			return nil, fmt.Errorf("comparison %s: cell %d is %d in %s and %d in %s", name, i, a[i].ClusterID, nameA, b[i].ClusterID, nameB)
+		}
+	}
+	c := &Comparison{Name: name, A: nameA, B: nameB, Metrics: map[string]Difference{}}
+	d := make([]float64, len(a))
 	for _, name := range MetricNames {
 		lower := LowerIsBetter(name)
 		diff := Difference{LowerIsBetter: lower}
 		for i := range d {
-			d[i] = a.Cells[i].Metric(name) - b.Cells[i].Metric(name)
+			d[i] = a[i].Metric(name) - b[i].Metric(name)
 			diff.Mean += d[i] / float64(len(d))
 			switch {
 			case d[i] == 0:
@@ -308,7 +323,7 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*Compari
 		}
 		s, err := rollout.Bootstrap(d, resamples, seed)
 		if err != nil {
-			return nil, fmt.Errorf("comparison %s, %s: %w", p.name, name, err)
+			return nil, fmt.Errorf("comparison %s, %s: %w", c.Name, name, err)
 		}
 		diff.Summary = s
 		c.Metrics[name] = diff
@@ -340,16 +355,21 @@ func PrintTable(w io.Writer, r *Results) {
 		}
 		fmt.Fprintf(w, "  %s\n", train)
 	}
-	if len(r.Comparisons) == 0 {
+	PrintComparisons(w, r.Comparisons)
+}
+
+// PrintComparisons prints paired differences, one row per comparison.
+func PrintComparisons(w io.Writer, cs []Comparison) {
+	if len(cs) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
-	nameW = len("comparison")
-	for _, c := range r.Comparisons {
+	nameW := len("comparison")
+	for _, c := range cs {
 		nameW = max(nameW, len(c.Name))
 	}
 	fmt.Fprintf(w, "%-*s  %-34s  %-34s  %-34s  %s\n", nameW, "comparison", "NLL", "Van Rossum", "Schreiber", "Pearson")
-	for _, c := range r.Comparisons {
+	for _, c := range cs {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-*s", nameW, c.Name)
 		for _, name := range MetricNames {

@@ -38,13 +38,16 @@ type evalJSON struct {
 	Stagger   bool                     `json:"stagger"`
 	Policy    string                   `json:"policy"`
 	Models    []experiment.ModelResult `json:"models"`
+	// Comparisons are the paired per-cell differences asked for with
+	// --compare.
+	Comparisons []experiment.Comparison `json:"comparisons,omitempty"`
 }
 
 // runEval implements `trainer eval`.
 func runEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	data := fs.String("data", "", "recording directory (required)")
-	var ckpts, baselines listFlag
+	var ckpts, baselines, compares listFlag
 	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeat the flag for several models; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
 	fs.Var(&baselines, "baseline", "baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
@@ -59,6 +62,7 @@ func runEval(ctx context.Context, args []string) error {
 	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	fs.Var(&compares, "compare", "paired per-cell difference A:B of two evaluated models by name (e.g. gpt-a-cat-cpu:glm), IQM with a 95% bootstrap CI; repeatable")
 	policySpec := fs.String("policy", "median", "how a distribution becomes a spike in the rollouts: median (the paper's rule; its metrics use it), sample[:SEED] (draw the class, seeded per cell and window), threshold:FILE (per-cell thresholds from trainer fit-threshold)")
 	seconds := fs.Float64("seconds", 0, "roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
 	stagger := fs.Bool("stagger", false, "staggered starts, as predictord runs by default: cell i (ascending cluster id) of n starts its rollout floor(i*80/n) bins late (rollout.StartOffset), its train holding the recorded spikes until then")
@@ -168,7 +172,20 @@ func runEval(ctx context.Context, args []string) error {
 		}
 		out.Models = append(out.Models, *m)
 	}
+	for _, c := range compares {
+		a, b, ok := strings.Cut(c, ":")
+		ma, mb := findModel(out.Models, a), findModel(out.Models, b)
+		if !ok || ma == nil || mb == nil {
+			return fmt.Errorf("--compare %q: want A:B, two of the evaluated models (%s)", c, modelNames(out.Models))
+		}
+		cmp, err := experiment.Compare(a+" - "+b, a, b, ma.Cells, mb.Cells, *resamples, *seed)
+		if err != nil {
+			return err
+		}
+		out.Comparisons = append(out.Comparisons, *cmp)
+	}
 	printEvalTable(os.Stdout, &out)
+	experiment.PrintComparisons(os.Stdout, out.Comparisons)
 	if *jsonOut != "" {
 		if err := writeJSONFile(*jsonOut, &out); err != nil {
 			return err
@@ -355,4 +372,23 @@ func readTrain(path string) ([]float64, error) {
 		}
 	}
 	return x, nil
+}
+
+// findModel returns the evaluated model called name, nil if none.
+func findModel(ms []experiment.ModelResult, name string) *experiment.ModelResult {
+	for i := range ms {
+		if ms[i].Name == name {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// modelNames lists the evaluated models' names.
+func modelNames(ms []experiment.ModelResult) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -16,10 +16,11 @@ import (
 )
 
 // TestEvalPolicies: fit-threshold writes a threshold policy that eval and
-// the rollout accept; eval --policy reaches the rollouts (the median,
-// sample and threshold rules give different trains on the oracle of a
-// synthetic recording, the NLL is the same) and reports spike counts;
-// --seconds shortens the rollout.
+// the rollout accept; eval --policy reaches the rollouts (sampling gives
+// other trains than the median on the oracle of a synthetic recording, the
+// NLL is the same) and reports spike counts; --compare gives the paired
+// difference (the oracle beats zero-input on NLL); --seconds shortens the
+// rollout.
 func TestEvalPolicies(t *testing.T) {
 	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 2, Seed: 2})
 	thPath := filepath.Join(dir, "th.json")
@@ -39,12 +40,13 @@ func TestEvalPolicies(t *testing.T) {
 		jsonPath := filepath.Join(dir, "eval.json")
 		out, err := captureStdout(t, func() error {
 			return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--nll-stride", "50",
-				"--json", jsonPath, "--policy", pol, "--seconds", "5"})
+				"--json", jsonPath, "--policy", pol, "--seconds", "5", "--baseline", "zero", "--compare", "oracle:zero"})
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", pol, err)
 		}
-		if !strings.Contains(out, "cells fired, median ratio") {
+		if !strings.Contains(out, "cells fired, median ratio") || len(r0(t, jsonPath).Comparisons) != 1 ||
+			r0(t, jsonPath).Comparisons[0].Metrics["nll"].Hi >= 0 {
 			t.Fatalf("%s: no spike account in\n%s", pol, out)
 		}
 		var r evalJSON
@@ -69,7 +71,7 @@ func TestEvalPolicies(t *testing.T) {
 			}
 			same = same && math.Abs(a.Cells[c].VanRossum-b.Cells[c].VanRossum) < 1e-12
 		}
-		if same {
+		if same && strings.HasPrefix(res[i].Policy, "sample") {
 			t.Errorf("policy %s gave the median's trains", res[i].Policy)
 		}
 	}
@@ -78,4 +80,18 @@ func TestEvalPolicies(t *testing.T) {
 	}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 		t.Errorf("bogus policy: %v", err)
 	}
+}
+
+// r0 reads an eval JSON.
+func r0(t *testing.T, path string) evalJSON {
+	t.Helper()
+	var r evalJSON
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
