@@ -11,6 +11,8 @@
 package main
 
 import (
+	"github.com/mattn/go-isatty"
+
 	"context"
 	"errors"
 	"flag"
@@ -219,14 +221,24 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 		Rec: rec, From: from, To: to, Cells: ids, Speed: o.speed,
 		MaxFramesPerMsg: o.maxFrames, DecisionTimeout: o.timeout,
 	}
+	tty := false
+	if f, ok := stderr.(*os.File); ok {
+		tty = isatty.IsTerminal(f.Fd())
+	}
 	if !o.quiet {
 		start := time.Now()
 		cfg.Progress = func(sent, total int) {
-			fmt.Fprintf(stderr, "\rreplay: %5.1f%% of %d frames, %.0f s", 100*float64(sent)/float64(total), total, time.Since(start).Seconds())
+			// On a terminal one line rewritten in place; elsewhere (a log
+			// file, a pipe) one plain line per report.
+			if tty {
+				fmt.Fprintf(stderr, "\rreplay: %5.1f%% of %d frames, %.0f s", 100*float64(sent)/float64(total), total, time.Since(start).Seconds())
+			} else {
+				fmt.Fprintf(stderr, "replay: %5.1f%% of %d frames, %.0f s\n", 100*float64(sent)/float64(total), total, time.Since(start).Seconds())
+			}
 		}
 	}
 	res, err := replay.Run(ctx, pub, cfg)
-	if !o.quiet && cfg.Progress != nil {
+	if !o.quiet && cfg.Progress != nil && tty {
 		fmt.Fprintln(stderr)
 	}
 	if err != nil {
