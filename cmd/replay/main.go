@@ -11,8 +11,6 @@
 package main
 
 import (
-	"github.com/mattn/go-isatty"
-
 	"context"
 	"errors"
 	"flag"
@@ -26,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/bench"
