@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,7 +58,7 @@ func runTrain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	var tf trainFlags
 	tf.register(fs)
-	steps := fs.Int("steps", 2000, "planned optimiser steps")
+	steps := fs.Int("steps", 2000, "planned optimiser steps (with --time: a cap, none unless given)")
 	lr := fs.Float64("lr", 1e-3, "peak learning rate of the one-cycle schedule")
 	out := fs.String("out", "", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg; default: with --resume FILE.resume, FILE, else out/CONFIG.ckpt, so the shipped models/ are never overwritten by accident)")
 	valEvery := fs.Int("val-every", 100, "steps between validations")
@@ -96,6 +97,9 @@ func runTrain(ctx context.Context, args []string) error {
 		o.Teacher, o.Distill, o.DistillEnd = t, *distill, *distillEnd
 	}
 	o.TimeBudget = *budget
+	if *budget > 0 && !flagSet(fs, "steps") {
+		o.Steps = math.MaxInt32 // --time alone: the budget ends the run, not the default step count
+	}
 	o.Notes = "trainer train " + strings.Join(args, " ")
 	res, err := train.Run(ctx, o)
 	if err != nil {
@@ -220,4 +224,11 @@ func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threa
 	fmt.Printf("%s split, %d windows: model NLL %.4f +- %.4f; zero-input %.4f (pooled), %.4f (per cell); model - per-cell zero-input %.4f +- %.4f (paired SE)\n",
 		split, res.N, res.Model, res.ModelSE, res.ZeroPooled, res.ZeroPerCell, res.Model-res.ZeroPerCell, res.DiffSE)
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
