@@ -2,7 +2,7 @@
 // device's stimulus frames over NATS, keeps every served cell's recent
 // stimulus and its own predicted spikes, runs the model whenever a cell's
 // prediction is due and publishes the predicted spikes ahead of time.
-// docs/protocol.md specifies the wire protocol; the README's "Running the
+// docs/protocol.md specifies the wire protocol; docs/operations.md's "Running the
 // daemon" section shows how to run and feed it.
 //
 // With no --nats-url it starts an embedded NATS server on loopback,

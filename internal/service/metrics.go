@@ -8,8 +8,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// metrics are the service's Prometheus metrics (docs/protocol.md and the
-// README list them).
+// metrics are the service's Prometheus metrics (docs/protocol.md and
+// docs/operations.md list them).
 type metrics struct {
 	framesIn      *prometheus.CounterVec
 	rejected      *prometheus.CounterVec
