@@ -275,3 +275,24 @@ func Median(probs []float32) int {
 	}
 	return len(probs) - 1
 }
+
+// DistTolerance bounds how far a distribution's total may be from 1: the
+// float32 softmax and log-mixture masses over 81 classes are within 1e-5
+// of it, so an output further off (all zeros, unnormalised) is a fault.
+const DistTolerance = 1e-3
+
+// CheckDist reports an error unless probs is a probability distribution:
+// every entry finite and non-negative, the total 1 within DistTolerance.
+func CheckDist(probs []float32) error {
+	var sum float64
+	for k, p := range probs {
+		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
+			return fmt.Errorf("model: class %d has probability %v", k, p)
+		}
+		sum += float64(p)
+	}
+	if math.Abs(sum-1) > DistTolerance {
+		return fmt.Errorf("model: probabilities sum to %g, want 1", sum)
+	}
+	return nil
+}

@@ -390,3 +390,34 @@ func TestLogMixProbsMatchesLogSpace(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDist(t *testing.T) {
+	uniform := func(total float32) []float32 {
+		p := make([]float32, 81)
+		for i := range p {
+			p[i] = total / 81
+		}
+		return p
+	}
+	nan := uniform(1)
+	nan[3] = float32(math.NaN())
+	neg := uniform(1)
+	neg[0], neg[1] = -0.01, neg[1]+0.01
+	for _, tc := range []struct {
+		name  string
+		probs []float32
+		ok    bool
+	}{
+		{"uniform", uniform(1), true},
+		{"within tolerance", uniform(1 + DistTolerance/2), true},
+		{"all zeros", uniform(0), false},
+		{"unnormalised", uniform(2), false},
+		{"off by twice the tolerance", uniform(1 - 2*DistTolerance), false},
+		{"NaN", nan, false},
+		{"negative", neg, false},
+	} {
+		if err := CheckDist(tc.probs); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}

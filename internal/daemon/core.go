@@ -26,6 +26,7 @@ import (
 	"slices"
 	"time"
 
+	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -572,8 +573,8 @@ func (c *Core) predict(chunk []int, b, ts int64, flags uint8) {
 	}
 	for j, i := range chunk {
 		row := probs[j*rgc.NumClasses : (j+1)*rgc.NumClasses]
-		if !validDist(row) {
-			c.lastErr = fmt.Errorf("daemon: cell %d window %d: predictor returned an invalid distribution", c.cells[i].ID, b)
+		if err := model.CheckDist(row); err != nil {
+			c.lastErr = fmt.Errorf("daemon: cell %d window %d: %w", c.cells[i].ID, b, err)
 			c.stats.PredictErrors++
 			c.out = append(c.out, c.skipped(i, b, ts, flags|stream.FlagModelError))
 			continue
@@ -609,21 +610,6 @@ func (c *Core) safePredict(out []float32) (err error) {
 	return c.pred.Predict(&c.batch, out)
 }
 
-// distTolerance bounds how far a distribution's total may be from 1: a
-// float32 softmax or mixture mass over 81 classes is within 1e-5 of it; an
-// all-zero or unnormalised output is a model fault, not a prediction.
-const distTolerance = 1e-2
-
-func validDist(row []float32) bool {
-	var sum float64
-	for _, p := range row {
-		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
-			return false
-		}
-		sum += float64(p)
-	}
-	return math.Abs(sum-1) <= distTolerance
-}
 
 // Control applies a control message (reset or initial histories).
 func (c *Core) Control(m *stream.Control) {

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -384,15 +385,8 @@ func probe(mdl *Model, need []int) error {
 	if err := mdl.Predictor.Predict(b, out); err != nil {
 		return fmt.Errorf("probe prediction: %w", err)
 	}
-	var sum float64
-	for _, p := range out {
-		if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) || p < 0 {
-			return fmt.Errorf("probe prediction is not a distribution (%v)", p)
-		}
-		sum += float64(p)
-	}
-	if math.Abs(sum-1) > 1e-3 {
-		return fmt.Errorf("probe probabilities sum to %g, want 1", sum)
+	if err := model.CheckDist(out); err != nil {
+		return fmt.Errorf("probe prediction is not a distribution: %w", err)
 	}
 	return nil
 }
