@@ -610,7 +610,6 @@ func (c *Core) safePredict(out []float32) (err error) {
 	return c.pred.Predict(&c.batch, out)
 }
 
-
 // Control applies a control message (reset or initial histories).
 func (c *Core) Control(m *stream.Control) {
 	switch m.Op {
