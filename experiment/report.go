@@ -13,23 +13,32 @@ import (
 	"rgcpred/rollout"
 )
 
-// Results are an experiment's scores on one split, as written to
-// results-SPLIT.json.
-type Results struct {
-	// Recording, Data and Split say what was scored; Bins are the rollout's
+// Scoring says what a set of scores was computed on and how; the results
+// of `trainer eval` and of an experiment both start with it.
+type Scoring struct {
+	// Recording and Split say what was scored; Bins are the rollout's
 	// compared bins [from, to).
 	Recording string `json:"recording"`
-	Data      string `json:"data"`
 	Split     string `json:"split"`
 	Bins      [2]int `json:"rollout_bins"`
 	// SigmaMs, BinMs and TauBins are the metrics' smoothing; Resamples and
-	// Seed the bootstrap's; Stagger the rollout's start rule.
+	// Seed the bootstrap's; Stagger the rollout's start rule and Policy its
+	// spike policy.
 	SigmaMs   float64 `json:"sigma_ms"`
 	BinMs     float64 `json:"bin_ms"`
 	TauBins   float64 `json:"tau_bins"`
 	Resamples int     `json:"resamples"`
 	Seed      uint64  `json:"seed"`
 	Stagger   bool    `json:"stagger"`
+	Policy    string  `json:"policy"`
+}
+
+// Results are an experiment's scores on one split, as written to
+// results-SPLIT.json.
+type Results struct {
+	Scoring
+	// Data is the recording's directory.
+	Data string `json:"data"`
 	// CellIDs are the cells scored (cluster ids).
 	CellIDs []int `json:"cell_ids"`
 	// Plan is the training plan; Budget describes its budget per run.
@@ -131,9 +140,10 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
 	res := &Results{
-		Recording: x.rec.Name, Data: x.plan.Data, Split: x.split.String(), Bins: [2]int{from, to},
-		SigmaMs: x.evs.SigmaMs, BinMs: rgc.BinMs, TauBins: x.metrics.TauBins(), Resamples: x.evs.Resamples,
-		Seed: x.evs.Seed, Stagger: x.evs.Stagger, CellIDs: x.ids, Plan: x.plan,
+		Scoring: Scoring{Recording: x.rec.Name, Split: x.split.String(), Bins: [2]int{from, to},
+			SigmaMs: x.evs.SigmaMs, BinMs: rgc.BinMs, TauBins: x.metrics.TauBins(), Resamples: x.evs.Resamples,
+			Seed: x.evs.Seed, Stagger: x.evs.Stagger, Policy: x.policy.String()},
+		Data: x.plan.Data, CellIDs: x.ids, Plan: x.plan,
 		Budget: x.plan.Budget.String(x.plan.Batch), Written: time.Now().UTC().Format(time.RFC3339),
 	}
 	for _, c := range x.plan.Configs {

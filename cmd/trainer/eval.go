@@ -27,17 +27,8 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // evalJSON is eval's JSON output.
 type evalJSON struct {
-	Recording string                   `json:"recording"`
-	Split     string                   `json:"split"`
-	Bins      [2]int                   `json:"rollout_bins"`
-	SigmaMs   float64                  `json:"sigma_ms"`
-	BinMs     float64                  `json:"bin_ms"`
-	TauBins   float64                  `json:"tau_bins"`
-	Resamples int                      `json:"resamples"`
-	Seed      uint64                   `json:"seed"`
-	Stagger   bool                     `json:"stagger"`
-	Policy    string                   `json:"policy"`
-	Models    []experiment.ModelResult `json:"models"`
+	experiment.Scoring
+	Models []experiment.ModelResult `json:"models"`
 	// Comparisons are the paired per-cell differences asked for with
 	// --compare.
 	Comparisons []experiment.Comparison `json:"comparisons,omitempty"`
@@ -155,11 +146,11 @@ func runEval(ctx context.Context, args []string) error {
 	if maxBins > 0 {
 		to = min(to, from+maxBins)
 	}
-	out := evalJSON{
+	out := evalJSON{Scoring: experiment.Scoring{
 		Recording: rec.Name, Split: split.String(), Bins: [2]int{from, to},
 		SigmaMs: *sigmaMs, BinMs: rgc.BinMs, TauBins: metrics.TauBins(),
 		Resamples: *resamples, Seed: *seed, Stagger: *stagger, Policy: policy.String(),
-	}
+	}}
 	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s), stagger %v, policy %s\n",
 		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz, *stagger, policy)
 	eo := experiment.EvalOptions{Rec: rec, Cells: cells, Split: split, Metrics: metrics, Batch: *batch,
