@@ -89,16 +89,9 @@ func runEval(ctx context.Context, args []string) error {
 	if *resamples < rollout.DefaultResamples {
 		return fmt.Errorf("--resamples %d: want at least %d", *resamples, rollout.DefaultResamples)
 	}
-	rec, err := rgc.Load(*data)
+	rec, cells, err := loadCells(*data, *cellsSel)
 	if err != nil {
 		return err
-	}
-	cells, err := selectCells(rec, *cellsSel)
-	if err != nil {
-		return err
-	}
-	if len(cells) == 0 {
-		return fmt.Errorf("recording %s has no %s cells", *data, *cellsSel)
 	}
 	ids := make([]int, len(cells))
 	for i, c := range cells {

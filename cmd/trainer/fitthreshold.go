@@ -48,11 +48,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--split: %w", err)
 	}
-	rec, err := rgc.Load(*data)
-	if err != nil {
-		return err
-	}
-	cells, err := selectCells(rec, *cellsSel)
+	rec, cells, err := loadCells(*data, *cellsSel)
 	if err != nil {
 		return err
 	}

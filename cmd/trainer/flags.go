@@ -19,8 +19,19 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// selectCells resolves a --cells value: "quality" (the quality-filtered
-// cells) or "all", as indices into rec.Cells.
-func selectCells(rec *rgc.Recording, sel string) ([]int, error) {
-	return experiment.SelectCells(rec, sel)
+// loadCells loads the recording in dir and resolves a --cells value
+// ("quality" or "all") to indices into its Cells; no cell is an error.
+func loadCells(dir, sel string) (*rgc.Recording, []int, error) {
+	rec, err := rgc.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cells, err := experiment.SelectCells(rec, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cells) == 0 {
+		return nil, nil, fmt.Errorf("recording %s has no %s cells", dir, sel)
+	}
+	return rec, cells, nil
 }

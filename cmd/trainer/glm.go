@@ -62,11 +62,7 @@ func runGLM(ctx context.Context, args []string) error {
 			splits = append(splits, s)
 		}
 	}
-	rec, err := rgc.Load(*data)
-	if err != nil {
-		return err
-	}
-	cells, err := selectCells(rec, *cellsSel)
+	rec, cells, err := loadCells(*data, *cellsSel)
 	if err != nil {
 		return err
 	}

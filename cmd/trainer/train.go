@@ -35,16 +35,9 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 
 // options loads the recording and builds the training options.
 func (f *trainFlags) options() (train.Options, error) {
-	rec, err := rgc.Load(f.data)
+	rec, cells, err := loadCells(f.data, f.cells)
 	if err != nil {
 		return train.Options{}, err
-	}
-	cells, err := selectCells(rec, f.cells)
-	if err != nil {
-		return train.Options{}, err
-	}
-	if len(cells) == 0 {
-		return train.Options{}, fmt.Errorf("recording %s has no %s cells", f.data, f.cells)
 	}
 	cfg, err := model.ParseConfigName(f.config, len(cells))
 	if err != nil {
