@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -382,24 +381,6 @@ func TestStartupErrors(t *testing.T) {
 	}
 }
 
-// gate is a predictor that blocks inside Predict once armed, until
-// released.
-type gate struct {
-	p       rgc.Predictor
-	armed   atomic.Bool
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (g *gate) Predict(b *rgc.Batch, out []float32) error {
-	if g.armed.Load() {
-		g.once.Do(func() { close(g.entered) })
-		<-g.release
-	}
-	return g.p.Predict(b, out)
-}
-
 // TestDrainEnds: a drain held up by a model call that does not return ends
 // after --drain-timeout with an error, or at once on a second SIGINT or
 // SIGTERM; either way the logs say what happened (and were flushed).
@@ -421,8 +402,8 @@ func TestDrainEnds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := startServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 			ids := []int{1, 2}
-			g := &gate{p: fakepred.New(ids), entered: make(chan struct{}), release: make(chan struct{})}
-			defer close(g.release)
+			g := fakepred.NewGate(fakepred.New(ids))
+			defer close(g.Release)
 			load := func(string, int) (*service.Model, error) {
 				return &service.Model{Predictor: g, Cells: ids, Name: "gate"}, nil
 			}
@@ -433,14 +414,14 @@ func TestDrainEnds(t *testing.T) {
 			}
 			defer nc.Close()
 			p := waitServing(t, d, nc)
-			g.armed.Store(true)
+			g.Armed.Store(true)
 			for _, f := range []*stream.Frames{{FirstSeq: 0, Frames: make([]stream.Frame, rgc.WindowBins)}, {FirstSeq: rgc.WindowBins, Frames: make([]stream.Frame, 10)}} {
 				if err := p.PublishFrames(f); err != nil {
 					t.Fatal(err)
 				}
 			}
 			select {
-			case <-g.entered:
+			case <-g.Entered:
 			case <-time.After(10 * time.Second):
 				t.Fatalf("model never called\n%s", d.logs)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,18 +84,6 @@ func TestPoisonedFramesLoseNothing(t *testing.T) {
 	}
 }
 
-// blockable is a predictor that blocks while closed.
-type blockable struct {
-	p  rgc.Predictor
-	mu sync.RWMutex
-}
-
-func (g *blockable) Predict(b *rgc.Batch, out []float32) error {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.p.Predict(b, out)
-}
-
 // TestControlSurvivesOverflow: with the frames queue full (the model
 // blocked), frames messages are dropped and counted, but a reset and a
 // history sent then are queued and applied, and the device hears of the
@@ -104,7 +91,7 @@ func (g *blockable) Predict(b *rgc.Batch, out []float32) error {
 func TestControlSurvivesOverflow(t *testing.T) {
 	f := getFixture(t)
 	e := startNATS(t)
-	g := &blockable{p: fakepred.New(f.ids)}
+	g := fakepred.NewGate(fakepred.New(f.ids))
 	load := func(string, int) (*Model, error) { return &Model{Predictor: g, Cells: f.ids}, nil }
 	s, _ := startService(t, e, Config{Load: load, QueueLen: 8})
 	p := newPublisher(t, e, "dev0")
@@ -124,7 +111,7 @@ func TestControlSurvivesOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProcessed(t, p, int64(f.lo+rgc.WindowBins-1))
-	g.mu.Lock() // the model blocks: the next due window stalls the processor
+	g.Armed.Store(true) // the model blocks: the next due window stalls the processor
 	for b := f.lo + rgc.WindowBins; b < f.lo+rgc.WindowBins+200; b++ {
 		if err := p.PublishFrames(f.frames(b, b+1)); err != nil {
 			t.Fatal(err)
@@ -143,7 +130,7 @@ func TestControlSurvivesOverflow(t *testing.T) {
 	for value(t, s.m.rejected.WithLabelValues("dev0", "overflow")) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	g.mu.Unlock()
+	close(g.Release)
 	for d := s.devices[0]; d.queuedMsgs.Load() > 0 || d.queuedCtl.Load() > 0; {
 		time.Sleep(time.Millisecond) // the queue drains, so the next message fits
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"rgcpred/internal/embednats"
@@ -141,19 +140,6 @@ func opsPublisher(t *testing.T, url, device string) *stream.Publisher {
 // opsFrames is n zero frames from seq first.
 func opsFrames(first int64, n int) *stream.Frames {
 	return &stream.Frames{FirstSeq: first, Frames: make([]stream.Frame, n)}
-}
-
-// opsValue reads a counter or gauge.
-func opsValue(t *testing.T, c prometheus.Metric) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Counter != nil {
-		return m.Counter.GetValue()
-	}
-	return m.Gauge.GetValue()
 }
 
 // opsGather returns the value of the gathered metric name with the given
@@ -295,7 +281,7 @@ func TestHalfOpenConnection(t *testing.T) {
 		code, _ := opsGet(t, h, "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
-	if n := opsValue(t, r.s.m.nats.WithLabelValues("disconnect")); n < 1 {
+	if n := value(t, r.s.m.nats.WithLabelValues("disconnect")); n < 1 {
 		t.Errorf("%v disconnects counted", n)
 	}
 	px.frozen.Store(false)
@@ -335,7 +321,7 @@ func TestStaleInput(t *testing.T) {
 			if err := p.PublishFrames(opsFrames(0, 10)); err != nil {
 				t.Fatal(err)
 			}
-			opsWait(t, 5*time.Second, "frames counted", func() bool { return opsValue(t, r.s.m.framesIn.WithLabelValues("dev0")) == 10 })
+			opsWait(t, 5*time.Second, "frames counted", func() bool { return value(t, r.s.m.framesIn.WithLabelValues("dev0")) == 10 })
 			age, ok := opsGather(t, r.s.reg, "predictord_frame_age_seconds", "dev0")
 			if !ok || age < 0 || age > 5 {
 				t.Fatalf("frame age %v (exported %v) just after frames", age, ok)
@@ -354,7 +340,7 @@ func TestStaleInput(t *testing.T) {
 			if age2, _ := opsGather(t, r.s.reg, "predictord_frame_age_seconds", "dev0"); age2 < c.staleAfter.Seconds() {
 				t.Errorf("frame age %v s after %v without frames", age2, c.staleAfter)
 			}
-			if v := opsValue(t, r.s.m.ready); v != 0 {
+			if v := value(t, r.s.m.ready); v != 0 {
 				t.Errorf("ready gauge %v while stale", v)
 			}
 			time.Sleep(100 * time.Millisecond) // several more monitor periods
@@ -426,8 +412,8 @@ func TestDroppedMessages(t *testing.T) {
 	}
 	t.Logf("%d messages: %d delivered, %d dropped by NATS", msgs+1, delivered, dropped)
 	metric := r.s.m.dropped.WithLabelValues("dev0", stream.StimSubject("dev0"))
-	opsWait(t, 5*time.Second, "dropped count exported", func() bool { return opsValue(t, metric) == float64(dropped) })
-	if ep := opsValue(t, r.s.m.nats.WithLabelValues("slow_consumer")); ep >= float64(dropped) {
+	opsWait(t, 5*time.Second, "dropped count exported", func() bool { return value(t, metric) == float64(dropped) })
+	if ep := value(t, r.s.m.nats.WithLabelValues("slow_consumer")); ep >= float64(dropped) {
 		t.Errorf("%v slow-consumer episodes for %d dropped messages: the test does not tell them apart", ep, dropped)
 	}
 	r.s.limiter.mu.Unlock()
@@ -435,39 +421,17 @@ func TestDroppedMessages(t *testing.T) {
 	framesIn := r.s.m.framesIn.WithLabelValues("dev0")
 	overflow := r.s.m.rejected.WithLabelValues("dev0", "overflow")
 	opsWait(t, 10*time.Second, "delivered messages processed or overflowed", func() bool {
-		return opsValue(t, framesIn)+opsValue(t, overflow)+1 == float64(delivered)
+		return value(t, framesIn)+value(t, overflow)+1 == float64(delivered)
 	})
-	if got := opsValue(t, framesIn) + opsValue(t, overflow) + opsValue(t, metric) + 1; got != float64(msgs+1) {
+	if got := value(t, framesIn) + value(t, overflow) + value(t, metric) + 1; got != float64(msgs+1) {
 		t.Fatalf("%v of %d messages accounted for", got, msgs+1)
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if v := opsValue(t, metric); v != float64(dropped) {
+	if v := value(t, metric); v != float64(dropped) {
 		t.Errorf("dropped count %v after drain, want %d", v, dropped)
 	}
-}
-
-// gate is a predictor that blocks inside Predict once armed, until
-// released.
-type gate struct {
-	p       rgc.Predictor
-	armed   atomic.Bool
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func newGate() *gate {
-	return &gate{p: fakepred.New(opsCells), entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (g *gate) Predict(b *rgc.Batch, out []float32) error {
-	if g.armed.Load() {
-		g.once.Do(func() { close(g.entered) })
-		<-g.release
-	}
-	return g.p.Predict(b, out)
 }
 
 // TestDrainTimeout: a drain held up by a model call that does not return
@@ -484,7 +448,7 @@ func TestDrainTimeout(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			url := opsNATS(t)
-			g := newGate()
+			g := fakepred.NewGate(fakepred.New(opsCells))
 			closed := atomic.Bool{}
 			load := func(string, int) (*Model, error) {
 				return &Model{Predictor: g, Cells: opsCells, Close: func() error { closed.Store(true); return nil }}, nil
@@ -493,13 +457,13 @@ func TestDrainTimeout(t *testing.T) {
 			r := opsStart(t, url, Config{Load: load, DrainTimeout: timeout, MaxLag: 0})
 			defer func() {
 				select {
-				case <-g.release:
+				case <-g.Release:
 				default:
-					close(g.release)
+					close(g.Release)
 				}
 			}()
 			p := opsPublisher(t, url, "dev0")
-			g.armed.Store(c.block)
+			g.Armed.Store(c.block)
 			for _, f := range []*stream.Frames{opsFrames(0, rgc.WindowBins), opsFrames(rgc.WindowBins, 10)} {
 				if err := p.PublishFrames(f); err != nil {
 					t.Fatal(err)
@@ -507,7 +471,7 @@ func TestDrainTimeout(t *testing.T) {
 			}
 			if c.block {
 				select {
-				case <-g.entered:
+				case <-g.Entered:
 				case <-time.After(10 * time.Second):
 					t.Fatal("model never called")
 				}
@@ -538,7 +502,7 @@ func TestDrainTimeout(t *testing.T) {
 			if err := r.s.Close(); err == nil || closed.Load() {
 				t.Errorf("Close while the abandoned call runs: %v (model closed %v), want it left open", err, closed.Load())
 			}
-			close(g.release)
+			close(g.Release)
 			opsWait(t, 10*time.Second, "abandoned goroutines end", func() bool { return !r.s.working.Load() })
 			if err := r.s.Close(); err != nil || !closed.Load() {
 				t.Errorf("Close after the goroutines ended: %v (model closed %v)", err, closed.Load())
