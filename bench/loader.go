@@ -3,35 +3,44 @@ package bench
 import (
 	"fmt"
 
+	"rgcpred/internal/modelload"
 	"rgcpred/internal/service"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 )
 
 // LoadEngine loads a checkpoint into the CPU inference engine with threads
-// threads, for batches of up to maxBatch windows (0: every cell of the
-// checkpoint), as the daemon's model.
-func LoadEngine(path string, maxBatch, threads int) (*service.Model, error) {
-	ck, err := model.LoadCheckpoint(path)
+// threads and arithmetic prec, for batches of up to maxBatch windows (0:
+// every cell of the checkpoint), as the daemon loads its model
+// (modelload.Engine), named by its configuration for the report.
+func LoadEngine(path string, maxBatch, threads int, prec engine.Precision) (*service.Model, error) {
+	m, err := modelload.Engine(threads, prec)(path, maxBatch)
 	if err != nil {
-		return nil, fmt.Errorf("load checkpoint %s: %w", path, err)
+		return nil, err
 	}
-	if maxBatch <= 0 {
-		maxBatch = len(ck.CellIDs)
+	if c, ok := configOf(m); ok {
+		cnn := model.CNNPaper
+		if c.StemCh != 16 {
+			cnn = model.CNNCPU
+		}
+		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, cnn, len(m.Cells), precisionOf(m))
 	}
-	e, err := engine.New(ck, maxBatch, threads)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	return m, nil
+}
+
+// configOf returns the configuration of a model served by the engine.
+func configOf(m *service.Model) (model.Config, bool) {
+	e, ok := m.Predictor.(interface{ Config() model.Config })
+	if !ok {
+		return model.Config{}, false
 	}
-	c := ck.Weights.Config
-	cnn := model.CNNPaper
-	if c.StemCh != 16 {
-		cnn = model.CNNCPU
+	return e.Config(), true
+}
+
+// precisionOf returns the arithmetic of a model served by the engine.
+func precisionOf(m *service.Model) engine.Precision {
+	if e, ok := m.Predictor.(interface{ Precision() engine.Precision }); ok {
+		return e.Precision()
 	}
-	return &service.Model{
-		Predictor: e,
-		Cells:     append([]int(nil), ck.CellIDs...),
-		MaxBatch:  maxBatch,
-		Name:      fmt.Sprintf("%s-%s, %s CNN, %d cells", c.Stem, c.Head, cnn, len(ck.CellIDs)),
-	}, nil
+	return engine.FP32
 }

@@ -19,18 +19,50 @@ import (
 	"rgcpred/internal/plot"
 )
 
-// Real-time criterion of the benchmark (issue 8): a cell count is served in
+// Real-time criterion of the benchmark: a cell count is served in
 // real time when the 99th percentile of the frame-to-decision latency is at
 // most RealTimeP99 and no decision missed its prediction period.
 const RealTimeP99 = 2 * time.Millisecond
 
 // Point is the measurement at one number of cells.
+// EngineCounters is what the inference engine did during one measurement
+// (the daemon's predictord_engine_* counters): windows computed, those split
+// across its threads, barrier waits that parked, contention back-offs and
+// the calls they ran whole.
+type EngineCounters struct {
+	Windows      int64 `json:"windows"`
+	SplitWindows int64 `json:"split_windows"`
+	Parks        int64 `json:"parks"`
+	Backoffs     int64 `json:"backoffs"`
+	BackoffCalls int64 `json:"backoff_calls"`
+}
+
+// splitShare is the share of windows split across the engine's threads.
+func (c EngineCounters) splitShare() float64 {
+	if c.Windows == 0 {
+		return 0
+	}
+	return float64(c.SplitWindows) / float64(c.Windows)
+}
+
+// minus returns c - o, counter by counter.
+func (c EngineCounters) minus(o EngineCounters) EngineCounters {
+	return EngineCounters{c.Windows - o.Windows, c.SplitWindows - o.SplitWindows, c.Parks - o.Parks,
+		c.Backoffs - o.Backoffs, c.BackoffCalls - o.BackoffCalls}
+}
+
 type Point struct {
 	// Cells is the number of cells served; Devices the number of devices
 	// they were spread over (cells beyond the checkpoint's count reuse ids on
 	// further devices).
 	Cells   int `json:"cells"`
 	Devices int `json:"devices"`
+	// Engine is what the inference engine did (split windows, parks,
+	// back-offs).
+	Engine EngineCounters `json:"engine"`
+	// Reloads counts the model reloads done while the devices played
+	// (Options.ReloadEvery).
+	Reloads int `json:"reloads,omitempty"`
 	// Seconds is the real-time stimulus played (after the 1024-bin history).
 	Seconds float64 `json:"seconds"`
 	// Latency is the frame-to-decision latency over every decision: from
@@ -85,13 +117,20 @@ type Report struct {
 	Recording string `json:"recording"`
 	Split     string `json:"split"`
 	// Threads is the engine's thread count; MaxBatch its batch limit;
+	// Gather the windows the daemon gathers per call while behind;
 	// MaxLag the daemon's overload threshold in bins; GOMAXPROCS the run's.
 	Threads    int   `json:"threads"`
 	MaxBatch   int   `json:"max_batch"`
+	Gather     int   `json:"gather"`
 	MaxLag     int64 `json:"max_lag"`
 	GOMAXPROCS int   `json:"gomaxprocs"`
 	// Stagger is the daemon's start rule (predictord --stagger).
 	Stagger bool `json:"stagger"`
+	// FLOPsPerWindow is the model's work per window (model.Config.FLOPs)
+	// and PeakGFLOPs the machine's SGEMM rate on one core, measured at the
+	// start: FLOPsPerWindow / PeakGFLOPs is the floor of a window's cost.
+	FLOPsPerWindow int64   `json:"flops_per_window"`
+	PeakGFLOPs     float64 `json:"peak_gflops"`
 	// CellPolicy says how cells were chosen.
 	CellPolicy string `json:"cell_policy"`
 	// CriterionP99Ms is the real-time criterion's latency bound.
@@ -173,16 +212,32 @@ func pos(v float64) float64 {
 
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
-		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %8s %11s %11s %6s %5s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "real time")
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
+		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %8s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "parks", "backoffs", "real time")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %9v\n",
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6d %8d %9v\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
-			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.RealTime)
+			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.Parks, p.Engine.Backoffs, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
+	if floor := r.FloorMs(); floor > 0 {
+		fmt.Fprintf(w, "cost floor %.3f ms of CPU per window (%.1f MFLOP at %.0f GFLOP/s on one core);", floor, float64(r.FLOPsPerWindow)/1e6, r.PeakGFLOPs)
+		for _, p := range r.Points {
+			fmt.Fprintf(w, " %d cells %.2fx", p.Cells, p.CPUPerPredictionMs/floor)
+		}
+		fmt.Fprintln(w, " (process CPU per prediction over the floor: model, daemon, NATS and devices)")
+	}
+}
+
+// FloorMs is the least CPU time a window can cost, in ms: its FLOPs at the
+// machine's peak rate (0 when either is unknown).
+func (r *Report) FloorMs() float64 {
+	if r.FLOPsPerWindow == 0 || r.PeakGFLOPs == 0 {
+		return 0
+	}
+	return float64(r.FLOPsPerWindow) / r.PeakGFLOPs / 1e6
 }
 
 // ReadReport reads a report written as JSON by the latency command.

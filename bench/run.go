@@ -39,6 +39,13 @@ type Options struct {
 	MaxLag int64
 	// Stagger staggers the cells' starts (predictord --stagger).
 	Stagger bool
+	// Gather is the daemon's gathering of due windows while behind
+	// (service.Config.Gather: 0 the model's, negative none).
+	Gather int
+	// ReloadEvery, if positive, reloads the daemon's model this often while
+	// the devices play (predictord's SIGHUP), loading it with Reload.
+	ReloadEvery time.Duration
+	Reload      service.Loader
 	// Progress, if not nil, receives one line per finished point.
 	Progress func(Point)
 	// Log receives the daemon's logs (zerolog.Nop() to silence them).
@@ -109,12 +116,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Split:          "test",
 		Threads:        o.Threads,
 		MaxBatch:       o.MaxBatch,
+		Gather:         service.Gather(o.Gather, o.Model),
 		MaxLag:         o.MaxLag,
 		Stagger:        o.Stagger,
 		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
+		PeakGFLOPs:     peakGFLOPs(300 * time.Millisecond),
 		CellPolicy: fmt.Sprintf("cells drawn from the %d cells of the recording the model knows, quality cells first; "+
 			"beyond %d cells, further devices reuse the same ids (d devices of ceil(n/d) cells)", len(pool), len(pool)),
+	}
+	if c, ok := configOf(o.Model); ok {
+		rep.FLOPsPerWindow = c.FLOPs()
 	}
 	for _, n := range o.CellCounts {
 		p, err := runPoint(ctx, o, srv.ClientURL(), pool, n)
@@ -137,13 +149,24 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		return Point{}, err
 	}
 	reg := prometheus.NewRegistry()
+	if o.ReloadEvery > 0 && o.Reload == nil {
+		return Point{}, errors.New("bench: reloads asked for without a loader")
+	}
+	loaded := false
 	svc, err := service.New(service.Config{
-		Devices:        devices,
-		ModelPath:      o.ModelPath,
-		Load:           func(string, int) (*service.Model, error) { return o.Model, nil },
+		Devices:   devices,
+		ModelPath: o.ModelPath,
+		Load: func(path string, maxBatch int) (*service.Model, error) {
+			if loaded { // a reload: a model of its own
+				return o.Reload(path, maxBatch)
+			}
+			loaded = true
+			return o.Model, nil
+		},
 		Cells:          cells,
 		MaxBatch:       o.MaxBatch,
 		MaxLag:         o.MaxLag,
+		Gather:         o.Gather,
 		Stagger:        o.Stagger,
 		PublishSilence: true,
 		Log:            o.Log,
@@ -187,7 +210,28 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		}
 		defer conns[i].Close()
 	}
+	eng0 := engineCounters(reg)
 	cpu0, wall0 := processCPU(), time.Now()
+	reloads := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { reloads <- n }()
+		if o.ReloadEvery <= 0 {
+			return
+		}
+		tick := time.NewTicker(o.ReloadEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				if err := svc.Reload(); err == nil {
+					n++
+				}
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for i, dev := range devices {
 		wg.Add(1)
@@ -205,7 +249,9 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	}
 	wg.Wait()
 	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	eng := engineCounters(reg).minus(eng0)
 	stop()
+	nReloads := <-reloads
 	if err := <-done; err != nil {
 		return Point{}, fmt.Errorf("bench: daemon: %w", err)
 	}
@@ -239,7 +285,39 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		p.CPUPerPredictionMs = 1000 * cpu.Seconds() / float64(p.Predictions)
 	}
 	p.LoadAvg = loadAvg()
+	p.Engine = eng
+	p.Reloads = nReloads
 	return p, nil
+}
+
+// engineCounters reads the engine's counters from the daemon's metrics.
+func engineCounters(reg *prometheus.Registry) EngineCounters {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return EngineCounters{}
+	}
+	var c EngineCounters
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			switch mf.GetName() {
+			case "predictord_engine_windows_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "mode" && l.GetValue() == "split" {
+						c.SplitWindows += int64(v)
+					}
+				}
+				c.Windows += int64(v)
+			case "predictord_engine_parks_total":
+				c.Parks += int64(v)
+			case "predictord_engine_backoffs_total":
+				c.Backoffs += int64(v)
+			case "predictord_engine_backoff_calls_total":
+				c.BackoffCalls += int64(v)
+			}
+		}
+	}
+	return c
 }
 
 // histMean returns the mean of every observation of the named histogram in

@@ -1,4 +1,4 @@
-// Package experiment runs the paper's comparisons (docs/spike-prediction.md
+// Package experiment runs the paper's comparisons (docs/model.md
 // section 6): a grid of model configurations x seeds trained at one matched
 // budget, every finished run scored on a split with the four metrics (NLL
 // and, from autoregressive rollouts, Van Rossum distance, Schreiber
@@ -15,6 +15,7 @@
 // where it stopped and finishes with the results an uninterrupted one
 // gets (see Run). Evaluations are cached per run, split and settings.
 //
-// The package also holds the scoring that `trainer eval` uses
-// (EvaluateModel, ScoreCells), so both commands score models one way.
+// Scoring, summaries, comparisons and the table layout come from package
+// evaluation, the one `trainer eval` uses, so both commands score models
+// one way.
 package experiment

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"slices"
 	"time"
 
@@ -50,30 +51,30 @@ type evalRecord struct {
 	Key    evalKey `json:"key"`
 	// NLLStride is the NLL's window stride used; Seconds the time the
 	// evaluation took.
-	NLLStride int          `json:"nll_stride_used"`
-	Seconds   float64      `json:"seconds"`
-	Cells     []CellScores `json:"cells"`
+	NLLStride int                     `json:"nll_stride_used"`
+	Seconds   float64                 `json:"seconds"`
+	Cells     []evaluation.CellScores `json:"cells"`
 }
 
 // baseline is a baseline model of the experiment.
 type baseline struct {
 	name, kind, source string
-	spec               ModelSpec
+	spec               evaluation.ModelSpec
 }
 
 // baselines lists the experiment's baselines: the per-cell zero-input
 // model and, when configured, the GLM.
 func (x *exp) baselines() []baseline {
-	b := []baseline{{name: "zero", kind: "zero", spec: ZeroSpec(x.rec, x.cells, false)}}
+	b := []baseline{{name: "zero", kind: "zero", spec: evaluation.ZeroSpec(x.rec, x.cells, false)}}
 	if x.evs.GLM != "" {
-		b = append(b, baseline{name: "glm", kind: "glm", source: x.evs.GLM, spec: GLMSpec(x.rec, x.evs.GLM)})
+		b = append(b, baseline{name: "glm", kind: "glm", source: x.evs.GLM, spec: evaluation.GLMSpec(x.rec, x.evs.GLM)})
 	}
 	return b
 }
 
-// evalOptions are the options of ScoreCells for the experiment's settings.
-func (x *exp) evalOptions() EvalOptions {
-	return EvalOptions{Rec: x.rec, Cells: x.cells, Split: x.split, Metrics: x.metrics, Batch: x.evs.Batch,
+// evalOptions are the options of evaluation.ScoreCells for the experiment's settings.
+func (x *exp) evalOptions() evaluation.Options {
+	return evaluation.Options{Rec: x.rec, Cells: x.cells, Split: x.split, Metrics: x.metrics, Batch: x.evs.Batch,
 		NLLStride: x.evs.NLLStride, Stagger: x.evs.Stagger, Resamples: x.evs.Resamples, Seed: x.evs.Seed, Progress: x.out,
 		Policy: x.policy, MaxBins: x.evs.maxBins()}
 }
@@ -103,7 +104,9 @@ func (x *exp) evalRun(ctx context.Context, i int, r *RunState) (*evalRecord, err
 	}
 	name := fmt.Sprintf("eval-%s-%s.json", key.Split, key.hash())
 	label := fmt.Sprintf("eval %d/%d %s [%s]", i+1, len(x.grid), r.Name, key.Split)
-	open := func() (rgc.Predictor, func(), error) { return OpenCheckpoint(ckpt, x.ids, x.evs.Batch, x.plan.Threads) }
+	open := func() (rgc.Predictor, func(), error) {
+		return evaluation.OpenCheckpoint(ckpt, x.ids, x.evs.Batch, x.plan.Threads)
+	}
 	ev, computed, err := x.evaluate(ctx, filepath.Join(x.runDir(r), name), r.Name, ckpt, key, label, open)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate run %s: %w", r.Name, err)
@@ -155,7 +158,7 @@ func (x *exp) evaluate(ctx context.Context, path, model, source string, key eval
 		return nil, false, err
 	}
 	x.logf("%s: scoring %d cells", label, len(x.cells))
-	rows, stride, err := ScoreCells(ctx, p, label, x.evalOptions())
+	rows, stride, err := evaluation.ScoreCells(ctx, p, label, x.evalOptions())
 	closeFn()
 	if err != nil {
 		return nil, false, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"slices"
 	"strings"
 	"sync"
@@ -116,7 +117,7 @@ func open(o Options) (*exp, func(), error) {
 	if x.every <= 0 {
 		x.every = 10 * time.Second
 	}
-	x.tty = IsTerminal(x.out)
+	x.tty = evaluation.IsTerminal(x.out)
 	split, err := x.evs.check()
 	if err != nil {
 		return nil, nil, fmt.Errorf("experiment: %w", err)
@@ -183,17 +184,11 @@ func (x *exp) checkBaselines() error {
 		if err != nil {
 			return fmt.Errorf("experiment: --glm: %w", err)
 		}
-		known := map[int]bool{}
-		for _, c := range tr.Cells {
-			known[c.ClusterID] = true
+		known := make([]int, len(tr.Cells))
+		for i, c := range tr.Cells {
+			known[i] = c.ClusterID
 		}
-		var missing []int
-		for _, id := range x.ids {
-			if !known[id] {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) > 0 {
+		if missing := rollout.MissingCells(known, x.ids); len(missing) > 0 {
 			return fmt.Errorf("experiment: GLM %s has no model of cells %v (give --glm none, or --cells quality)", x.evs.GLM, missing)
 		}
 		names = append(names, "glm")

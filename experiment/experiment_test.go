@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"rgcpred/evaluation"
 	"strings"
 	"testing"
 	"time"
@@ -279,7 +280,7 @@ func TestRunOutputs(t *testing.T) {
 		t.Errorf("results: %d models, runs %+v, %d comparisons", len(fromFile.Models), fromFile.Models[0].Runs, len(fromFile.Comparisons))
 	}
 	for _, m := range res.Models {
-		for _, name := range MetricNames {
+		for _, name := range evaluation.MetricNames {
 			if s := m.Summary[name]; s.N != 2 || !(s.Lo <= s.IQM && s.IQM <= s.Hi) {
 				t.Errorf("%s %s: %+v", m.Name, name, s)
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -38,7 +39,7 @@ var (
 // grey). The format follows path's extension: .png or .svg.
 func WriteFigure(path string, r *Results) error {
 	plots := make([][]*plot.Plot, 2)
-	for i, name := range MetricNames {
+	for i, name := range evaluation.MetricNames {
 		p, err := metricPanel(r, name)
 		if err != nil {
 			return fmt.Errorf("figure %s: %w", path, err)
@@ -106,8 +107,11 @@ func (v intervals) YError(i int) (float64, float64) { return v.lo[i], v.hi[i] }
 // metricPanel draws one metric's panel.
 func metricPanel(r *Results, metric string) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = MetricTitles[metric]
+	p.Title.Text = evaluation.MetricTitles[metric]
 	p.Y.Label.Text = "IQM over cells"
+	if metric == "nll" {
+		p.Y.Label.Text += " (nats)" // the spike-train metrics are dimensionless
+	}
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.X.Tick.Label.YAlign = draw.YCenter

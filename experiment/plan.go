@@ -252,7 +252,7 @@ type EvalSettings struct {
 	// SigmaMs is the smoothing time scale of the spike-train metrics.
 	SigmaMs float64 `json:"sigma_ms"`
 	// NLLStride scores the NLL on every NLLStride-th window end (0:
-	// AutoStride).
+	// evaluation.AutoStride).
 	NLLStride int `json:"nll_stride"`
 	// Stagger starts the rollouts at staggered phases.
 	Stagger bool `json:"stagger"`

@@ -5,38 +5,18 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"strings"
 	"time"
 
 	"rgcpred/model"
-	"rgcpred/rgc"
 	"rgcpred/rollout"
 )
-
-// Scoring says what a set of scores was computed on and how; the results
-// of `trainer eval` and of an experiment both start with it.
-type Scoring struct {
-	// Recording and Split say what was scored; Bins are the rollout's
-	// compared bins [from, to).
-	Recording string `json:"recording"`
-	Split     string `json:"split"`
-	Bins      [2]int `json:"rollout_bins"`
-	// SigmaMs, BinMs and TauBins are the metrics' smoothing; Resamples and
-	// Seed the bootstrap's; Stagger the rollout's start rule and Policy its
-	// spike policy.
-	SigmaMs   float64 `json:"sigma_ms"`
-	BinMs     float64 `json:"bin_ms"`
-	TauBins   float64 `json:"tau_bins"`
-	Resamples int     `json:"resamples"`
-	Seed      uint64  `json:"seed"`
-	Stagger   bool    `json:"stagger"`
-	Policy    string  `json:"policy"`
-}
 
 // Results are an experiment's scores on one split, as written to
 // results-SPLIT.json.
 type Results struct {
-	Scoring
+	evaluation.Scoring
 	// Data is the recording's directory.
 	Data string `json:"data"`
 	// CellIDs are the cells scored (cluster ids).
@@ -47,7 +27,7 @@ type Results struct {
 	// Models are the configurations, then the baselines.
 	Models []ModelReport `json:"models"`
 	// Comparisons are paired per-cell differences between models.
-	Comparisons []Comparison `json:"comparisons"`
+	Comparisons []evaluation.Comparison `json:"comparisons"`
 	// TrainSeconds and WallSeconds sum the runs' training and wall times;
 	// EvalSeconds the evaluations' times.
 	TrainSeconds float64 `json:"train_seconds"`
@@ -64,11 +44,11 @@ type ModelReport struct {
 	Name string `json:"name"`
 	// Kind is "config", "zero" or "glm".
 	Kind string `json:"kind"`
-	// Summary maps each of MetricNames to the IQM over cells of Cells with
+	// Summary maps each of evaluation.MetricNames to the IQM over cells of Cells with
 	// its 95% bootstrap interval.
 	Summary map[string]rollout.Summary `json:"summary"`
 	// Cells are the per-cell scores, averaged over the seeds.
-	Cells []CellScores `json:"cells"`
+	Cells []evaluation.CellScores `json:"cells"`
 	// Runs are a configuration's runs, one per seed.
 	Runs []RunReport `json:"runs,omitempty"`
 	// Samples, TrainSeconds, WallSeconds and EvalSeconds sum over the runs
@@ -101,61 +81,29 @@ type RunReport struct {
 	EvalSeconds  float64 `json:"eval_seconds"`
 	// Summary and Cells are this seed's own scores.
 	Summary map[string]rollout.Summary `json:"summary"`
-	Cells   []CellScores               `json:"cells"`
-}
-
-// Comparison is a paired comparison of two models over the same cells:
-// for each metric, the per-cell differences A - B summarised by their IQM
-// with a 95% percentile-bootstrap interval.
-type Comparison struct {
-	// Name labels the comparison, e.g. "cat - logmix (gpt-a-cpu)"; A and
-	// B are the models compared.
-	Name string `json:"name"`
-	A    string `json:"a"`
-	B    string `json:"b"`
-	// Metrics maps each of MetricNames to the summary of A - B.
-	Metrics map[string]Difference `json:"metrics"`
-}
-
-// Difference summarises per-cell differences A - B of one metric.
-type Difference struct {
-	// Summary is the IQM of the differences with its 95% bootstrap
-	// interval, over N cells.
-	rollout.Summary
-	// Mean is the mean difference.
-	Mean float64 `json:"mean"`
-	// ABetter counts the cells where A scores better (lower for NLL and
-	// Van Rossum, higher for Schreiber and Pearson); Ties those where the
-	// two are equal.
-	ABetter int `json:"a_better_cells"`
-	Ties    int `json:"tied_cells"`
-	// LowerIsBetter says which sign favours A: negative when true.
-	LowerIsBetter bool `json:"lower_is_better"`
+	Cells   []evaluation.CellScores    `json:"cells"`
 }
 
 // results assembles the results from the runs' and baselines' evaluations.
 func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Results, error) {
-	_, from, to, err := rollout.Bins(x.rec, x.split)
+	sc, err := evaluation.NewScoring(&evaluation.Config{Options: x.evalOptions(), SigmaMs: x.evs.SigmaMs})
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
 	res := &Results{
-		Scoring: Scoring{Recording: x.rec.Name, Split: x.split.String(), Bins: [2]int{from, to},
-			SigmaMs: x.evs.SigmaMs, BinMs: rgc.BinMs, TauBins: x.metrics.TauBins(), Resamples: x.evs.Resamples,
-			Seed: x.evs.Seed, Stagger: x.evs.Stagger, Policy: x.policy.String()},
-		Data: x.plan.Data, CellIDs: x.ids, Plan: x.plan,
+		Scoring: sc, Data: x.plan.Data, CellIDs: x.ids, Plan: x.plan,
 		Budget: x.plan.Budget.String(x.plan.Batch), Written: time.Now().UTC().Format(time.RFC3339),
 	}
 	for _, c := range x.plan.Configs {
 		m := ModelReport{Name: c, Kind: "config"}
-		var reps [][]CellScores
+		var reps [][]evaluation.CellScores
 		for _, s := range x.plan.Seeds {
 			r := x.man.run(c, s)
 			ev := evals[r.Name]
 			if err := x.checkCells(r.Name, ev.Cells); err != nil {
 				return nil, err
 			}
-			sum, err := Summarise(ev.Cells, x.evs.Resamples, x.evs.Seed)
+			sum, err := evaluation.Summarise(ev.Cells, x.evs.Resamples, x.evs.Seed)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", r.Name, err)
 			}
@@ -170,8 +118,8 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 			m.NLLStride = ev.NLLStride
 			reps = append(reps, ev.Cells)
 		}
-		m.Cells = AverageRepeats(reps)
-		if m.Summary, err = Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
+		m.Cells = evaluation.AverageRepeats(reps)
+		if m.Summary, err = evaluation.Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
 			return nil, fmt.Errorf("configuration %s: %w", c, err)
 		}
 		res.Models = append(res.Models, m)
@@ -181,7 +129,7 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 			return nil, err
 		}
 		m := ModelReport{Name: ev.Model, Kind: ev.Key.Kind, Cells: ev.Cells, EvalSeconds: ev.Seconds, NLLStride: ev.NLLStride}
-		if m.Summary, err = Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
+		if m.Summary, err = evaluation.Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", ev.Model, err)
 		}
 		res.Models = append(res.Models, m)
@@ -207,7 +155,7 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 
 // checkCells checks that a model's scores are of the experiment's cells,
 // in order.
-func (x *exp) checkCells(name string, cells []CellScores) error {
+func (x *exp) checkCells(name string, cells []evaluation.CellScores) error {
 	if len(cells) != len(x.ids) {
 		return fmt.Errorf("%s: scores of %d cells, want %d", name, len(cells), len(x.ids))
 	}
@@ -288,7 +236,7 @@ func comparisons(configs []string, models []ModelReport, extra []string) ([]pair
 }
 
 // compare computes a paired comparison.
-func compare(p pair, models []ModelReport, resamples int, seed uint64) (*Comparison, error) {
+func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluation.Comparison, error) {
 	find := func(n string) *ModelReport {
 		for i := range models {
 			if models[i].Name == n {
@@ -301,93 +249,27 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*Compari
 	if a == nil || b == nil {
 		return nil, fmt.Errorf("comparison %s: unknown model", p.name)
 	}
-	return Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
+	return evaluation.Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
 }
 
-// Compare summarises the per-cell differences A - B of every metric
-// between two models scored on the same cells (in the same order), with
-// 95% percentile-bootstrap intervals of the IQM.
-func Compare(name, nameA, nameB string, a, b []CellScores, resamples int, seed uint64) (*Comparison, error) {
-	if len(a) != len(b) || len(a) == 0 {
-		return nil, fmt.Errorf("comparison %s: %d and %d cells", name, len(a), len(b))
-	}
-	for i := range a {
-		if a[i].ClusterID != b[i].ClusterID {
-			return nil, fmt.Errorf("comparison %s: cell %d is %d in %s and %d in %s", name, i, a[i].ClusterID, nameA, b[i].ClusterID, nameB)
-		}
-	}
-	c := &Comparison{Name: name, A: nameA, B: nameB, Metrics: map[string]Difference{}}
-	d := make([]float64, len(a))
-	for _, name := range MetricNames {
-		lower := LowerIsBetter(name)
-		diff := Difference{LowerIsBetter: lower}
-		for i := range d {
-			d[i] = a[i].Metric(name) - b[i].Metric(name)
-			diff.Mean += d[i] / float64(len(d))
-			switch {
-			case d[i] == 0:
-				diff.Ties++
-			case (d[i] < 0) == lower:
-				diff.ABetter++
-			}
-		}
-		s, err := rollout.Bootstrap(d, resamples, seed)
-		if err != nil {
-			return nil, fmt.Errorf("comparison %s, %s: %w", c.Name, name, err)
-		}
-		diff.Summary = s
-		c.Metrics[name] = diff
-	}
-	return c, nil
-}
-
-// PrintTable prints the results: one row per model (IQM [95% CI] of each
-// metric over cells, seeds averaged per cell), then the paired differences.
+// PrintTable prints the results as an evaluation.Table (one row per
+// model: the seeds, IQM [95% CI] of each metric over cells with the seeds
+// averaged per cell, the training time per run), then the paired
+// differences.
 func PrintTable(w io.Writer, r *Results) {
-	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); budget per run %s; IQM over cells [95%% bootstrap CI, %d resamples], per-cell scores averaged over seeds\n",
-		r.Recording, r.Split, r.Bins[0], r.Bins[1], r.SigmaMs, r.TauBins, r.Budget, r.Resamples)
-	nameW := len("model")
-	for _, m := range r.Models {
-		nameW = max(nameW, len(m.Name))
-	}
-	fmt.Fprintf(w, "%-*s  %5s  %5s  %-26s  %-26s  %-26s  %-26s  %s\n", nameW, "model", "seeds", "cells",
-		"NLL (nats)", "Van Rossum", "Schreiber", "Pearson", "train/run")
+	t := &evaluation.Table{Scoring: r.Scoring, Clauses: []string{"budget per run " + r.Budget},
+		Note: "per-cell scores averaged over seeds", Lead: []string{"seeds"}, Trail: []string{"train/run"}}
 	for _, m := range r.Models {
 		seeds, train := "-", "-"
 		if len(m.Runs) > 0 {
 			seeds = fmt.Sprint(len(m.Runs))
 			train = seconds(m.TrainSeconds / float64(len(m.Runs)))
 		}
-		fmt.Fprintf(w, "%-*s  %5s  %5d", nameW, m.Name, seeds, len(m.Cells))
-		for _, name := range MetricNames {
-			s := m.Summary[name]
-			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
-		}
-		fmt.Fprintf(w, "  %s\n", train)
+		t.Rows = append(t.Rows, evaluation.Row{Name: m.Name, Cells: len(m.Cells), Summary: m.Summary,
+			Lead: []string{seeds}, Trail: []string{train}})
 	}
-	PrintComparisons(w, r.Comparisons)
-}
-
-// PrintComparisons prints paired differences, one row per comparison.
-func PrintComparisons(w io.Writer, cs []Comparison) {
-	if len(cs) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
-	nameW := len("comparison")
-	for _, c := range cs {
-		nameW = max(nameW, len(c.Name))
-	}
-	fmt.Fprintf(w, "%-*s  %-34s  %-34s  %-34s  %s\n", nameW, "comparison", "NLL", "Van Rossum", "Schreiber", "Pearson")
-	for _, c := range cs {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%-*s", nameW, c.Name)
-		for _, name := range MetricNames {
-			d := c.Metrics[name]
-			fmt.Fprintf(&b, "  %-34s", fmt.Sprintf("%+.4f [%+.4f, %+.4f] %d/%d", d.IQM, d.Lo, d.Hi, d.ABetter, d.N))
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
+	evaluation.WriteTable(w, t)
+	evaluation.PrintComparisons(w, r.Comparisons)
 }
 
 // write saves the results JSON and the figure and prints the table.

@@ -3,6 +3,7 @@ package experiment
 import (
 	"math"
 	"reflect"
+	"rgcpred/evaluation"
 	"strings"
 	"testing"
 )
@@ -67,10 +68,10 @@ func TestComparisons(t *testing.T) {
 
 // TestCompare checks a paired comparison's signs and counts.
 func TestCompare(t *testing.T) {
-	cells := func(nll, schreiber []float64) []CellScores {
-		var c []CellScores
+	cells := func(nll, schreiber []float64) []evaluation.CellScores {
+		var c []evaluation.CellScores
 		for i := range nll {
-			c = append(c, CellScores{ClusterID: i, NLL: nll[i], Schreiber: schreiber[i]})
+			c = append(c, evaluation.CellScores{ClusterID: i, NLL: nll[i], Schreiber: schreiber[i]})
 		}
 		return c
 	}

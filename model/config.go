@@ -1,7 +1,10 @@
-// Package model defines the spike-prediction network of
-// docs/spike-prediction.md section 2, head(gpt(cnn(input) + embed(cell))):
-// one Config plus a set of named weights (Weights) that feeds both the
-// gorgonia training graph and the inference engine.
+// Package model defines the spike-prediction network of docs/model.md
+// section 2, head(gpt(cnn(input) + embed(cell))): one Config plus a set of
+// named weights (Weights) that feeds the gorgonia training graph
+// (model/graph), the inference engine (model/engine) and the float64
+// reference (model/ref), with the numerical constants they share
+// (consts.go) and the map from head outputs to class probabilities
+// (Config.Probs).
 package model
 
 import (
@@ -217,64 +220,76 @@ func (c Config) Params() []ParamSpec {
 	add := func(name, kind string, shape ...int) {
 		ps = append(ps, ParamSpec{Name: name, Shape: shape, Kind: kind})
 	}
-	bn := func(prefix string, ch int) {
-		add(prefix+".weight", KindNorm, ch)
-		add(prefix+".bias", KindNorm, ch)
-		add(prefix+".running_mean", KindStat, ch)
-		add(prefix+".running_var", KindStat, ch)
+	conv := func(l Layer, out, in, k int) { add(l.Weight(), KindWeight, out, in, k) }
+	bn := func(l Layer, ch int) {
+		add(l.Weight(), KindNorm, ch)
+		add(l.Bias(), KindNorm, ch)
+		add(l.RunningMean(), KindStat, ch)
+		add(l.RunningVar(), KindStat, ch)
 	}
-	linear := func(prefix string, in, out int) {
-		add(prefix+".weight", KindWeight, in, out)
-		add(prefix+".bias", KindBias, out)
+	linear := func(l Layer, in, out int) {
+		add(l.Weight(), KindWeight, in, out)
+		add(l.Bias(), KindBias, out)
 	}
-	ln := func(prefix string, w int) {
-		add(prefix+".weight", KindNorm, w)
-		add(prefix+".bias", KindNorm, w)
+	ln := func(l Layer, w int) {
+		add(l.Weight(), KindNorm, w)
+		add(l.Bias(), KindNorm, w)
 	}
 
 	// CNN encoder.
-	add("cnn.conv1.weight", KindWeight, c.StemCh, c.InRows, c.StemKernel)
-	bn("cnn.bn1", c.StemCh)
-	add("cnn.conv2.weight", KindWeight, c.StemCh, c.StemCh, c.StemKernel)
-	bn("cnn.bn2", c.StemCh)
+	conv(LayerConv1, c.StemCh, c.InRows, c.StemKernel)
+	bn(LayerBN1, c.StemCh)
+	conv(LayerConv2, c.StemCh, c.StemCh, c.StemKernel)
+	bn(LayerBN2, c.StemCh)
 	for i := 0; i < c.NumBlocks(); i++ {
-		p := fmt.Sprintf("cnn.blocks.%d", i)
+		p := CNNBlock(i)
 		in := c.BlockIn(i)
-		add(p+".conv1.weight", KindWeight, c.BlockMid, in, 1)
-		bn(p+".bn1", c.BlockMid)
-		add(p+".conv2.weight", KindWeight, c.BlockMid, c.BlockMid, c.BlockKernel)
-		bn(p+".bn2", c.BlockMid)
-		add(p+".conv3.weight", KindWeight, c.BlockOut, c.BlockMid, 1)
-		bn(p+".bn3", c.BlockOut)
-		linear(p+".se.fc1", c.BlockOut, c.BlockOut/c.SEReduction)
-		linear(p+".se.fc2", c.BlockOut/c.SEReduction, c.BlockOut)
+		conv(p.Sub("conv1"), c.BlockMid, in, 1)
+		bn(p.Sub("bn1"), c.BlockMid)
+		conv(p.Sub("conv2"), c.BlockMid, c.BlockMid, c.BlockKernel)
+		bn(p.Sub("bn2"), c.BlockMid)
+		conv(p.Sub("conv3"), c.BlockOut, c.BlockMid, 1)
+		bn(p.Sub("bn3"), c.BlockOut)
+		linear(p.Sub("se.fc1"), c.BlockOut, c.BlockOut/c.SEReduction)
+		linear(p.Sub("se.fc2"), c.BlockOut/c.SEReduction, c.BlockOut)
 		if c.BlockHasShortcut(i) {
-			add(p+".shortcut.conv.weight", KindWeight, c.BlockOut, in, 1)
-			bn(p+".shortcut.bn", c.BlockOut)
+			conv(p.Sub("shortcut.conv"), c.BlockOut, in, 1)
+			bn(p.Sub("shortcut.bn"), c.BlockOut)
 		}
 	}
 
 	// Transformer stem.
 	d := c.Width()
 	if c.HasProj() {
-		linear("gpt.proj", c.BlockOut, d)
+		linear(LayerProj, c.BlockOut, d)
 	}
-	add("gpt.cell_emb", KindEmbed, c.NumCells, d)
-	add("gpt.pos_emb", KindEmbed, c.Tokens(), d)
+	add(ParamCellEmb, KindEmbed, c.NumCells, d)
+	add(ParamPosEmb, KindEmbed, c.Tokens(), d)
 	for i := 0; i < c.Layers; i++ {
-		p := fmt.Sprintf("gpt.blocks.%d", i)
-		ln(p+".ln1", d)
-		linear(p+".attn.qkv", d, 3*d)
-		linear(p+".attn.proj", d, d)
-		ln(p+".ln2", d)
-		linear(p+".mlp.fc", d, 4*d)
-		linear(p+".mlp.proj", 4*d, d)
+		p := GPTBlock(i)
+		ln(p.Sub("ln1"), d)
+		linear(p.Sub("attn.qkv"), d, 3*d)
+		linear(p.Sub("attn.proj"), d, d)
+		ln(p.Sub("ln2"), d)
+		linear(p.Sub("mlp.fc"), d, 4*d)
+		linear(p.Sub("mlp.proj"), 4*d, d)
 	}
-	ln("gpt.ln_f", d)
+	ln(LayerLNF, d)
 
 	// Head on the last token.
-	linear("head", d, c.HeadOut())
+	linear(LayerHead, d, c.HeadOut())
 	return ps
+}
+
+// Param returns the spec of the tensor called name, and whether the
+// configuration has one.
+func (c Config) Param(name string) (ParamSpec, bool) {
+	for _, p := range c.Params() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ParamSpec{}, false
 }
 
 // CountParams returns the number of trainable parameters (batch-norm

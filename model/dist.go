@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Output distributions of docs/spike-prediction.md section 2 ("Heads"): the
+// Output distributions of docs/model.md section 2.3 ("Heads"): the
 // cat head's softmax over classes and the logmix head's log-normal mixture
 // over the time to the next spike, integrated over each class's interval.
 
@@ -77,6 +77,23 @@ func CatProbs(logits, out []float32) {
 	for i := range out {
 		out[i] = float32(float64(out[i]) / t)
 	}
+}
+
+// Probs writes the class probabilities (len(out) = Classes) of one head
+// output headOut (HeadOut values) to out: CatProbs for the cat head,
+// LogMixProbs for logmix. It is the one map from head outputs to class
+// probabilities; the engine, the reference, the training run's validation
+// and the evaluation all call it.
+func (c Config) Probs(headOut, out []float32) {
+	if len(headOut) != c.HeadOut() || len(out) != c.Classes {
+		panic(fmt.Sprintf("model: %s probabilities of %d head outputs into %d classes (want %d and %d)",
+			c.Name(), len(headOut), len(out), c.HeadOut(), c.Classes))
+	}
+	if c.Head == HeadLogMix {
+		LogMixProbs(headOut, c.Mixtures, out)
+		return
+	}
+	CatProbs(headOut, out)
 }
 
 // logNormCDF returns log Phi(x), the log of the standard normal CDF, accurate

@@ -4,7 +4,7 @@
 // next-spike predictor (neural engine, synthetic oracle, zero-input baseline)
 // implements.
 //
-// The task and its time base follow docs/spike-prediction.md (Doran & Baden,
+// The task and its time base follow docs/model.md (Doran & Baden,
 // "Categorical Distributions are Effective Neural Network Outputs for Event
 // Prediction"; Doran et al., ICML 2024): bins at 991.82 Hz, a 5 x 1024 input
 // window ending at bin t, and 81 classes for the next spike after t.

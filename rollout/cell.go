@@ -1,6 +1,12 @@
 package rollout
 
-import "rgcpred/rgc"
+import (
+	"iter"
+	"math"
+	"slices"
+
+	"rgcpred/rgc"
+)
 
 // Cell is the autoregressive state of one cell, shared by the offline
 // rollout and the daemon: the end bin of the window to predict next and the
@@ -19,19 +25,82 @@ type Cell struct {
 	History History
 }
 
-// Reset starts the cell at window end t with the given spike history: the
-// bins of spikeBins (ascending) within t-1023..t are marked, e.g. the
-// recorded spikes of the first window of an offline rollout, or none.
+// Reset starts the cell at window end t with the recorded spike history of
+// spikeBins (ascending): the bins of HistoryBins(spikeBins, t-1023, t) are
+// marked, e.g. the recorded spikes of the first window of an offline
+// rollout, or none (nil). It is ResetRow of HistoryRow(spikeBins, t).
 func (c *Cell) Reset(id, t int, spikeBins []int32) {
 	c.ID = id
 	c.Next = t
 	c.History.Reset(t)
-	lo := t - (rgc.WindowBins - 1)
-	for _, b := range spikeBins {
-		if int(b) >= lo && int(b) <= t {
-			c.History.Mark(int(b))
+	for b := range HistoryBins(spikeBins, t-(rgc.WindowBins-1), t) {
+		c.History.Mark(b)
+	}
+}
+
+// ResetRow starts the cell at window end t with the history row (the
+// layout of HistoryRow: row[j] is bin t-1023+j), as a daemon receives it
+// from a client.
+func (c *Cell) ResetRow(id, t int, row *[rgc.WindowBins]bool) {
+	c.ID = id
+	c.Next = t
+	c.History.Reset(t)
+	for j, s := range row {
+		if s {
+			c.History.Mark(t - (rgc.WindowBins - 1) + j)
 		}
 	}
+}
+
+// HistoryRow writes the spike history a cell starts with when its first
+// window ends at bin t: row[j] is true when spikeBins (ascending) holds bin
+// t-1023+j. A client sends it to the daemon (stream.History.Spikes), which
+// starts the cell with ResetRow; the offline rollout's Reset marks the same
+// bins.
+func HistoryRow(row *[rgc.WindowBins]bool, spikeBins []int32, t int) {
+	clear(row[:])
+	lo := t - (rgc.WindowBins - 1)
+	for b := range HistoryBins(spikeBins, lo, t) {
+		row[b-lo] = true
+	}
+}
+
+// HistoryBins yields, once each and ascending, the bins of spikeBins
+// (ascending, possibly repeated) that lie in lo..hi. It is how every caller
+// reads recorded spikes into a cell's history: the first window's spike
+// row, and the bins between the unstaggered and the staggered first window
+// end, which a rollout's generated train takes from the recording.
+func HistoryBins(spikeBins []int32, lo, hi int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		i, _ := slices.BinarySearch(spikeBins, int32(min(max(lo, math.MinInt32), math.MaxInt32)))
+		prev := lo - 1
+		for ; i < len(spikeBins) && int(spikeBins[i]) <= hi; i++ {
+			if b := int(spikeBins[i]); b != prev {
+				prev = b
+				if !yield(b) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// MissingCells returns the cells of want (cluster ids) that known (a
+// predictor's cells, e.g. a checkpoint's) lacks, in the order of want; nil
+// when it knows them all. It is the one check that a model knows the cells
+// it is asked to predict.
+func MissingCells(known, want []int) []int {
+	set := make(map[int]bool, len(known))
+	for _, id := range known {
+		set[id] = true
+	}
+	var missing []int
+	for _, id := range want {
+		if !set[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing
 }
 
 // Due reports whether the window ending at bin t should be predicted: t has

@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// Spike-train metrics of docs/spike-prediction.md section 5, after the
+// Spike-train metrics of docs/model.md section 5, after the
 // evaluation of Doran & Baden ("Categorical Distributions are Effective
 // Neural Network Outputs for Event Prediction") and Doran et al. (ICML 2024):
 //

@@ -19,7 +19,7 @@ type InputFree interface {
 }
 
 // NLL returns each cell's mean negative log-likelihood of the true class
-// (docs/spike-prediction.md section 5) over the windows of split opts.Split
+// (docs/model.md section 5) over the windows of split opts.Split
 // that rgc.Recording.WindowRange lists (window and target both inside the
 // split), taking every stride-th window end (stride 1: every window), each
 // scored by model.NLL (probabilities floored at model.ProbFloor). The

@@ -1,11 +1,9 @@
 package rollout
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"rgcpred/rgc"
 )
@@ -83,7 +81,7 @@ func Bins(rec *rgc.Recording, s rgc.Split) (first, from, to int, err error) {
 	return first, first + 1, hi, nil
 }
 
-// Run rolls the predictor out autoregressively (docs/spike-prediction.md
+// Run rolls the predictor out autoregressively (docs/model.md
 // section 4) on every cell of opts.Cells over split opts.Split.
 //
 // Each cell starts with the window ending at the split's first bin where a
@@ -137,7 +135,9 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 		for i, c := range opts.Cells {
 			ids[i] = rec.Cells[c].ClusterID
 		}
-		offsets = staggerByID(ids)
+		if offsets, err = StartOffsetsByID(ids, nil, true); err != nil {
+			return nil, fmt.Errorf("rollout: stagger: %w", err)
+		}
 	}
 	last := to - 1
 	total := 0
@@ -152,10 +152,8 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 			Recorded:  rc.Counts(from, to),
 			Start:     start,
 		}
-		for _, b := range rc.SpikeBins {
-			if int(b) >= from && int(b) <= min(start, last) {
-				tr.Generated[int(b)-from] = 1
-			}
+		for b := range HistoryBins(rc.SpikeBins, from, min(start, last)) {
+			tr.Generated[b-from] = 1
 		}
 		res.Trains[i] = tr
 		if start < last {
@@ -218,19 +216,4 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 		active = active[:k]
 	}
 	return res, nil
-}
-
-// staggerByID returns the StartOffset of each cell of ids (cluster ids, any
-// order, distinct) by its rank in ascending order.
-func staggerByID(ids []int) []int {
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
-	out := make([]int, len(ids))
-	for rank, i := range order {
-		out[i] = StartOffset(rank, len(ids))
-	}
-	return out
 }

@@ -1,5 +1,5 @@
 // Package rollout runs spike predictors autoregressively, as a prosthesis
-// would (docs/spike-prediction.md section 4), and scores the generated spike
+// would (docs/model.md section 4), and scores the generated spike
 // trains against recorded ones (section 5).
 package rollout
 

@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// Summaries over cells (docs/spike-prediction.md section 5): the
+// Summaries over cells (docs/model.md section 5): the
 // interquartile mean with a percentile-bootstrap confidence interval
 // (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13).
 

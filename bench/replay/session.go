@@ -213,7 +213,6 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	}
 	s.res.Stagger = st.Stagger
 	hist := make([]stream.History, len(cfg.Cells))
-	row := make([]float32, rgc.WindowBins)
 	for i, id := range cfg.Cells {
 		ci, ok := cfg.Rec.CellIndex(id)
 		if !ok {
@@ -228,17 +227,14 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		start := s.first + int64(offsets[id])
 		s.res.Starts[i] = int(start)
 		cs := &cellState{idx: i, next: start}
-		for _, b := range cfg.Rec.Cells[ci].SpikeBins { // the recorded history after First
-			if int64(b) > s.first && int64(b) <= min(start, s.last) && (len(cs.spikes) == 0 || cs.spikes[len(cs.spikes)-1] != int(b)) {
-				cs.spikes = append(cs.spikes, int(b))
-			}
+		// The recorded history after First belongs to the predicted train,
+		// as in rollout.Run under stagger.
+		for b := range rollout.HistoryBins(cfg.Rec.Cells[ci].SpikeBins, int(s.first)+1, int(min(start, s.last))) {
+			cs.spikes = append(cs.spikes, b)
 		}
 		s.cells[int32(id)] = cs
-		rgc.FillSpikeRow(row, cfg.Rec.Cells[ci].SpikeBins, int(start))
 		hist[i].Cell = int32(id)
-		for j, v := range row {
-			hist[i].Spikes[j] = v != 0
-		}
+		rollout.HistoryRow(&hist[i].Spikes, cfg.Rec.Cells[ci].SpikeBins, int(start))
 	}
 
 	sub, err := pub.SubscribeDecisions(s.onDecisions)
@@ -314,8 +310,12 @@ func (s *session) startOffsets(st *stream.Status) (map[int]int, error) {
 	if st.Total == 0 {
 		return nil, fmt.Errorf("replay: the daemon on device %s staggers its cells but does not say how many it has", s.pub.Device())
 	}
-	for k, c := range st.Cells {
-		out[int(c)] = rollout.StartOffset(st.Index(k), int(st.Total))
+	idx := make([]int, len(st.Cells))
+	for k := range st.Cells {
+		idx[k] = st.Index(k)
+	}
+	for k, o := range rollout.StartOffsets(idx, int(st.Total), true) {
+		out[int(st.Cells[k])] = o
 	}
 	for _, id := range s.cfg.Cells {
 		if _, ok := out[id]; !ok {

@@ -83,7 +83,7 @@ func testEmbeddedReplay(t *testing.T, stagger bool) {
 		t.Fatal(err)
 	}
 	var sum struct {
-		Metrics evaluation `json:"metrics"`
+		Metrics replayScores `json:"metrics"`
 	}
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"rgcpred/bench"
 	"rgcpred/bench/replay"
 	"rgcpred/internal/service"
+	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/stream"
 )
@@ -55,6 +56,8 @@ type options struct {
 	oracle    bool
 	listCells bool
 	stagger   bool
+	raster    rasterOptions
+	audit     auditOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -80,13 +83,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
 	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger (a running daemon's rule is read from its status reply)")
 	fs.BoolVar(&o.listCells, "list-cells", false, "print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
+	o.raster.register(fs)
+	o.audit.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.data == "" {
+	if o.data == "" && o.audit.stream == "" {
 		return nil, errors.New("--data is required")
 	}
 	if o.afap {
@@ -105,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := stream.CheckDevice(o.device); err != nil {
 		return nil, fmt.Errorf("--device: %w", err)
+	}
+	if err := o.raster.check(); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -160,8 +168,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.audit.stream != "" {
+		return fromStream(ctx, o, stdout)
+	}
 	load := func(path string, maxBatch int) (*service.Model, error) {
-		return bench.LoadEngine(path, maxBatch, o.threads)
+		return bench.LoadEngine(path, maxBatch, o.threads, engine.FP32)
 	}
 	if o.oracle {
 		o.ckpt = "oracle of " + o.data
@@ -247,9 +258,11 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 	if err != nil {
 		return err
 	}
-	var evOnTime *evaluation
+	var evOnTime *replayScores
+	var trainsOnTime [][]int
 	if res.Late.Late > 0 {
-		if evOnTime, err = evaluate(rec, res, onTime(res), o.seed); err != nil {
+		trainsOnTime = onTime(res)
+		if evOnTime, err = evaluate(rec, res, trainsOnTime, o.seed); err != nil {
 			return err
 		}
 	}
@@ -259,6 +272,9 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s/predicted/cell_<id>.npy, %s/recorded/cell_<id>.npy and %s/summary.json\n", o.out, o.out, o.out)
+	}
+	if o.raster.path != "" {
+		return o.raster.write(stdout, rec, o.device, res, trainsOnTime)
 	}
 	return nil
 }

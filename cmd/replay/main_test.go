@@ -27,6 +27,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--data", "d", "--seconds", "-1"}, "must not be negative", 0},
 		{[]string{"--data", "d", "--device", "a.b"}, "not allowed", 0},
 		{[]string{"--data", "d", "extra"}, "unexpected arguments", 0},
+		{[]string{"--data", "d", "--raster", "r.svg", "--raster-cells", "3,7"}, "", 1},
+		{[]string{"--data", "d", "--raster", "r.gif"}, `extension ".gif"`, 0},
+		{[]string{"--data", "d", "--raster", "r.png", "--raster-seconds", "0"}, "--raster-seconds", 0},
+		{[]string{"--data", "d", "--raster", "r.png", "--raster-cells", "3,x"}, "--raster-cells", 0},
 	}
 	for _, c := range cases {
 		var stderr bytes.Buffer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"rgcpred/evaluation"
 
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
@@ -21,8 +22,8 @@ type cellScore struct {
 	recordedTrain []float64
 }
 
-// evaluation is the metric summary of a replay.
-type evaluation struct {
+// replayScores is the metric summary of a replay.
+type replayScores struct {
 	Cells     []cellScore     `json:"cells"`
 	VanRossum rollout.Summary `json:"van_rossum"`
 	Schreiber rollout.Summary `json:"schreiber"`
@@ -36,43 +37,34 @@ type evaluation struct {
 }
 
 // evaluate scores the predicted trains against the recorded ones over the
-// bins the offline rollout compares ([First+1, To)), with the evaluator's
-// metrics at the default 60 ms smoothing and its IQM bootstrap summaries.
-func evaluate(rec *rgc.Recording, res *replay.Result, spikes [][]int, seed uint64) (*evaluation, error) {
+// bins the offline rollout compares ([First+1, To)) with the evaluation
+// package's per-cell scores (evaluation.TrainScores) at the default 60 ms
+// smoothing and its IQM bootstrap summaries of the rollout metrics.
+func evaluate(rec *rgc.Recording, res *replay.Result, spikes [][]int, seed uint64) (*replayScores, error) {
 	// The same smoothing and bin length as `trainer eval`.
 	m, err := rollout.NewMetrics(rollout.DefaultSigmaMs, rgc.BinMs)
 	if err != nil {
 		return nil, err
 	}
 	from, to := res.First+1, res.To
-	ev := &evaluation{From: from, To: to, SigmaMs: rollout.DefaultSigmaMs, TauBins: m.TauBins(), Resamples: rollout.DefaultResamples, Seed: seed}
-	var vr, sc, pe []float64
+	ev := &replayScores{From: from, To: to, SigmaMs: rollout.DefaultSigmaMs, TauBins: m.TauBins(), Resamples: rollout.DefaultResamples, Seed: seed}
+	scores := make([]evaluation.CellScores, len(res.Cells))
 	for i, id := range res.Cells {
 		ci, _ := rec.CellIndex(id)
 		pred := replay.CountVector(spikes[i], from, to)
 		recd := rec.Cells[ci].Counts(from, to)
-		s, err := m.Compare(pred, recd)
-		if err != nil {
-			return nil, fmt.Errorf("cell %d: %w", id, err)
+		if scores[i], err = evaluation.TrainScores(m, id, pred, recd); err != nil {
+			return nil, err
 		}
-		nrec := 0
-		for _, c := range recd {
-			nrec += int(c)
-		}
-		ev.Cells = append(ev.Cells, cellScore{Cell: id, Windows: res.Windows[i], Predicted: len(spikes[i]), Recorded: nrec, Scores: s, predicted: pred, recordedTrain: recd})
-		vr, sc, pe = append(vr, s.VanRossum), append(sc, s.Schreiber), append(pe, s.Pearson)
+		s := &scores[i]
+		ev.Cells = append(ev.Cells, cellScore{Cell: id, Windows: res.Windows[i], Predicted: len(spikes[i]), Recorded: int(s.RecordedSpikes),
+			Scores: rollout.Scores{VanRossum: s.VanRossum, Schreiber: s.Schreiber, Pearson: s.Pearson}, predicted: pred, recordedTrain: recd})
 	}
-	for _, x := range []struct {
-		dst  *rollout.Summary
-		vals []float64
-		name string
-	}{{&ev.VanRossum, vr, "van rossum"}, {&ev.Schreiber, sc, "schreiber"}, {&ev.Pearson, pe, "pearson"}} {
-		s, err := rollout.Bootstrap(x.vals, rollout.DefaultResamples, seed)
-		if err != nil {
-			return nil, fmt.Errorf("summarise %s: %w", x.name, err)
-		}
-		*x.dst = s
+	sum, err := evaluation.SummariseMetrics(scores, evaluation.RolloutMetricNames, rollout.DefaultResamples, seed)
+	if err != nil {
+		return nil, err
 	}
+	ev.VanRossum, ev.Schreiber, ev.Pearson = sum["van_rossum"], sum["schreiber"], sum["pearson"]
 	return ev, nil
 }
 
@@ -96,7 +88,7 @@ func onTime(res *replay.Result) [][]int {
 
 // printReport prints the timing account and the metric table; onTime, if
 // not nil, is the evaluation of the trains without late spikes.
-func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *evaluation) {
+func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *replayScores) {
 	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n", res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
 	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost %d, other cells %d, cells missing their last decision %d)\n",
 		res.Decisions, res.Stale, res.Skipped, res.Lost, res.Foreign, res.Missing)
@@ -138,29 +130,22 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 // tableRow is one model row of the table.
 type tableRow struct {
 	name string
-	ev   *evaluation
+	ev   *replayScores
 }
 
-// writeTable prints the metric summaries in the layout of `trainer eval`'s
-// table: per metric the IQM over cells [95% bootstrap CI]. NLL is not an
-// autoregressive metric (it scores every window of the split with the
-// recorded history), so the replay leaves it out.
+// writeTable prints the metric summaries as an evaluation.Table, the layout
+// of `trainer eval`'s table. NLL is not an autoregressive metric (it scores
+// every window of the split with the recorded history), so the replay
+// leaves it out (n/a).
 func writeTable(w io.Writer, recName, split string, rows []tableRow) {
 	ev := rows[0].ev
-	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); IQM over cells [95%% bootstrap CI, %d resamples]\n",
-		recName, split, ev.From, ev.To, ev.SigmaMs, ev.TauBins, ev.Resamples)
-	nameW := len("model")
+	t := &evaluation.Table{Scoring: evaluation.Scoring{Recording: recName, Split: split, Bins: [2]int{ev.From, ev.To},
+		SigmaMs: ev.SigmaMs, TauBins: ev.TauBins, Resamples: ev.Resamples}}
 	for _, r := range rows {
-		nameW = max(nameW, len(r.name))
+		t.Rows = append(t.Rows, evaluation.Row{Name: r.name, Cells: len(r.ev.Cells), Summary: map[string]rollout.Summary{
+			"van_rossum": r.ev.VanRossum, "schreiber": r.ev.Schreiber, "pearson": r.ev.Pearson}})
 	}
-	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-*s  %5d  %-26s", nameW, r.name, len(r.ev.Cells), "n/a")
-		for _, s := range []rollout.Summary{r.ev.VanRossum, r.ev.Schreiber, r.ev.Pearson} {
-			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
-		}
-		fmt.Fprintln(w)
-	}
+	evaluation.WriteTable(w, t)
 }
 
 // summary is the JSON written to --out.
@@ -171,13 +156,15 @@ type summary struct {
 	Device    string         `json:"device"`
 	Speed     float64        `json:"speed"`
 	Result    *replay.Result `json:"result"`
-	Metrics   *evaluation    `json:"metrics"`
+	Metrics   *replayScores  `json:"metrics"`
 	// OnTime scores the trains without late spikes (paced replays with
 	// late spikes only).
-	OnTime *evaluation `json:"metrics_on_time,omitempty"`
+	OnTime *replayScores `json:"metrics_on_time,omitempty"`
 }
 
-func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev, onTime *evaluation) error {
+// writeOutputs writes the predicted and recorded trains and summary.json
+// to --out.
+func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev, onTime *replayScores) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.out, err)
 	}

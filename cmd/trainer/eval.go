@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"math"
 	"os"
-	"slices"
+	"strconv"
 	"strings"
 
-	"rgcpred/experiment"
+	"rgcpred/evaluation"
 	"rgcpred/internal/plot"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -22,19 +18,14 @@ import (
 // listFlag collects the values of a repeatable flag.
 type listFlag []string
 
-func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+// String joins the values (flag.Value).
+func (l *listFlag) String() string { return strings.Join(*l, " ") }
+
+// Set appends a value (flag.Value).
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// evalJSON is eval's JSON output.
-type evalJSON struct {
-	experiment.Scoring
-	Models []experiment.ModelResult `json:"models"`
-	// Comparisons are the paired per-cell differences asked for with
-	// --compare.
-	Comparisons []experiment.Comparison `json:"comparisons,omitempty"`
-}
-
-// runEval implements `trainer eval`.
+// runEval implements `trainer eval`: flags to an evaluation.Config, then
+// evaluation.Evaluate, its table on stdout, its JSON and plot on request.
 func runEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	data := fs.String("data", "", "recording directory (required)")
@@ -45,7 +36,10 @@ func runEval(ctx context.Context, args []string) error {
 	glmPath := fs.String("glm", "", "evaluate the GLM fitted by `trainer glm` (its JSON file), exactly, named glm")
 	splitName := fs.String("split", "test", "split to evaluate: train, val or test")
 	jsonOut := fs.String("json", "", "write per-cell results as JSON to this file")
-	plotOut := fs.String("plot", "", "write an SVG comparing the models' IQMs and CIs to this file")
+	plotOut := fs.String("plot", "", "write a plot comparing the models' IQMs and CIs to FILE.svg and FILE.png (FILE with extension .svg, .png or none)")
+	rasterOut := fs.String("raster", "", "write a raster of recorded vs rolled-out spikes (each model's first repeat) to FILE.svg and FILE.png")
+	rasterCells := fs.String("raster-cells", "", "cluster ids of the --raster cells, comma-separated (default: the first 4 evaluated cells)")
+	rasterSeconds := fs.Float64("raster-seconds", 10, "length of the --raster stretch in seconds, from the first rolled-out bin")
 	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale of the spike-train metrics, ms")
 	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality or all")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
@@ -72,11 +66,24 @@ func runEval(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("nothing to evaluate: give --ckpt, --baseline zero, --oracle or --glm")
 	}
-	if *batch < 1 {
+	switch {
+	case *batch < 1:
 		return fmt.Errorf("--batch %d: want at least 1", *batch)
-	}
-	if *nllStride < 0 {
+	case *nllStride < 0:
 		return fmt.Errorf("--nll-stride %d: want 0 (auto) or more", *nllStride)
+	case *resamples < rollout.DefaultResamples:
+		return fmt.Errorf("--resamples %d: want at least %d", *resamples, rollout.DefaultResamples)
+	case *seconds < 0:
+		return fmt.Errorf("--seconds %v: want 0 or more", *seconds)
+	case *rasterSeconds <= 0:
+		return fmt.Errorf("--raster-seconds %v: want more than 0", *rasterSeconds)
+	}
+	for _, path := range []string{*plotOut, *rasterOut} {
+		if path != "" {
+			if _, _, err := plot.Paths(path); err != nil {
+				return err
+			}
+		}
 	}
 	split, err := rgc.ParseSplit(*splitName)
 	if err != nil {
@@ -86,293 +93,102 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--sigma-ms: %w", err)
 	}
-	if *resamples < rollout.DefaultResamples {
-		return fmt.Errorf("--resamples %d: want at least %d", *resamples, rollout.DefaultResamples)
+	policy, err := rollout.ParsePolicy(*policySpec)
+	if err != nil {
+		return fmt.Errorf("--policy: %w", err)
 	}
 	rec, cells, err := loadCells(*data, *cellsSel)
 	if err != nil {
 		return err
 	}
-	ids := make([]int, len(cells))
-	for i, c := range cells {
-		ids[i] = rec.Cells[c].ClusterID
-	}
-	_, from, to, err := rollout.Bins(rec, split)
-	if err != nil {
-		return err
-	}
-
-	var specs []experiment.ModelSpec
+	// The models in report order: baselines, oracle, GLM, checkpoints.
+	var specs []string
 	for _, b := range baselines {
-		switch b {
-		case "zero", "zero-pooled":
-			specs = append(specs, experiment.ZeroSpec(rec, cells, b == "zero-pooled"))
-		default:
+		if b != "zero" && b != "zero-pooled" {
 			return fmt.Errorf("--baseline %q: want zero or zero-pooled", b)
 		}
+		specs = append(specs, b)
 	}
 	if *oracle {
-		specs = append(specs, experiment.OracleSpec(*data))
+		specs = append(specs, "oracle")
 	}
 	if *glmPath != "" {
-		specs = append(specs, experiment.GLMSpec(rec, *glmPath))
+		specs = append(specs, "glm:"+*glmPath)
 	}
-	for _, arg := range ckpts {
-		paths := strings.Split(arg, ",")
-		if slices.Contains(paths, "") {
-			return fmt.Errorf("--ckpt %q: empty file name", arg)
+	for _, c := range ckpts {
+		specs = append(specs, "ckpt:"+c)
+	}
+	cfg := evaluation.Config{Options: evaluation.Options{Rec: rec, Cells: cells, Split: split, Metrics: metrics,
+		Batch: *batch, NLLStride: *nllStride, Stagger: *stagger, Policy: policy, MaxBins: int(*seconds * rgc.BinRateHz),
+		Resamples: *resamples, Seed: *seed, Progress: os.Stderr}, SigmaMs: *sigmaMs, Compare: compares}
+	if *rasterOut != "" {
+		if cfg.Keep, err = rasterKeep(rec, cells, *rasterCells, *rasterSeconds); err != nil {
+			return err
 		}
-		specs = append(specs, experiment.CheckpointSpec(paths, ids, *batch, *threads))
 	}
-
-	policy, err := rollout.ParsePolicy(*policySpec)
-	if err != nil {
-		return fmt.Errorf("--policy: %w", err)
-	}
-	if err := rollout.CheckPolicy(policy, ids); err != nil {
-		return err
-	}
-	if *seconds < 0 {
-		return fmt.Errorf("--seconds %v: want 0 or more", *seconds)
-	}
-	maxBins := int(*seconds * rgc.BinRateHz)
-	if maxBins > 0 {
-		to = min(to, from+maxBins)
-	}
-	out := evalJSON{Scoring: experiment.Scoring{
-		Recording: rec.Name, Split: split.String(), Bins: [2]int{from, to},
-		SigmaMs: *sigmaMs, BinMs: rgc.BinMs, TauBins: metrics.TauBins(),
-		Resamples: *resamples, Seed: *seed, Stagger: *stagger, Policy: policy.String(),
-	}}
-	fmt.Fprintf(os.Stderr, "eval: %s, split %s, %d %s cells, rollout bins [%d, %d) (%.1f s), stagger %v, policy %s\n",
-		rec.Name, split, len(cells), *cellsSel, from, to, float64(to-from)/rgc.BinRateHz, *stagger, policy)
-	eo := experiment.EvalOptions{Rec: rec, Cells: cells, Split: split, Metrics: metrics, Batch: *batch,
-		NLLStride: *nllStride, Stagger: *stagger, Resamples: *resamples, Seed: *seed, Progress: os.Stderr,
-		Policy: policy, MaxBins: maxBins}
-	for _, sp := range specs {
-		m, err := experiment.EvaluateModel(ctx, sp, eo)
-		if err != nil {
-			return fmt.Errorf("evaluate %s: %w", sp.Name, err)
-		}
-		out.Models = append(out.Models, *m)
-	}
-	for _, c := range compares {
-		a, b, ok := strings.Cut(c, ":")
-		ma, mb := findModel(out.Models, a), findModel(out.Models, b)
-		if !ok || ma == nil || mb == nil {
-			return fmt.Errorf("--compare %q: want A:B, two of the evaluated models (%s)", c, modelNames(out.Models))
-		}
-		cmp, err := experiment.Compare(a+" - "+b, a, b, ma.Cells, mb.Cells, *resamples, *seed)
+	env := evaluation.SpecEnv{Rec: rec, Data: *data, Cells: cells, Batch: *batch, Threads: *threads}
+	for _, s := range specs {
+		sp, err := evaluation.ParseSpec(s, env)
 		if err != nil {
 			return err
 		}
-		out.Comparisons = append(out.Comparisons, *cmp)
+		cfg.Models = append(cfg.Models, sp)
 	}
-	printEvalTable(os.Stdout, &out)
-	experiment.PrintComparisons(os.Stdout, out.Comparisons)
+	rep, err := evaluation.Evaluate(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rep.Print(os.Stdout)
 	if *jsonOut != "" {
-		if err := writeJSONFile(*jsonOut, &out); err != nil {
+		if err := evaluation.WriteJSON(*jsonOut, rep); err != nil {
 			return err
 		}
 	}
 	if *plotOut != "" {
-		if err := writeEvalPlot(*plotOut, &out); err != nil {
+		if err := savePlot(rep.Plot(), *plotOut); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// printEvalTable prints one row per model: IQM [95% CI] of each metric.
-func printEvalTable(w io.Writer, r *evalJSON) {
-	fmt.Fprintf(w, "%s, split %s, rollout bins [%d, %d), smoothing %g ms (%.2f bins); IQM over cells [95%% bootstrap CI, %d resamples]\n",
-		r.Recording, r.Split, r.Bins[0], r.Bins[1], r.SigmaMs, r.TauBins, r.Resamples)
-	nameW := len("model")
-	for _, m := range r.Models {
-		nameW = max(nameW, len(m.Name))
-	}
-	fmt.Fprintf(w, "%-*s  %5s  %-26s  %-26s  %-26s  %-26s\n", nameW, "model", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
-	for _, m := range r.Models {
-		fmt.Fprintf(w, "%-*s  %5d", nameW, m.Name, len(m.Cells))
-		for _, name := range experiment.MetricNames {
-			s := m.Summary[name]
-			fmt.Fprintf(w, "  %-26s", fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi))
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "spikes (policy %s): generated / recorded over the rollout bins, cells that fired, median per-cell ratio\n", r.Policy)
-	for _, m := range r.Models {
-		var gen, recd float64
-		var ratios []float64
-		fired := 0
-		for _, c := range m.Cells {
-			gen += c.GeneratedSpikes
-			recd += c.RecordedSpikes
-			if c.GeneratedSpikes > 0 {
-				fired++
-			}
-			if c.RecordedSpikes > 0 {
-				ratios = append(ratios, c.GeneratedSpikes/c.RecordedSpikes)
-			}
-		}
-		med := math.NaN()
-		if len(ratios) > 0 {
-			slices.Sort(ratios)
-			med = ratios[len(ratios)/2]
-		}
-		fmt.Fprintf(w, "  %-*s  %6.0f / %6.0f = %.3f, %d of %d cells fired, median ratio %.3f\n", nameW, m.Name, gen, recd, gen/max(recd, 1), fired, len(m.Cells), med)
-	}
-	for _, m := range r.Models {
-		if m.NLLStride > 1 {
-			fmt.Fprintf(w, "%s: NLL over every %dth window end (--nll-stride 1 for every window)\n", m.Name, m.NLLStride)
-		}
-	}
-}
-
-func writeJSONFile(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// writeEvalPlot writes a 2 x 2 grid of charts, one per metric: each model's
-// IQM as a point at x = model number (1, 2, ...; the legend names them) and
-// its 95% CI as a vertical bar.
-func writeEvalPlot(path string, r *evalJSON) error {
-	var buf bytes.Buffer
-	const cw, ch = 720, 450 // plot.Chart's size
-	fmt.Fprintf(&buf, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", 2*cw, 2*ch, 2*cw, 2*ch)
-	for i, name := range experiment.MetricNames {
-		c := plot.Chart{Title: experiment.MetricTitles[name], XLabel: "model", YLabel: "IQM over cells, 95% CI"}
-		ci := plot.Series{Name: "95% CI"}
-		for j, m := range r.Models {
-			s := m.Summary[name]
-			x := float64(j + 1)
-			c.Series = append(c.Series, plot.Series{Name: fmt.Sprintf("%d: %s", j+1, m.Name), X: []float64{x}, Y: []float64{s.IQM}, Points: true})
-			ci.X = append(ci.X, x, x, math.NaN())
-			ci.Y = append(ci.Y, s.Lo, s.Hi, math.NaN())
-		}
-		c.Series = append(c.Series, ci)
-		var one bytes.Buffer
-		if err := c.WriteSVG(&one); err != nil {
-			return fmt.Errorf("plot %s: %w", path, err)
-		}
-		svg := strings.Replace(one.String(), "<svg ", fmt.Sprintf(`<svg x="%d" y="%d" `, (i%2)*cw, (i/2)*ch), 1)
-		buf.WriteString(svg)
-	}
-	buf.WriteString("</svg>\n")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write plot %s: %w", path, err)
-	}
-	return nil
-}
-
-// runMetrics implements `trainer metrics`.
-func runMetrics(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("metrics", flag.ContinueOnError)
-	a := fs.String("a", "", "first spike train: .npy count vector (int or float)")
-	b := fs.String("b", "", "second spike train: .npy count vector of the same length")
-	binMs := fs.Float64("bin-ms", rollout.DefaultBinMs, "bin length, ms")
-	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale, ms")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer metrics --a A.npy --b B.npy [--bin-ms 1.0082] [--sigma-ms 60] [--json]\n\nVan Rossum distance, Schreiber similarity and smoothed Pearson correlation\nbetween two spike trains.")
-		fs.PrintDefaults()
-	}
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
-	if *a == "" || *b == "" {
-		fs.Usage()
-		return errors.New("--a and --b are required")
-	}
-	m, err := rollout.NewMetrics(*sigmaMs, *binMs)
-	if err != nil {
-		return err
-	}
-	x, err := readTrain(*a)
-	if err != nil {
-		return err
-	}
-	y, err := readTrain(*b)
-	if err != nil {
-		return err
-	}
-	if len(x) != len(y) {
-		return fmt.Errorf("spike trains differ in length: %s has %d bins, %s has %d", *a, len(x), *b, len(y))
-	}
-	s, err := m.Compare(x, y)
-	if err != nil {
-		return fmt.Errorf("%s vs %s: %w", *a, *b, err)
-	}
-	if *asJSON {
-		data, err := json.Marshal(s)
+	if *rasterOut != "" {
+		r, err := rep.Raster()
 		if err != nil {
 			return err
 		}
-		fmt.Println(string(data))
-		return nil
-	}
-	fmt.Printf("van_rossum %.10g\nschreiber  %.10g\npearson    %.10g\n", s.VanRossum, s.Schreiber, s.Pearson)
-	return nil
-}
-
-// readTrain reads a spike train from a .npy file: a count vector, i.e. an
-// array with at most one dimension longer than 1.
-func readTrain(path string) ([]float64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read spike train: %w", err)
-	}
-	defer f.Close()
-	arr, err := rgc.ReadNPY(f)
-	if err != nil {
-		return nil, fmt.Errorf("read spike train %s: %w", path, err)
-	}
-	long := 0
-	for _, d := range arr.Shape {
-		if d > 1 {
-			long++
-		}
-	}
-	if long > 1 {
-		return nil, fmt.Errorf("read spike train %s: shape %v, want a 1-D count vector", path, arr.Shape)
-	}
-	x, err := arr.Float64s()
-	if err != nil {
-		return nil, fmt.Errorf("read spike train %s: %w", path, err)
-	}
-	if len(x) == 0 {
-		return nil, fmt.Errorf("read spike train %s: no bins", path)
-	}
-	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("read spike train %s: bin %d is %v", path, i, v)
-		}
-	}
-	return x, nil
-}
-
-// findModel returns the evaluated model called name, nil if none.
-func findModel(ms []experiment.ModelResult, name string) *experiment.ModelResult {
-	for i := range ms {
-		if ms[i].Name == name {
-			return &ms[i]
+		if err := savePlot(r, *rasterOut); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// modelNames lists the evaluated models' names.
-func modelNames(ms []experiment.ModelResult) string {
-	names := make([]string, len(ms))
-	for i, m := range ms {
-		names[i] = m.Name
+// savePlot writes a plot as SVG and PNG (plot.SaveBoth) and names the files
+// on stdout.
+func savePlot(d plot.Saver, path string) error {
+	files, err := plot.SaveBoth(d, path)
+	if err != nil {
+		return err
 	}
-	return strings.Join(names, ", ")
+	fmt.Printf("wrote %s\n", strings.Join(files, " and "))
+	return nil
+}
+
+// rasterKeep selects the trains of a raster: the cells given as
+// comma-separated cluster ids (default the first 4 evaluated cells) over
+// the first seconds of the rollout.
+func rasterKeep(rec *rgc.Recording, cells []int, ids string, seconds float64) (*evaluation.KeepTrains, error) {
+	k := &evaluation.KeepTrains{Bins: int(seconds * rgc.BinRateHz)}
+	if ids == "" {
+		for _, ci := range cells[:min(4, len(cells))] {
+			k.ClusterIDs = append(k.ClusterIDs, rec.Cells[ci].ClusterID)
+		}
+		return k, nil
+	}
+	for _, s := range strings.Split(ids, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--raster-cells: %w", err)
+		}
+		k.ClusterIDs = append(k.ClusterIDs, id)
+	}
+	return k, nil
 }

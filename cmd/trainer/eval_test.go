@@ -3,20 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"strings"
 	"testing"
 
-	"rgcpred/experiment"
+	"rgcpred/internal/plot"
+	"rgcpred/internal/plot/plottest"
 	"rgcpred/internal/testrec"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
-	"rgcpred/rollout"
 )
 
 func writeNPY(t *testing.T, path string, data any, shape []int) {
@@ -61,66 +61,6 @@ func captureStdout(t *testing.T, f func() error) (string, error) {
 	return string(<-done), ferr
 }
 
-func TestMetricsCommand(t *testing.T) {
-	dir := t.TempDir()
-	n := 500
-	ai, bf := make([]int64, n), make([]float64, n)
-	af := make([]float64, n)
-	for i := 0; i < n; i += 37 {
-		ai[i] = 1
-		af[i] = 1
-	}
-	for i := 5; i < n; i += 41 {
-		bf[i] = 1
-	}
-	writeNPY(t, filepath.Join(dir, "a.npy"), ai, []int{n})
-	writeNPY(t, filepath.Join(dir, "b.npy"), bf, []int{n})
-	writeNPY(t, filepath.Join(dir, "short.npy"), bf[:n-1], []int{n - 1})
-	writeNPY(t, filepath.Join(dir, "2d.npy"), bf, []int{20, 25})
-	if err := os.WriteFile(filepath.Join(dir, "junk.npy"), []byte("not an npy file"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a, b := filepath.Join(dir, "a.npy"), filepath.Join(dir, "b.npy")
-	// Flags in any order.
-	for _, args := range [][]string{
-		{"--a", a, "--b", b, "--sigma-ms", "10", "--bin-ms", "2", "--json"},
-		{"--json", "--bin-ms", "2", "--b", b, "--sigma-ms", "10", "--a", a},
-	} {
-		out, err := captureStdout(t, func() error { return runMetrics(context.Background(), args) })
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		var got map[string]float64
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
-			t.Fatalf("output %q: %v", out, err)
-		}
-		m, _ := rollout.NewMetrics(10, 2) // tau 5 bins
-		want, _ := m.Compare(af, bf)
-		if len(got) != 3 || got["van_rossum"] != want.VanRossum || got["schreiber"] != want.Schreiber || got["pearson"] != want.Pearson {
-			t.Errorf("%v: got %v, want %+v", args, got, want)
-		}
-		if want.VanRossum == 0 || want.Schreiber <= 0 {
-			t.Fatalf("degenerate expectation %+v", want)
-		}
-	}
-	for _, tc := range []struct {
-		args []string
-		msg  string
-	}{
-		{[]string{"--a", a, "--b", filepath.Join(dir, "short.npy"), "--json"}, "differ in length"},
-		{[]string{"--a", a, "--b", filepath.Join(dir, "2d.npy")}, "1-D"},
-		{[]string{"--a", filepath.Join(dir, "junk.npy"), "--b", b}, "junk.npy"},
-		{[]string{"--a", filepath.Join(dir, "missing.npy"), "--b", b}, "missing.npy"},
-		{[]string{"--a", a}, "required"},
-		{[]string{"--a", a, "--b", b, "--sigma-ms", "-1"}, "smoothing"},
-	} {
-		_, err := captureStdout(t, func() error { return runMetrics(context.Background(), tc.args) })
-		if err == nil || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.msg)
-		}
-	}
-}
-
 // TestEvalSynthetic generates a small synthetic recording and evaluates the
 // zero-input baseline against the exact oracle: the oracle must win on every
 // metric, and the JSON and plot must be written.
@@ -140,7 +80,7 @@ func TestEvalSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res evalJSON
+	var res evaluation.Report
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +92,7 @@ func TestEvalSynthetic(t *testing.T) {
 		if len(m.Cells) != 4 || m.NLLStride < 1 {
 			t.Errorf("%s: %d cells, stride %d", m.Name, len(m.Cells), m.NLLStride)
 		}
-		for _, name := range experiment.MetricNames {
+		for _, name := range evaluation.MetricNames {
 			s := m.Summary[name]
 			if s.N != 4 || !(s.Lo <= s.IQM && s.IQM <= s.Hi) || math.IsNaN(s.IQM) {
 				t.Errorf("%s %s: summary %+v", m.Name, name, s)
@@ -178,12 +118,25 @@ func TestEvalSynthetic(t *testing.T) {
 			t.Errorf("zero baseline cell %d: %+v", c.ClusterID, c)
 		}
 	}
-	svg, err := os.ReadFile(plotPath)
+	checkEvalPlot(t, plotPath, "zero", "oracle")
+}
+
+// checkEvalPlot checks the two files of eval's --plot (given as FILE.svg):
+// both decode, the PNG is the 2 x 2 grid's size and the SVG names the four
+// metrics and every model.
+func checkEvalPlot(t *testing.T, svgPath string, models ...string) {
+	t.Helper()
+	f, err := plottest.Read(svgPath, strings.TrimSuffix(svgPath, ".svg")+".png")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := strings.Count(string(svg), "<svg"); c != 5 || !strings.Contains(string(svg), "Schreiber") {
-		t.Errorf("plot has %d svg elements, want an outer one and 4 charts", c)
+	if w, h := 2*int(plot.Width)*plot.PNGDPI/72, 2*int(plot.Height)*plot.PNGDPI/72; f.Width != w || f.Height != h {
+		t.Errorf("plot PNG %d x %d, want %d x %d", f.Width, f.Height, w, h)
+	}
+	for _, want := range append([]string{"NLL", "Van Rossum", "Schreiber", "Pearson", "IQM over cells (nats)"}, models...) {
+		if !strings.Contains(f.Text, want) {
+			t.Errorf("plot SVG does not name %q", want)
+		}
 	}
 }
 
@@ -201,6 +154,11 @@ func TestEvalErrors(t *testing.T) {
 		{[]string{"--data", data, "--ckpt", filepath.Join(t.TempDir(), "none.ckpt")}, "none.ckpt"},
 		{[]string{"--data", filepath.Join(t.TempDir(), "nodata"), "--baseline", "zero"}, "nodata"},
 		{[]string{"--data", data, "--baseline", "zero", "--resamples", "10"}, "resamples"},
+		{[]string{"--data", data, "--baseline", "zero", "--plot", "eval.pdf"}, `extension ".pdf"`},
+		{[]string{"--data", data, "--baseline", "zero", "--raster", "r.jpg"}, `extension ".jpg"`},
+		{[]string{"--data", data, "--baseline", "zero", "--raster", "r.png", "--raster-seconds", "0"}, "--raster-seconds"},
+		{[]string{"--data", data, "--baseline", "zero", "--raster", "r.png", "--raster-cells", "1,x"}, "--raster-cells"},
+		{[]string{"--data", data, "--baseline", "zero", "--raster", "r.png", "--raster-cells", "99999"}, "raster cell 99999 is not one of the evaluated cells"},
 	} {
 		_, err := captureStdout(t, func() error { return runEval(context.Background(), tc.args) })
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
@@ -209,8 +167,10 @@ func TestEvalErrors(t *testing.T) {
 	}
 }
 
-// TestEvalCheckpoints evaluates random-weight checkpoints through the
-// engine: two models, one of them given as two repeats, plus a baseline.
+// TestEvalCheckpoints runs eval on random-weight checkpoints: --ckpt
+// flags become models (FILE1,FILE2 one model of two repeats), --stagger
+// reaches the JSON, --plot draws every model, and a checkpoint lacking a
+// cell fails. The scores themselves are tested in package evaluation.
 func TestEvalCheckpoints(t *testing.T) {
 	dir := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
 	rec, err := rgc.Load(dir)
@@ -236,12 +196,12 @@ func TestEvalCheckpoints(t *testing.T) {
 	jsonPath, plotPath := filepath.Join(dir, "eval.json"), filepath.Join(dir, "eval.svg")
 	out, err := captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", a, "--ckpt", b1 + "," + b2,
-			"--baseline", "zero", "--nll-stride", "50", "--threads", "1", "--json", jsonPath, "--plot", plotPath})
+			"--baseline", "zero", "--nll-stride", "50", "--threads", "1", "--stagger", "--compare", "a:zero", "--json", jsonPath, "--plot", plotPath})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res evalJSON
+	var res evaluation.Report
 	data, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
@@ -249,68 +209,20 @@ func TestEvalCheckpoints(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Models) != 3 || res.Models[1].Name != "a" || res.Models[2].Name != "b1 (x2)" {
+	if len(res.Models) != 3 || res.Models[0].Name != "zero" || res.Models[1].Name != "a" || res.Models[2].Name != "b1 (x2)" {
 		t.Fatalf("models in %s:\n%s", jsonPath, out)
 	}
-	rep := res.Models[2]
-	if len(rep.Repeats) != 2 || len(rep.Cells) != 2 || rep.NLLStride != 50 {
-		t.Fatalf("repeats model: %d repeats, %d cells, stride %d", len(rep.Repeats), len(rep.Cells), rep.NLLStride)
+	if rep := res.Models[2]; len(rep.Repeats) != 2 || len(rep.Cells) != 2 || rep.NLLStride != 50 || !res.Stagger || len(res.Comparisons) != 1 {
+		t.Fatalf("repeats model: %d repeats, %d cells, stride %d; stagger %v, %d comparisons", len(rep.Repeats), len(rep.Cells), rep.NLLStride, res.Stagger, len(res.Comparisons))
 	}
-	for c := range rep.Cells {
-		for _, name := range experiment.MetricNames {
-			want := (rep.Repeats[0][c].Metric(name) + rep.Repeats[1][c].Metric(name)) / 2
-			if got := rep.Cells[c].Metric(name); math.Abs(got-want) > 1e-12 {
-				t.Errorf("cell %d %s: %v, want the repeats' mean %v", c, name, got, want)
-			}
-		}
+	if !strings.Contains(out, "paired differences") || !strings.Contains(out, "a - zero") {
+		t.Errorf("table lacks the comparison:\n%s", out)
 	}
-	if rep.Repeats[0][0].NLL == rep.Repeats[1][0].NLL {
-		t.Error("the two repeats scored identically; different weights expected")
-	}
-	if svg, err := os.ReadFile(plotPath); err != nil || strings.Count(string(svg), "<circle") != 4*2*3 {
-		t.Errorf("plot: %v, want 3 models x (point + legend) x 4 charts", err)
-	}
+	checkEvalPlot(t, plotPath, "zero", "a", "b1 (x2)")
 	_, err = captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", partial, "--threads", "1"})
 	})
 	if err == nil || !strings.Contains(err.Error(), "does not know cells") {
 		t.Errorf("checkpoint lacking a cell: %v", err)
-	}
-}
-
-// TestEvalStagger: --stagger reaches the rollout and the JSON: the first
-// cell by cluster id (offset 0) scores exactly as without it, the second of
-// two (offset 40 bins) gets a different rollout.
-func TestEvalStagger(t *testing.T) {
-	dir := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
-	var res [2]evalJSON
-	for i, stagger := range []bool{false, true} {
-		jsonPath := filepath.Join(dir, fmt.Sprintf("eval%d.json", i))
-		if _, err := captureStdout(t, func() error {
-			return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--nll-stride", "50",
-				"--json", jsonPath, fmt.Sprintf("--stagger=%v", stagger)})
-		}); err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(jsonPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &res[i]); err != nil {
-			t.Fatal(err)
-		}
-		if res[i].Stagger != stagger {
-			t.Fatalf("JSON stagger %v, want %v", res[i].Stagger, stagger)
-		}
-	}
-	a, b := res[0].Models[0].Cells, res[1].Models[0].Cells
-	if len(a) != 2 || len(b) != 2 || a[0].ClusterID > a[1].ClusterID {
-		t.Fatalf("cells %+v / %+v, want 2 in ascending cluster id", a, b)
-	}
-	if a[0] != b[0] {
-		t.Errorf("cell with offset 0 differs under --stagger: %+v vs %+v", a[0], b[0])
-	}
-	if a[1].Windows == b[1].Windows && a[1].GeneratedSpikes == b[1].GeneratedSpikes && a[1].VanRossum == b[1].VanRossum {
-		t.Errorf("cell with offset 40 unchanged under --stagger: %+v", b[1])
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 
-	"rgcpred/experiment"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
@@ -64,7 +64,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		}
 		source = "oracle of " + *data
 	} else {
-		e, closeFn, err := experiment.OpenCheckpoint(*ckpt, ids, len(cells), *threads)
+		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads)
 		if err != nil {
 			return err
 		}

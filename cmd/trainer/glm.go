@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"rgcpred/evaluation"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func runGLM(ctx context.Context, args []string) error {
 		return err
 	}
 	if *reportPath != "" {
-		if err := writeJSONFile(*reportPath, rep); err != nil {
+		if err := evaluation.WriteJSON(*reportPath, rep); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"rgcpred/evaluation"
 	"strings"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestGLMCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res evalJSON
+	var res evaluation.Report
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,11 @@ func commands() map[string]command {
 		"glm":           {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
 		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds that match the recorded rate on the training split", runFitThreshold},
 		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot (resumable)", runExperiment},
+
+		// Interchange with other tools (docs/interop.md).
+		"export":          {"write a checkpoint as safetensors in PyTorch's layout", runExport},
+		"import":          {"read a PyTorch safetensors state_dict into a checkpoint", runImport},
+		"import-kilosort": {"convert Kilosort/phy output plus a stimulus into a recording", runImportKilosort},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rgcpred/evaluation"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestEvalPolicies(t *testing.T) {
 	if err != nil || len(th.Thresholds) != 3 {
 		t.Fatalf("threshold file: %+v, %v", th, err)
 	}
-	var res []evalJSON
+	var res []evaluation.Report
 	for i, pol := range []string{"median", "sample:5", "threshold:" + thPath} {
 		jsonPath := filepath.Join(dir, "eval.json")
 		out, err := captureStdout(t, func() error {
@@ -49,7 +50,7 @@ func TestEvalPolicies(t *testing.T) {
 			r0(t, jsonPath).Comparisons[0].Metrics["nll"].Hi >= 0 {
 			t.Fatalf("%s: no spike account in\n%s", pol, out)
 		}
-		var r evalJSON
+		var r evaluation.Report
 		data, _ := os.ReadFile(jsonPath)
 		if err := json.Unmarshal(data, &r); err != nil {
 			t.Fatal(err)
@@ -83,9 +84,9 @@ func TestEvalPolicies(t *testing.T) {
 }
 
 // r0 reads an eval JSON.
-func r0(t *testing.T, path string) evalJSON {
+func r0(t *testing.T, path string) evaluation.Report {
 	t.Helper()
-	var r evalJSON
+	var r evaluation.Report
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -55,7 +54,7 @@ func runSynth(ctx context.Context, args []string) error {
 	nll := fs.Bool("nll", false, "also score the test split: the oracle's Bayes-optimal NLL and the zero-input model's")
 	ahead := fs.Bool("lookahead", false, fmt.Sprintf("with --nll, also score the oracle that knows frames starting up to %d bins after t (as far as the model's filtered stimulus reaches)", synth.ModelLookahead))
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	plotPath := fs.String("plot", "", "write SVG charts of the first cells' true filters: FILE (stimulus filters, summed over the LEDs) and FILE with -history before .svg (history filters)")
+	plotPath := fs.String("plot", "", "write charts of the first cells' true filters, each as SVG and PNG: FILE.svg/.png (stimulus filters, summed over the LEDs) and FILE-history.svg/.png (history filters)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]] [--plot FILE.svg] [--json]\n\nSimulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\nwith the cells' true parameters in DIR/truth.json (see rgc/synth).")
 		fs.PrintDefaults()
@@ -69,6 +68,11 @@ func runSynth(ctx context.Context, args []string) error {
 	}
 	if *ahead && !*nll {
 		return errors.New("--lookahead needs --nll")
+	}
+	if *plotPath != "" {
+		if _, _, err := plot.Paths(*plotPath); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
 	}
 	if err := synthesise(ctx, os.Stdout, *out, synth.Config{Cells: *cells, Minutes: *minutes, Seed: *seed}, *nll, *ahead, *asJSON); err != nil {
 		return err
@@ -88,7 +92,8 @@ const plotCells = 6
 
 // plotTruth draws the first cells' stimulus filters (summed over the LEDs:
 // the response to all LEDs switching on together) to path and their history
-// filters to path with "-history" before the extension.
+// filters to path with "-history" before the extension, each as SVG and PNG
+// (plot.SaveBoth).
 func plotTruth(tr *synth.Truth, path string) error {
 	stim := plot.Chart{Title: "true stimulus filters (sum over LEDs)", XLabel: "lag (ms)", YLabel: "weight per bin"}
 	hist := plot.Chart{Title: "true spike-history filters", XLabel: "lag (ms)", YLabel: "log-intensity change"}
@@ -112,13 +117,18 @@ func plotTruth(tr *synth.Truth, path string) error {
 		}
 		hist.Series = append(hist.Series, plot.Series{Name: name, X: hx, Y: hy})
 	}
-	if err := stim.SaveSVG(path); err != nil {
-		return fmt.Errorf("plot %s: %w", path, err)
+	svg, _, err := plot.Paths(path)
+	if err != nil {
+		return err
 	}
-	ext := filepath.Ext(path)
-	hpath := strings.TrimSuffix(path, ext) + "-history" + ext
-	if err := hist.SaveSVG(hpath); err != nil {
-		return fmt.Errorf("plot %s: %w", hpath, err)
+	hpath := strings.TrimSuffix(svg, ".svg") + "-history.svg"
+	for _, c := range []struct {
+		ch   *plot.Chart
+		path string
+	}{{&stim, path}, {&hist, hpath}} {
+		if _, err := plot.SaveBoth(c.ch, c.path); err != nil {
+			return fmt.Errorf("plot %s: %w", c.path, err)
+		}
 	}
 	return nil
 }

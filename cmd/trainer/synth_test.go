@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"rgcpred/internal/plot/plottest"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 )
@@ -55,12 +55,12 @@ func TestSynthCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{svg, strings.TrimSuffix(svg, ".svg") + "-history.svg"} {
-		data, err := os.ReadFile(p)
+		f, err := plottest.Read(p, strings.TrimSuffix(p, ".svg")+".png")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Contains(data, []byte("<svg")) || !bytes.Contains(data, []byte("cell 2 ("+tr.Cells[2].Type+")")) {
-			t.Errorf("%s is not a chart of the three cells", p)
+		if !strings.Contains(f.Text, "cell 2 ("+tr.Cells[2].Type+")") || !strings.Contains(f.Text, "lag (ms)") {
+			t.Errorf("%s is not a chart of the three cells against lag in ms", p)
 		}
 	}
 

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"rgcpred/internal/plot"
 	"rgcpred/model"
 	"rgcpred/model/train"
 	"rgcpred/rgc"
 	"rgcpred/rgc/glm"
+	"rgcpred/rollout"
 )
 
 // trainFlags are the flags shared by train and lr-find.
@@ -53,7 +55,7 @@ func runTrain(ctx context.Context, args []string) error {
 	tf.register(fs)
 	steps := fs.Int("steps", 2000, "planned optimiser steps (with --time: a cap, none unless given)")
 	lr := fs.Float64("lr", 1e-3, "peak learning rate of the one-cycle schedule")
-	out := fs.String("out", "", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg; default: with --resume FILE.resume, FILE, else out/CONFIG.ckpt, so the shipped models/ are never overwritten by accident)")
+	out := fs.String("out", "", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg and OUT-loss.png; default: with --resume FILE.resume, FILE, else out/CONFIG.ckpt, so the shipped models/ are never overwritten by accident)")
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
@@ -113,14 +115,16 @@ func loadTeacher(path string, rec *rgc.Recording, cells []int) (rgc.Predictor, e
 	if err != nil {
 		return nil, fmt.Errorf("teacher: %w", err)
 	}
-	known := make(map[int]bool, len(tr.Cells))
-	for _, c := range tr.Cells {
-		known[c.ClusterID] = true
+	known := make([]int, len(tr.Cells))
+	for i, c := range tr.Cells {
+		known[i] = c.ClusterID
 	}
-	for _, c := range cells {
-		if id := rec.Cells[c].ClusterID; !known[id] {
-			return nil, fmt.Errorf("teacher %s has no model of cell %d", path, id)
-		}
+	ids := make([]int, len(cells))
+	for i, c := range cells {
+		ids[i] = rec.Cells[c].ClusterID
+	}
+	if missing := rollout.MissingCells(known, ids); len(missing) > 0 {
+		return nil, fmt.Errorf("teacher %s has no model of cell %d", path, missing[0])
 	}
 	p, err := glm.NewPredictor(rec, tr)
 	if err != nil {
@@ -138,9 +142,12 @@ func runLRFind(ctx context.Context, args []string) error {
 	steps := fs.Int("steps", 600, "sweep steps")
 	probe := fs.Int("probe", 512, "fixed training windows scored at each probe point")
 	points := fs.Int("points", 24, "probe points over the sweep")
-	plotPath := fs.String("plot", "lr-find.svg", "SVG plot of loss against rate")
+	plotPath := fs.String("plot", "lr-find.svg", "plot of loss against rate, written as FILE.svg and FILE.png (extension .svg, .png or none)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if _, _, err := plot.Paths(*plotPath); err != nil {
+		return fmt.Errorf("--plot: %w", err)
 	}
 	o, err := tf.options()
 	if err != nil {
@@ -150,10 +157,11 @@ func runLRFind(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.Plot(*plotPath, fmt.Sprintf("lr-find %s, batch %d", o.Config.Name(), o.Batch)); err != nil {
+	files, err := r.Plot(*plotPath, fmt.Sprintf("lr-find %s, batch %d", o.Config.Name(), o.Batch))
+	if err != nil {
 		return err
 	}
-	fmt.Printf("lowest probe loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, *plotPath)
+	fmt.Printf("lowest probe loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, strings.Join(files, ", "))
 	return nil
 }
 

@@ -35,9 +35,10 @@ import (
 // Sink receives what the core produces. Its methods are called from the
 // goroutine feeding the core and must not retain their slices.
 type Sink interface {
-	// Decisions receives decisions taken at frame t (at least one): those
-	// of one model call, so several calls per frame when more than MaxBatch
-	// cells are due.
+	// Decisions receives the decisions of one model call (at least one)
+	// while the core processes frame t: several calls per frame when more
+	// than MaxBatch cells are due, and windows of several bins up to t in
+	// one call when the core gathers them (Config.Gather).
 	Decisions(t int64, ds []stream.Decision)
 	// Batch reports one Predict call of n windows that took d.
 	Batch(n int, d time.Duration)
@@ -93,7 +94,29 @@ type Config struct {
 	// (nil: rollout.Median, the paper's rule); the offline rollout with the
 	// same policy takes the same decisions.
 	Policy rollout.Policy
+	// Gather is the number of due windows worth one model call when the
+	// core is behind: while frames already received wait to be processed
+	// (the rest of a message, or the backlog), the windows due at
+	// successive bins are gathered, up to Gather of them (and at most
+	// MaxGatherBins bins apart), into one Predict call. A predictor that
+	// runs a batch's windows in parallel (the engine on T threads, Gather
+	// T) then serves the backlog at its full throughput instead of one
+	// window at a time. The decisions are the same; only their calls are
+	// grouped. 0 or 1: every bin's due windows go to the model at once.
+	Gather int
 }
+
+// MaxGatherBins bounds how long a gathered window waits for others: the
+// core calls the model once the oldest gathered window is this many bins
+// older than the frame being processed.
+const MaxGatherBins = 8
+
+// ringBins is the length of the stimulus ring: a window (rgc.WindowBins)
+// plus room for windows that end up to MaxGatherBins bins in the past. A
+// gathered window's decision can put the cell's next window end at a bin
+// already processed (a spike in the next bins); the core then predicts
+// that window at once from the ring, as if it had come due on time.
+const ringBins = 2 * rgc.WindowBins
 
 // DefaultConfirmFrames is Config.ConfirmFrames' default: 16 frames, 16 ms
 // of a real-time stream.
@@ -157,6 +180,15 @@ type pending struct {
 	spikes [rgc.WindowBins]bool
 }
 
+// gathered is a due window whose input is ready in the batch buffers,
+// waiting for its model call: cell index i, window end b, the frame's time
+// ts and the decision's flags.
+type gathered struct {
+	i     int
+	b, ts int64
+	flags uint8
+}
+
 // Core is the per-device state machine.
 type Core struct {
 	cfg   Config
@@ -169,25 +201,30 @@ type Core struct {
 	pending []pending
 	offset  []int // first window end of cell i: first + 1023 + offset[i]
 
-	stim    [rgc.StimChannels][rgc.WindowBins]float32
-	stimWin [rgc.StimChannels * rgc.WindowBins]float32
-	started bool
-	first   int64 // first seq of the stream
-	last    int64 // last bin processed
-	held    [rgc.StimChannels]float32
-	heldT   int64
-	filled  int64 // last gap-filled bin of the stream, -1 none
-	nextDue int64 // no cell is due before this bin (0: scan every bin)
-	epoch   uint32
-	reason  uint8 // reason of the next start (stream.EventFirst or EventReset)
-	prev    int64 // last bin of the previous stream, -1 none
-	cand    candidate
+	stim     [rgc.StimChannels][ringBins]float32
+	times    [ringBins]int64 // frame time of each bin in the ring
+	filledAt [ringBins]int64 // the last gap-filled bin as of each bin in the ring
+	stimWin  [rgc.StimChannels * rgc.WindowBins]float32
+	winEnd   int64 // the bin whose window stimWin holds, -1 none
+	started  bool
+	first    int64 // first seq of the stream
+	last     int64 // last bin processed
+	held     [rgc.StimChannels]float32
+	heldT    int64
+	filled   int64 // last gap-filled bin of the stream, -1 none
+	nextDue  int64 // no cell is due before this bin (0: scan every bin)
+	epoch    uint32
+	reason   uint8 // reason of the next start (stream.EventFirst or EventReset)
+	prev     int64 // last bin of the previous stream, -1 none
+	cand     candidate
 
 	// The receive edge of the frame being processed (Config.MaxLag).
 	cur     int64 // its seq
 	rem     int64 // frames after it in its message
 	backlog int64 // frames received after its message
 
+	gath    []gathered // windows prepared for the next model call
+	late    []int      // cells whose next window ended at a processed bin
 	batch   rgc.Batch
 	inputs  []float32
 	cellBuf []int
@@ -219,10 +256,10 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	for _, id := range cfg.Known {
 		c.known[id] = true
 	}
+	if missing := rollout.MissingCells(cfg.Known, cfg.Cells); len(missing) > 0 {
+		return nil, fmt.Errorf("daemon: cell %d is not in the checkpoint's cells", missing[0])
+	}
 	for i, id := range cfg.Cells {
-		if !c.known[id] {
-			return nil, fmt.Errorf("daemon: cell %d is not in the checkpoint's cells", id)
-		}
 		if _, dup := c.index[id]; dup {
 			return nil, fmt.Errorf("daemon: cell %d listed twice", id)
 		}
@@ -236,18 +273,9 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	if all == nil {
 		all = slices.Sorted(slices.Values(cfg.Cells))
 	}
-	if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
-		return nil, fmt.Errorf("daemon: the whole cell list is not strictly ascending")
-	}
-	c.offset = make([]int, len(cfg.Cells))
-	for i, id := range cfg.Cells {
-		j, ok := slices.BinarySearch(all, id)
-		if !ok {
-			return nil, fmt.Errorf("daemon: served cell %d is not in the whole cell list", id)
-		}
-		if cfg.Stagger {
-			c.offset[i] = rollout.StartOffset(j, len(all))
-		}
+	var err error
+	if c.offset, err = rollout.StartOffsetsByID(cfg.Cells, all, cfg.Stagger); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	c.cfg.All = slices.Clone(all)
 	n, mb := len(cfg.Cells), cfg.MaxBatch
@@ -258,6 +286,9 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	c.endBuf = make([]int, mb)
 	c.probs = make([]float32, mb*rgc.NumClasses)
 	c.due = make([]int, 0, n)
+	c.gath = make([]gathered, 0, mb)
+	c.late = make([]int, 0, mb)
+	c.winEnd = -1
 	c.out = make([]stream.Decision, 0, n)
 	if c.cfg.ConfirmFrames <= 0 {
 		c.cfg.ConfirmFrames = DefaultConfirmFrames
@@ -407,6 +438,7 @@ func (c *Core) dropCandidate() {
 // window ends at seq+1023 (plus its stagger offset) with its pending history
 // or zeros. The sink hears of it before any decision of the new epoch.
 func (c *Core) start(seq int64, reason uint8) {
+	c.Flush()
 	if c.started {
 		c.prev = c.last
 	}
@@ -446,20 +478,19 @@ func (c *Core) StartOffset(cell int) (int, bool) {
 func (c *Core) applyHistory(i int, spikes *[rgc.WindowBins]bool) {
 	c.nextDue = 0
 	t0 := c.firstEnd(i)
-	c.cells[i].Reset(c.cfg.Cells[i], t0, nil)
-	for j, s := range spikes {
-		if s {
-			c.cells[i].History.Mark(t0 - (rgc.WindowBins - 1) + j)
-		}
-	}
+	c.cells[i].ResetRow(c.cfg.Cells[i], t0, spikes)
 }
 
 // bin processes bin b: store its stimulus, then predict every cell whose
 // window ends at b.
 func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64) {
-	s := int(b & (rgc.WindowBins - 1))
+	s := int(b & (ringBins - 1))
 	for ch := range led {
 		c.stim[ch][s] = led[ch]
+	}
+	c.times[s], c.filledAt[s] = ts, c.filled
+	if c.winEnd == b {
+		c.winEnd = -1 // a restarted stream reuses the bin number
 	}
 	c.last, c.held, c.heldT = b, led, ts
 	if b < c.first+rgc.WindowBins-1 || b < c.nextDue {
@@ -472,37 +503,115 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64) {
 		}
 	}
 	defer c.updateNextDue()
-	if len(c.due) == 0 {
-		return
-	}
-	var flags uint8
-	if c.filled > b-rgc.WindowBins {
-		flags = stream.FlagFilled
-	}
-	if c.stale(b) {
-		c.skip(c.due, b, ts, flags)
-		return
-	}
-	// The stimulus rows are the same for every cell: unroll the ring once.
-	for ch := range c.stim {
-		row := c.stimWin[ch*rgc.WindowBins : (ch+1)*rgc.WindowBins]
-		n := copy(row, c.stim[ch][s+1:])
-		copy(row[n:], c.stim[ch][:s+1])
-	}
-	// Publish after every model call, so the first chunks' decisions do not
-	// wait for the last chunk's.
-	for lo := 0; lo < len(c.due); lo += c.cfg.MaxBatch {
-		chunk := c.due[lo:min(lo+c.cfg.MaxBatch, len(c.due))]
-		if lo > 0 && c.stale(b) { // fell behind during the previous calls
-			c.skip(chunk, b, ts, flags)
-			continue
+	if len(c.due) > 0 {
+		flags := c.flagsAt(b)
+		if c.stale(b) {
+			c.Flush() // older gathered windows first (they are stale too)
+			c.skip(c.due, b, ts, flags)
+		} else {
+			for _, i := range c.due {
+				if len(c.gath) == c.cfg.MaxBatch {
+					c.Flush()
+				}
+				c.gather(i, b)
+			}
 		}
+	}
+	if len(c.gath) > 0 && (len(c.gath) >= c.cfg.Gather || !c.behind() || b-c.gath[0].b >= MaxGatherBins) {
+		c.Flush()
+	}
+}
+
+// flagsAt returns the decision flags of the window ending at bin b of the
+// ring: FlagFilled when it holds a gap-filled bin.
+func (c *Core) flagsAt(b int64) uint8 {
+	if c.filledAt[b&(ringBins-1)] > b-rgc.WindowBins {
+		return stream.FlagFilled
+	}
+	return 0
+}
+
+// behind reports whether frames already received wait to be processed
+// after the current one (Config.Gather).
+func (c *Core) behind() bool {
+	backlog := c.backlog
+	if c.cfg.Backlog != nil {
+		backlog = c.cfg.Backlog()
+	}
+	return c.rem > 0 || backlog > 0
+}
+
+// gather prepares cell i's window ending at bin b of the ring (the
+// stimulus, the cell's own spikes) for the next model call.
+func (c *Core) gather(i int, b int64) {
+	if c.winEnd != b {
+		// The stimulus rows are the same for every cell: unroll the ring
+		// once per window end.
+		lo := int((b - rgc.WindowBins + 1) & (ringBins - 1))
+		for ch := range c.stim {
+			row := c.stimWin[ch*rgc.WindowBins : (ch+1)*rgc.WindowBins]
+			n := copy(row, c.stim[ch][lo:])
+			copy(row[n:], c.stim[ch][:rgc.WindowBins-n])
+		}
+		c.winEnd = b
+	}
+	j := len(c.gath)
+	win := c.inputs[j*rgc.WindowLen : (j+1)*rgc.WindowLen]
+	copy(win, c.stimWin[:])
+	c.cells[i].History.FillRow(win[rgc.SpikeRow*rgc.WindowBins:])
+	c.cellBuf[j] = c.cells[i].ID
+	c.endBuf[j] = int(b)
+	c.gath = append(c.gath, gathered{i: i, b: b, ts: c.times[b&(ringBins-1)], flags: c.flagsAt(b)})
+}
+
+// Flush runs the model on the gathered windows (Config.Gather) and sends
+// their decisions; windows that fell more than MaxLag bins behind while
+// gathered are skipped instead. A decision whose cell's next window ends at
+// a bin already processed is followed at once by that window's, until
+// every cell's next window lies ahead. The service calls Flush when its
+// queue is empty; the core calls it itself before anything that changes a
+// cell's state other than its own decisions (control messages, a new
+// stream).
+func (c *Core) Flush() {
+	for len(c.gath) > 0 {
 		c.out = c.out[:0]
-		c.predict(chunk, b, ts, flags)
+		c.late = c.late[:0]
+		// Skip the stale windows, moving the others' inputs down.
+		k := 0
+		for j, g := range c.gath {
+			if c.stale(g.b) {
+				c.stats.DeadlineMisses++
+				c.out = append(c.out, c.skipped(g.i, g.b, g.ts, g.flags))
+				if int64(c.cells[g.i].Next) <= c.last {
+					c.late = append(c.late, g.i)
+				}
+				continue
+			}
+			if k != j {
+				copy(c.inputs[k*rgc.WindowLen:(k+1)*rgc.WindowLen], c.inputs[j*rgc.WindowLen:(j+1)*rgc.WindowLen])
+				c.cellBuf[k], c.endBuf[k] = c.cellBuf[j], c.endBuf[j]
+			}
+			c.gath[k] = g
+			k++
+		}
+		c.gath = c.gath[:k]
+		if k > 0 {
+			c.predict()
+		}
+		for _, g := range c.gath {
+			if int64(c.cells[g.i].Next) <= c.last {
+				c.late = append(c.late, g.i)
+			}
+		}
+		c.gath = c.gath[:0]
 		if len(c.out) > 0 {
-			c.sink.Decisions(b, c.out)
+			c.sink.Decisions(c.last, c.out)
+		}
+		for _, i := range c.late {
+			c.gather(i, int64(c.cells[i].Next))
 		}
 	}
+	c.updateNextDue()
 }
 
 // updateNextDue records the earliest window end of any cell, so that bins
@@ -549,16 +658,11 @@ func (c *Core) skipped(i int, b, ts int64, flags uint8) stream.Decision {
 		Epoch: uint16(c.epoch), End: b, Bin: int64(next), FrameTime: ts}
 }
 
-func (c *Core) predict(chunk []int, b, ts int64, flags uint8) {
-	n := len(chunk)
+// predict runs the model on the gathered windows and appends their
+// decisions to c.out.
+func (c *Core) predict() {
+	n := len(c.gath)
 	c.batch.Inputs, c.batch.Cells, c.batch.Ends = c.inputs[:n*rgc.WindowLen], c.cellBuf[:n], c.endBuf[:n]
-	for j, i := range chunk {
-		win := c.batch.Inputs[j*rgc.WindowLen : (j+1)*rgc.WindowLen]
-		copy(win, c.stimWin[:])
-		c.cells[i].History.FillRow(win[rgc.SpikeRow*rgc.WindowBins:])
-		c.batch.Cells[j] = c.cells[i].ID
-		c.batch.Ends[j] = int(b)
-	}
 	probs := c.probs[:n*rgc.NumClasses]
 	start := time.Now()
 	err := c.safePredict(probs)
@@ -566,24 +670,25 @@ func (c *Core) predict(chunk []int, b, ts int64, flags uint8) {
 	if err != nil {
 		c.lastErr = err
 		c.stats.PredictErrors += uint64(n)
-		for _, i := range chunk {
-			c.out = append(c.out, c.skipped(i, b, ts, flags|stream.FlagModelError))
+		for _, g := range c.gath {
+			c.out = append(c.out, c.skipped(g.i, g.b, g.ts, g.flags|stream.FlagModelError))
 		}
 		return
 	}
-	for j, i := range chunk {
+	for j, g := range c.gath {
+		i := g.i
 		row := probs[j*rgc.NumClasses : (j+1)*rgc.NumClasses]
 		if err := model.CheckDist(row); err != nil {
-			c.lastErr = fmt.Errorf("daemon: cell %d window %d: %w", c.cells[i].ID, b, err)
+			c.lastErr = fmt.Errorf("daemon: cell %d window %d: %w", c.cells[i].ID, g.b, err)
 			c.stats.PredictErrors++
-			c.out = append(c.out, c.skipped(i, b, ts, flags|stream.FlagModelError))
+			c.out = append(c.out, c.skipped(i, g.b, g.ts, g.flags|stream.FlagModelError))
 			continue
 		}
-		k := c.cfg.Policy.Choose(c.cells[i].ID, int(b), row)
+		k := c.cfg.Policy.Choose(c.cells[i].ID, int(g.b), row)
 		next, spike := c.cells[i].Advance(k)
 		c.stats.Predictions++
-		d := stream.Decision{Cell: int32(c.cells[i].ID), Flags: flags, Epoch: uint16(c.epoch), End: b, Bin: int64(next),
-			Prob: min(max(row[k], 0), 1), FrameTime: ts}
+		d := stream.Decision{Cell: int32(c.cells[i].ID), Flags: g.flags, Epoch: uint16(c.epoch), End: g.b, Bin: int64(next),
+			Prob: min(max(row[k], 0), 1), FrameTime: g.ts}
 		switch {
 		case spike:
 			c.stats.Spikes++
@@ -593,7 +698,7 @@ func (c *Core) predict(chunk []int, b, ts int64, flags uint8) {
 		default:
 			continue
 		}
-		if flags&stream.FlagFilled != 0 {
+		if g.flags&stream.FlagFilled != 0 {
 			c.stats.FilledDecisions++
 		}
 		c.out = append(c.out, d)
@@ -612,6 +717,7 @@ func (c *Core) safePredict(out []float32) (err error) {
 
 // Control applies a control message (reset or initial histories).
 func (c *Core) Control(m *stream.Control) {
+	c.Flush() // windows due before the message are decided as they were
 	switch m.Op {
 	case stream.OpReset:
 		c.stats.Resets++

@@ -33,8 +33,8 @@ type collect struct {
 
 func (c *collect) Decisions(t int64, ds []stream.Decision) {
 	for _, d := range ds {
-		if d.End != t {
-			panic("decision end differs from frame")
+		if d.End > t || d.End < t-MaxGatherBins {
+			panic(fmt.Sprintf("decision of the window ending at %d sent at frame %d", d.End, t))
 		}
 	}
 	c.got = append(c.got, ds...)
@@ -109,12 +109,19 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
-			name            string
-			chunk, maxBatch int
-		}{{"chunk 1, one batch", 1, 0}, {"chunk 37, batch 4", 37, 4}, {"chunk 1024, batch 1", 1024, 1}} {
+			name                    string
+			chunk, maxBatch, gather int
+			backlog                 int64 // frames said to wait after each message
+		}{
+			{"chunk 1, one batch", 1, 0, 0, 0}, {"chunk 37, batch 4", 37, 4, 0, 0}, {"chunk 1024, batch 1", 1024, 1, 0, 0},
+			// Frames waiting in the message: windows of several bins per call.
+			{"chunk 37, gather 2", 37, 0, 2, 0}, {"chunk 1024, batch 4, gather 6", 1024, 4, 6, 0},
+			// A backlog: windows gathered across messages until Flush.
+			{"chunk 1, backlog, gather 3", 1, 0, 3, 5},
+		} {
 			t.Run(fmt.Sprintf("stagger %v, policy %v, %s", stagger, policy, tc.name), func(t *testing.T) {
 				sink := &collect{}
-				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true, Policy: policy})
+				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true, Policy: policy, Gather: tc.gather})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,8 +133,9 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 				}
 				core.Control(&ctl)
 				for _, f := range frames(rec, lo, hi, tc.chunk) {
-					core.Frames(f, 0)
+					core.Frames(f, tc.backlog)
 				}
+				core.Flush() // the service's queue ran empty
 				total := 0
 				for i, tr := range off.Trains {
 					wantStart := off.From - 1
@@ -172,10 +180,17 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 				if st.Stale+st.GapBins+st.Clamped+st.DeadlineMisses+st.PredictErrors != 0 || st.Histories != uint64(len(ids)) {
 					t.Fatalf("unexpected stats %+v", st)
 				}
+				largest := 0
 				for _, n := range sink.batches {
 					if tc.maxBatch > 0 && n > tc.maxBatch {
 						t.Fatalf("batch of %d > max %d", n, tc.maxBatch)
 					}
+					largest = max(largest, n)
+				}
+				// Staggered starts put at most one of the 6 cells at a bin,
+				// so a larger call gathered windows of several bins.
+				if stagger && tc.gather > 1 && largest < 2 {
+					t.Errorf("gather %d: largest call %d windows, want windows of several bins per call", tc.gather, largest)
 				}
 				t.Logf("%d spikes over %d cells, %d predictions", total, len(ids), st.Predictions)
 			})
@@ -349,6 +364,23 @@ func TestCoreZeroAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocs per window of frames with all cells due, want 0", allocs)
+	}
+	// Gathering windows across bins while frames wait (and catching up the
+	// windows that came due meanwhile) allocates nothing either.
+	gsink := &countSink{}
+	gathering, err := New(fakepred.New(cells), gsink, Config{Known: cells, Cells: cells, MaxBatch: 3, PublishSilence: true, Gather: 2, Stagger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathering.Frames(synthFrames(0, 1024), 0)
+	four := synthFrames(1024, 4)
+	allocs = testing.AllocsPerRun(1000, func() {
+		gathering.Frames(four, 3)
+		four.FirstSeq += 4
+	})
+	gathering.Flush()
+	if allocs != 0 || gsink.n < 100 {
+		t.Fatalf("gathering: %v allocs per message, %d decisions, want 0 and at least 100", allocs, gsink.n)
 	}
 }
 

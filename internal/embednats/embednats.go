@@ -23,6 +23,14 @@ type Options struct {
 	Username, Password string
 	// Token, when set, is required of every client (not with Username).
 	Token string
+	// JetStream enables JetStream (streams, key-value buckets), storing in
+	// StoreDir, which must then be set: the server's default directory is
+	// shared by every server of the machine. Off by default: predictord's
+	// single-instance default needs no JetStream.
+	JetStream bool
+	// StoreDir is JetStream's storage directory (with JetStream only). A
+	// server restarted with the same StoreDir finds its streams again.
+	StoreDir string
 }
 
 // Start starts a NATS server without authentication listening on
@@ -44,6 +52,8 @@ func StartOptions(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats on %s: username and password go together", addr)
 	case o.Username != "" && o.Token != "":
 		return nil, fmt.Errorf("embedded nats on %s: username/password and token exclude each other", addr)
+	case o.JetStream != (o.StoreDir != ""):
+		return nil, fmt.Errorf("embedded nats on %s: JetStream and a store directory go together", addr)
 	}
 	if o.Port > 0 {
 		// The server itself reports a taken port only by never becoming
@@ -66,6 +76,8 @@ func StartOptions(o Options) (*server.Server, error) {
 		Username:       o.Username,
 		Password:       o.Password,
 		Authorization:  o.Token,
+		JetStream:      o.JetStream,
+		StoreDir:       o.StoreDir,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -77,4 +89,21 @@ func StartOptions(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats on %s: not ready after 10 s", addr)
 	}
 	return s, nil
+}
+
+// ParseAddr parses a listen address host:port for Options: port 0 means
+// any free port and becomes -1 (the NATS server reads 0 as 4222).
+func ParseAddr(addr string) (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	port, err = strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("listen address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
 }

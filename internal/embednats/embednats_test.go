@@ -1,13 +1,16 @@
 package embednats
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestStartServesPubSub(t *testing.T) {
@@ -109,5 +112,89 @@ func TestStartRefuses(t *testing.T) {
 				t.Errorf("refusal took %v", d)
 			}
 		})
+	}
+}
+
+// TestStartJetStream: JetStream is off by default and, when enabled with a
+// store directory, serves a key-value bucket whose entries survive a
+// restart on the same directory; JetStream without a directory is refused.
+func TestStartJetStream(t *testing.T) {
+	if _, err := StartOptions(Options{Host: "127.0.0.1", Port: -1, JetStream: true}); err == nil {
+		t.Fatal("JetStream without a store directory accepted")
+	}
+	if _, err := StartOptions(Options{Host: "127.0.0.1", Port: -1, StoreDir: t.TempDir()}); err == nil {
+		t.Fatal("a store directory without JetStream accepted")
+	}
+	plain, err := Start("127.0.0.1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := plain.JetStreamEnabled()
+	plain.Shutdown()
+	if enabled {
+		t.Fatal("JetStream enabled by default")
+	}
+
+	dir := t.TempDir()
+	put := func(s *server.Server, value string) string {
+		t.Helper()
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old string
+		if e, err := kv.Get(ctx, "k"); err == nil {
+			old = string(e.Value())
+		}
+		if _, err := kv.PutString(ctx, "k", value); err != nil {
+			t.Fatal(err)
+		}
+		return old
+	}
+	for i, want := range []string{"", "one"} {
+		s, err := StartOptions(Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := put(s, []string{"one", "two"}[i])
+		s.Shutdown()
+		s.WaitForShutdown()
+		if got != want {
+			t.Fatalf("start %d: stored value %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestParseAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		host string
+		port int
+		ok   bool
+	}{
+		{"127.0.0.1:4222", "127.0.0.1", 4222, true},
+		{"127.0.0.1:0", "127.0.0.1", -1, true},
+		{":4223", "", 4223, true},
+		{"[::1]:5000", "::1", 5000, true},
+		{"127.0.0.1", "", 0, false},
+		{"127.0.0.1:x", "", 0, false},
+		{"127.0.0.1:65536", "", 0, false},
+		{"127.0.0.1:-1", "", 0, false},
+	} {
+		host, port, err := ParseAddr(c.addr)
+		if (err == nil) != c.ok || (c.ok && (host != c.host || port != c.port)) {
+			t.Errorf("ParseAddr(%q) = %q, %d, %v; want %q, %d, ok %v", c.addr, host, port, err, c.host, c.port, c.ok)
+		}
 	}
 }

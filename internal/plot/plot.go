@@ -1,18 +1,27 @@
-// Package plot writes small line and scatter charts as standalone SVG files,
-// with no dependencies beyond the standard library: axes with ticks and
-// labels, optional logarithmic axes, a legend and one colour per series.
+// Package plot draws the project's charts with gonum.org/v1/plot: line and
+// scatter charts on linear or logarithmic axes (Chart) and spike rasters of
+// recorded against predicted trains (Raster), each as SVG or PNG, with a
+// title, labelled axes (callers put units in the labels) and a legend beside
+// the plot area.
 package plot
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
-	"html"
+	"image/color"
 	"io"
 	"math"
 	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Series is one named set of (X[i], Y[i]) points. Points that are NaN or
@@ -28,67 +37,52 @@ type Series struct {
 
 // Chart is a titled chart of one or more series on shared axes.
 type Chart struct {
-	// Title is drawn above the plot area; XLabel and YLabel label the axes.
+	// Title is drawn above the plot area; XLabel and YLabel label the axes
+	// and should name the unit, e.g. "latency (ms)".
 	Title, XLabel, YLabel string
 	// LogX and LogY make the axis logarithmic (base 10); every drawn value
 	// on such an axis must then be positive.
 	LogX, LogY bool
 	// Series are drawn in order, each in its own colour.
 	Series []Series
+	// XNames, when set, makes the x axis nominal: XNames[i] labels x = i,
+	// the axis spans -0.5 to len(XNames)-0.5 and has no other ticks.
+	XNames []string
 }
+
+// Size of a chart: 720 x 450 points, written as SVG user units (so nested
+// SVG documents tile on a 720 x 450 grid) and as PNG at PNGDPI.
+const (
+	Width  vg.Length = 720
+	Height vg.Length = 450
+	// PNGDPI is the resolution of PNG output: 1440 x 900 pixels per chart.
+	PNGDPI = 144
+)
 
 // palette holds distinct colours (Tableau 10), cycled when there are more
 // series than colours.
-var palette = [...]string{
-	"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-	"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+var palette = [...]color.NRGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff},
+	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
+	{0xbc, 0xbd, 0x22, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
 }
 
-// Geometry of the drawing, in SVG user units.
-const (
-	width      = 720.0
-	height     = 450.0
-	marginL    = 80.0
-	marginR    = 170.0
-	marginT    = 40.0
-	marginB    = 60.0
-	plotW      = width - marginL - marginR
-	plotH      = height - marginT - marginB
-	markerR    = 2.5
-	legendLine = 18.0
-)
+// Colour returns the colour of series i.
+func Colour(i int) color.NRGBA { return palette[i%len(palette)] }
 
 // finite reports whether v is neither NaN nor infinite.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// axis maps data values to pixel offsets along one axis.
-type axis struct {
-	log    bool
-	lo, hi float64 // in transformed units (log10 when log)
-}
-
-func (a axis) tr(v float64) float64 {
-	if a.log {
-		return math.Log10(v)
-	}
-	return v
-}
-
-// frac returns the position of v in [0, 1] along the axis.
-func (a axis) frac(v float64) float64 { return (a.tr(v) - a.lo) / (a.hi - a.lo) }
-
-// check validates the chart and returns the axis ranges.
-func (c *Chart) check() (ax, ay axis, err error) {
-	ax.log, ay.log = c.LogX, c.LogY
+// check validates the chart: series present, equal lengths, some finite
+// point, positive values on log axes.
+func (c *Chart) check() error {
 	if len(c.Series) == 0 {
-		return ax, ay, errors.New("plot: chart has no series")
+		return errors.New("plot: chart has no series")
 	}
-	minX, maxX := math.Inf(1), math.Inf(-1)
-	minY, maxY := math.Inf(1), math.Inf(-1)
 	n := 0
 	for si, s := range c.Series {
 		if len(s.X) != len(s.Y) {
-			return ax, ay, fmt.Errorf("plot: series %d (%q): %d x values but %d y values", si, s.Name, len(s.X), len(s.Y))
+			return fmt.Errorf("plot: series %d (%q): %d x values but %d y values", si, s.Name, len(s.X), len(s.Y))
 		}
 		for i := range s.X {
 			x, y := s.X[i], s.Y[i]
@@ -96,86 +90,150 @@ func (c *Chart) check() (ax, ay axis, err error) {
 				continue
 			}
 			if c.LogX && x <= 0 {
-				return ax, ay, fmt.Errorf("plot: series %d (%q): x[%d] = %g is not positive on a log x axis", si, s.Name, i, x)
+				return fmt.Errorf("plot: series %d (%q): x[%d] = %g is not positive on a log x axis", si, s.Name, i, x)
 			}
 			if c.LogY && y <= 0 {
-				return ax, ay, fmt.Errorf("plot: series %d (%q): y[%d] = %g is not positive on a log y axis", si, s.Name, i, y)
+				return fmt.Errorf("plot: series %d (%q): y[%d] = %g is not positive on a log y axis", si, s.Name, i, y)
 			}
-			tx, ty := ax.tr(x), ay.tr(y)
-			minX, maxX = math.Min(minX, tx), math.Max(maxX, tx)
-			minY, maxY = math.Min(minY, ty), math.Max(maxY, ty)
 			n++
 		}
 	}
 	if n == 0 {
-		return ax, ay, errors.New("plot: chart has no finite points")
+		return errors.New("plot: chart has no finite points")
 	}
-	ax.lo, ax.hi = pad(minX, maxX)
-	ay.lo, ay.hi = pad(minY, maxY)
-	return ax, ay, nil
+	return nil
 }
 
-// pad widens a degenerate range and adds a small margin.
-func pad(lo, hi float64) (float64, float64) {
-	if hi == lo {
-		d := math.Abs(lo) * 0.1
+// segments splits a series at non-finite points into runs of finite ones.
+func segments(s Series) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for i := range s.X {
+		if !finite(s.X[i]) || !finite(s.Y[i]) {
+			if len(cur) > 0 {
+				out = append(out, cur)
+				cur = nil
+			}
+			continue
+		}
+		cur = append(cur, plotter.XY{X: s.X[i], Y: s.Y[i]})
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// Plot builds the gonum plot of the chart with its legend, for callers
+// that compose several charts (e.g. with plot.Align).
+func (c *Chart) Plot() (*plot.Plot, error) {
+	p, _, err := c.build()
+	return p, err
+}
+
+// build returns the chart's plot and its legend entries.
+func (c *Chart) build() (*plot.Plot, []string, error) {
+	if err := c.check(); err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text, p.Y.Label.Text = c.XLabel, c.YLabel
+	p.Add(plotter.NewGrid())
+	if c.LogX {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, logTicks{}
+	}
+	if c.LogY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	}
+	for si, s := range c.Series {
+		col := Colour(si)
+		var thumb plot.Thumbnailer
+		for _, seg := range segments(s) {
+			if s.Points {
+				sc, err := plotter.NewScatter(seg)
+				if err != nil {
+					return nil, nil, fmt.Errorf("plot: series %q: %w", s.Name, err)
+				}
+				sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+				p.Add(sc)
+				thumb = sc
+				continue
+			}
+			l, err := plotter.NewLine(seg)
+			if err != nil {
+				return nil, nil, fmt.Errorf("plot: series %q: %w", s.Name, err)
+			}
+			l.LineStyle = draw.LineStyle{Color: col, Width: vg.Points(1.5)}
+			p.Add(l)
+			thumb = l
+		}
+		if thumb != nil && s.Name != "" {
+			p.Legend.Add(s.Name, thumb)
+			names = append(names, s.Name)
+		}
+	}
+	padAxis(&p.X, c.LogX)
+	padAxis(&p.Y, c.LogY)
+	if len(c.XNames) > 0 {
+		p.NominalX(c.XNames...)
+		p.X.Min, p.X.Max = -0.5, float64(len(c.XNames))-0.5
+	}
+	return p, names, nil
+}
+
+// padAxis widens an axis by 3% of its range on each side (in log units on
+// a log axis), and a degenerate range to +-10%, so no point sits on the frame.
+func padAxis(a *plot.Axis, log bool) {
+	lo, hi := a.Min, a.Max
+	if log {
+		lo, hi = math.Log10(lo), math.Log10(hi)
+	}
+	d := (hi - lo) * 0.03
+	if d == 0 {
+		d = math.Abs(lo) * 0.1
 		if d == 0 {
 			d = 1
 		}
-		return lo - d, hi + d
+		if log {
+			d = 0.1
+		}
 	}
-	d := (hi - lo) * 0.03
-	return lo - d, hi + d
+	lo, hi = lo-d, hi+d
+	if log {
+		lo, hi = math.Pow(10, lo), math.Pow(10, hi)
+	}
+	a.Min, a.Max = lo, hi
 }
 
-// ticks returns tick values (in data units) for an axis.
-func ticks(a axis) []float64 {
-	if a.log {
-		var out []float64
-		for e := math.Floor(a.lo); e <= math.Ceil(a.hi); e++ {
-			if e >= a.lo && e <= a.hi {
-				out = append(out, math.Pow(10, e))
+// logTicks labels every decade of a log axis (and 2x and 5x each decade
+// when the range spans fewer than three), and falls back to round linear
+// values when that gives fewer than two ticks.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	lo, hi := math.Floor(math.Log10(min)), math.Ceil(math.Log10(max))
+	mult := []float64{1}
+	if hi-lo < 3 {
+		mult = []float64{1, 2, 5}
+	}
+	var out []plot.Tick
+	for e := lo; e <= hi; e++ {
+		for _, m := range mult {
+			if v := m * math.Pow(10, e); v >= min*(1-1e-9) && v <= max*(1+1e-9) {
+				out = append(out, plot.Tick{Value: v, Label: label(v)})
 			}
 		}
-		if len(out) >= 2 {
-			return out
-		}
-		// Less than two decades: fall back to linear ticks in data units.
-		lin := niceTicks(math.Pow(10, a.lo), math.Pow(10, a.hi))
-		out = out[:0]
-		for _, v := range lin {
-			if v > 0 {
-				out = append(out, v)
-			}
-		}
+	}
+	if len(out) >= 2 {
 		return out
 	}
-	return niceTicks(a.lo, a.hi)
-}
-
-// niceTicks returns about five round values between lo and hi.
-func niceTicks(lo, hi float64) []float64 {
-	span := hi - lo
-	if !(span > 0) || !finite(span) {
-		return []float64{lo}
-	}
-	raw := span / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
-	for _, m := range []float64{1, 2, 5, 10} {
-		step = m * mag
-		if step >= raw {
-			break
-		}
-	}
-	var out []float64
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
-		if math.Abs(v) < step*1e-9 {
-			v = 0
-		}
-		out = append(out, v)
-		if len(out) > 50 {
-			break
+	out = out[:0]
+	for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
+		if t.Value > 0 {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -183,116 +241,225 @@ func niceTicks(lo, hi float64) []float64 {
 
 // label formats a tick value compactly.
 func label(v float64) string {
-	if v == 0 {
-		return "0"
-	}
 	a := math.Abs(v)
 	if a >= 1e5 || a < 1e-3 {
-		return strconv.FormatFloat(v, 'g', 3, 64)
+		return fmt.Sprintf("%.3g", v)
 	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	return fmt.Sprintf("%g", v)
 }
 
-func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+// drawer is what Chart and Raster draw onto a canvas: a plot and the
+// texts of its legend entries.
+type drawer interface {
+	build() (*plot.Plot, []string, error)
+}
 
-func esc(s string) string { return html.EscapeString(s) }
+// render draws p with its legend in a column to the right of the plot
+// area, sized to the longest entry.
+func render(dc draw.Canvas, p *plot.Plot, legend []string) {
+	sans(p)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	lw := vg.Length(0)
+	for _, name := range legend {
+		lw = max(lw, p.Legend.TextStyle.Width(name))
+	}
+	if lw > 0 {
+		lw += p.Legend.ThumbnailWidth + 2*p.Legend.Padding + 12
+		lw = min(lw, (dc.Max.X-dc.Min.X)*0.45)
+	}
+	lg := p.Legend
+	p.Legend = plot.NewLegend()          // drawn beside the plot instead of over it
+	p.Draw(draw.Crop(dc, 6, -lw, 0, -4)) // a margin keeps the labels off the edge
+	p.Legend = lg
+	if lw > 0 {
+		lg := draw.Crop(dc, dc.Max.X-dc.Min.X-lw, 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-p.Title.Padding-8)
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.Draw(lg)
+	}
+}
+
+// encode draws d in the given format ("svg" or "png") to w.
+func encode(w io.Writer, d drawer, format string) error {
+	p, legend, err := d.build()
+	if err != nil {
+		return err
+	}
+	return encodeCanvas(w, format, Width, Height, func(dc draw.Canvas) { render(dc, p, legend) })
+}
+
+// encodeCanvas writes a width x height drawing made by paint in the given
+// format ("svg" or "png") to w.
+func encodeCanvas(w io.Writer, format string, width, height vg.Length, paint func(draw.Canvas)) error {
+	switch format {
+	case "svg":
+		c := vgsvg.New(width, height)
+		paint(draw.New(c))
+		var buf bytes.Buffer
+		if _, err := c.WriteTo(&buf); err != nil {
+			return fmt.Errorf("plot: svg: %w", err)
+		}
+		_, err := w.Write(bareSVG(buf.Bytes()))
+		return err
+	case "png":
+		c := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(PNGDPI), vgimg.UseBackgroundColor(color.White))
+		paint(draw.New(c))
+		if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); err != nil {
+			return fmt.Errorf("plot: png: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("plot: unknown format %q (want svg or png)", format)
+}
+
+// Grid is several charts in rows of Cols, each chart Width x Height.
+type Grid struct {
+	// Cols is the number of charts per row (at least 1).
+	Cols int
+	// Charts are placed left to right, top to bottom.
+	Charts []Chart
+}
+
+// encode draws the grid in the given format to w.
+func (g *Grid) encode(w io.Writer, format string) error {
+	if g.Cols < 1 || len(g.Charts) == 0 {
+		return fmt.Errorf("plot: grid of %d charts in %d columns", len(g.Charts), g.Cols)
+	}
+	type built struct {
+		p      *plot.Plot
+		legend []string
+	}
+	bs := make([]built, len(g.Charts))
+	for i := range g.Charts {
+		p, legend, err := g.Charts[i].build()
+		if err != nil {
+			return fmt.Errorf("plot: grid chart %d (%q): %w", i, g.Charts[i].Title, err)
+		}
+		bs[i] = built{p, legend}
+	}
+	cols, rows := min(g.Cols, len(bs)), (len(bs)+g.Cols-1)/g.Cols
+	width, height := vg.Length(cols)*Width, vg.Length(rows)*Height
+	return encodeCanvas(w, format, width, height, func(dc draw.Canvas) {
+		dc.SetColor(color.White)
+		dc.Fill(dc.Rectangle.Path())
+		for i, b := range bs {
+			x, y := vg.Length(i%cols)*Width, vg.Length(i/cols)*Height
+			render(draw.Crop(dc, x, x+Width-width, height-y-Height, -y), b.p, b.legend)
+		}
+	})
+}
+
+// WriteSVG writes the grid as a standalone SVG document.
+func (g *Grid) WriteSVG(w io.Writer) error { return g.encode(w, "svg") }
+
+// WritePNG writes the grid as a PNG image.
+func (g *Grid) WritePNG(w io.Writer) error { return g.encode(w, "png") }
+
+// Save writes the grid to path as SVG or PNG, following the extension.
+func (g *Grid) Save(path string) error { return saveWith(path, g.encode) }
+
+// bareSVG drops the XML declaration and comment before the root element
+// and states the size in user units, so the document can be nested inside
+// another SVG and tiles on a Width x Height grid.
+func bareSVG(b []byte) []byte {
+	if i := bytes.Index(b, []byte("<svg")); i > 0 {
+		b = b[i:]
+	}
+	end := bytes.IndexByte(b, '>')
+	if end < 0 {
+		return b
+	}
+	head := strings.NewReplacer(`pt" height=`, `" height=`, `pt" viewBox=`, `" viewBox=`).Replace(string(b[:end]))
+	return append([]byte(head), b[end:]...)
+}
+
+// save writes d to path in the format its extension names (.svg or .png).
+func save(path string, d drawer) error {
+	return saveWith(path, func(w io.Writer, format string) error { return encode(w, d, format) })
+}
+
+// saveWith writes to path what enc encodes in the format path's extension
+// names (.svg or .png).
+func saveWith(path string, enc func(w io.Writer, format string) error) error {
+	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	var buf bytes.Buffer
+	if err := enc(&buf, format); err != nil {
+		return fmt.Errorf("plot: save %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("plot: save %s: %w", path, err)
+	}
+	return nil
+}
 
 // WriteSVG writes the chart as a standalone SVG document. It fails on a chart
 // without series or finite points, on series whose X and Y lengths differ,
 // and on non-positive values on a logarithmic axis.
-func (c *Chart) WriteSVG(w io.Writer) error {
-	ax, ay, err := c.check()
-	if err != nil {
-		return err
-	}
-	px := func(x float64) float64 { return marginL + ax.frac(x)*plotW }
-	py := func(y float64) float64 { return marginT + (1-ay.frac(y))*plotH }
+func (c *Chart) WriteSVG(w io.Writer) error { return encode(w, c, "svg") }
 
-	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		int(width), int(height), int(width), int(height))
-	fmt.Fprintf(b, `<rect x="0" y="0" width="%d" height="%d" fill="white"/>`+"\n", int(width), int(height))
-	if c.Title != "" {
-		fmt.Fprintf(b, `<text x="%s" y="24" text-anchor="middle" font-size="15">%s</text>`+"\n", num(marginL+plotW/2), esc(c.Title))
-	}
-	// Grid, ticks and tick labels.
-	fmt.Fprintln(b, `<g class="axes" stroke="#000" stroke-width="1">`)
-	for _, v := range ticks(ax) {
-		x := px(v)
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`+"\n", num(x), num(marginT), num(x), num(marginT+plotH))
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`+"\n", num(x), num(marginT+plotH), num(x), num(marginT+plotH+5))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" stroke="none">%s</text>`+"\n", num(x), num(marginT+plotH+18), esc(label(v)))
-	}
-	for _, v := range ticks(ay) {
-		y := py(v)
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`+"\n", num(marginL), num(y), num(marginL+plotW), num(y))
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s"/>`+"\n", num(marginL-5), num(y), num(marginL), num(y))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" stroke="none">%s</text>`+"\n", num(marginL-8), num(y+4), esc(label(v)))
-	}
-	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="none"/>`+"\n", num(marginL), num(marginT), num(plotW), num(plotH))
-	fmt.Fprintln(b, `</g>`)
-	if c.XLabel != "" {
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(marginL+plotW/2), num(height-15), esc(c.XLabel))
-	}
-	if c.YLabel != "" {
-		fmt.Fprintf(b, `<text x="20" y="%s" text-anchor="middle" transform="rotate(-90 20 %s)">%s</text>`+"\n", num(marginT+plotH/2), num(marginT+plotH/2), esc(c.YLabel))
-	}
-	// Series.
-	for si, s := range c.Series {
-		col := palette[si%len(palette)]
-		fmt.Fprintf(b, `<g class="series" data-name="%s">`+"\n", esc(s.Name))
-		var pts []string
-		flush := func() {
-			if len(pts) > 0 {
-				fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", col, strings.Join(pts, " "))
-				pts = pts[:0]
-			}
-		}
-		for i := range s.X {
-			x, y := s.X[i], s.Y[i]
-			if !finite(x) || !finite(y) {
-				flush()
-				continue
-			}
-			if s.Points {
-				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="%s" fill="%s"/>`+"\n", num(px(x)), num(py(y)), num(markerR), col)
-				continue
-			}
-			pts = append(pts, num(px(x))+","+num(py(y)))
-		}
-		flush()
-		fmt.Fprintln(b, `</g>`)
-	}
-	// Legend.
-	fmt.Fprintln(b, `<g class="legend">`)
-	lx := marginL + plotW + 15
-	for si, s := range c.Series {
-		col := palette[si%len(palette)]
-		y := marginT + 10 + float64(si)*legendLine
-		if s.Points {
-			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="4" fill="%s"/>`+"\n", num(lx+10), num(y), col)
-		} else {
-			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"/>`+"\n", num(lx), num(y), num(lx+20), num(y), col)
-		}
-		fmt.Fprintf(b, `<text x="%s" y="%s">%s</text>`+"\n", num(lx+26), num(y+4), esc(s.Name))
-	}
-	fmt.Fprintln(b, `</g>`)
-	fmt.Fprintln(b, `</svg>`)
-	return b.Flush()
-}
+// WritePNG writes the chart as a PNG image (white background, PNGDPI).
+func (c *Chart) WritePNG(w io.Writer) error { return encode(w, c, "png") }
 
-// SaveSVG writes the chart to the file at path (created or truncated).
+// Save writes the chart to path (created or truncated) as SVG or PNG,
+// following the extension (.svg or .png).
+func (c *Chart) Save(path string) error { return save(path, c) }
+
+// SaveSVG writes the chart to the file at path (created or truncated) as
+// SVG, whatever its extension.
 func (c *Chart) SaveSVG(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := c.WriteSVG(&buf); err != nil {
 		return fmt.Errorf("plot: save %s: %w", path, err)
 	}
-	if err := c.WriteSVG(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot: save %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("plot: save %s: %w", path, err)
 	}
 	return nil
+}
+
+// sans sets every text of p in the sans-serif variant of the default
+// typeface.
+func sans(p *plot.Plot) {
+	for _, st := range []*draw.TextStyle{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
+		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+		st.Font.Variant = "Sans"
+	}
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.X.Label.TextStyle.Font.Size, p.Y.Label.TextStyle.Font.Size = vg.Points(12), vg.Points(12)
+	p.Legend.TextStyle.Font.Size = vg.Points(11)
+}
+
+// Saver is a drawing that can be saved in the format a path's extension
+// names: a Chart, a Raster or a Grid.
+type Saver interface {
+	Save(path string) error
+}
+
+// Paths returns the two files a plot named path is written to: path with
+// its extension (.svg, .png or none) replaced by .svg and by .png. Any
+// other extension is an error, so a mistyped name fails before the work.
+func Paths(path string) (svg, png string, err error) {
+	ext := filepath.Ext(path)
+	switch strings.ToLower(ext) {
+	case ".svg", ".png", "":
+	default:
+		return "", "", fmt.Errorf("plot %s: extension %q: want .svg, .png or none (both are written)", path, ext)
+	}
+	base := strings.TrimSuffix(path, ext)
+	return base + ".svg", base + ".png", nil
+}
+
+// SaveBoth writes d as SVG and as PNG, the project's rule for every plot
+// file: to the two Paths of path. It returns the files written.
+func SaveBoth(d Saver, path string) ([]string, error) {
+	svg, png, err := Paths(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []string{svg, png} {
+		if err := d.Save(p); err != nil {
+			return nil, err
+		}
+	}
+	return []string{svg, png}, nil
 }

@@ -65,6 +65,15 @@ type device struct {
 	skipped  atomic.Uint64
 	rejected atomic.Uint64
 
+	// rejectedBy counts rejected messages, frames and histories by reason
+	// for the JSON status (the metric's labels, per device).
+	rejectedMu sync.Mutex
+	rejectedBy map[string]uint64
+	// snap is the core's counters after the last message, for the JSON
+	// status (the core itself belongs to the processor goroutine).
+	snapMu sync.Mutex
+	snap   daemon.Stats
+
 	stimSubj, ctlSubj, eventSubj string
 	eventBuf                     []byte
 
@@ -73,6 +82,7 @@ type device struct {
 	ctl    stream.Control
 	sink   sink
 	prev   daemon.Stats
+	sb     deviceStandby // hot standby (service_standby.go); zero: off
 
 	statusMu  sync.Mutex
 	statusBuf []byte
@@ -101,7 +111,7 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 		b, err := stream.AppendDecisions(k.buf[:0], &stream.Decisions{Decisions: ds[:n]})
 		if err == nil {
 			k.buf = b
-			err = k.d.nc.Publish(k.subject, b)
+			err = k.d.publish(k.subject, t, b)
 		}
 		if err != nil {
 			k.pubErr.Inc()
@@ -130,7 +140,7 @@ func (k *sink) Stream(ev stream.Event) {
 	b, err := stream.AppendEvent(d.eventBuf[:0], &ev)
 	if err == nil {
 		d.eventBuf = b
-		err = d.nc.Publish(d.eventSubj, b)
+		err = d.publishEvent(ev.Epoch, b)
 	}
 	if err != nil {
 		k.pubErr.Inc()
@@ -147,15 +157,16 @@ func (k *sink) Stream(ev stream.Event) {
 
 func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	d := &device{
-		s:         s,
-		name:      name,
-		raw:       make(chan *nats.Msg, rawLen),
-		work:      make(chan item, s.cfg.QueueLen+ctlQueueLen),
-		stop:      make(chan struct{}),
-		stimSubj:  stream.StimSubject(name),
-		ctlSubj:   stream.ControlSubject(name),
-		eventSubj: stream.EventsSubject(name),
-		eventBuf:  make([]byte, 0, stream.EventLen),
+		s:          s,
+		name:       name,
+		raw:        make(chan *nats.Msg, rawLen),
+		work:       make(chan item, s.cfg.QueueLen+ctlQueueLen),
+		stop:       make(chan struct{}),
+		stimSubj:   stream.StimSubject(name),
+		ctlSubj:    stream.ControlSubject(name),
+		eventSubj:  stream.EventsSubject(name),
+		eventBuf:   make([]byte, 0, stream.EventLen),
+		rejectedBy: map[string]uint64{},
 	}
 	d.last.Store(-1)
 	d.first.Store(-1)
@@ -168,7 +179,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		predict: s.m.predictTime.WithLabelValues(name),
 		pubErr:  s.m.publishErrors.WithLabelValues(name),
 	}
-	core, err := daemon.New(&s.pred, &d.sink, daemon.Config{
+	core, err := daemon.New(s.pred, &d.sink, daemon.Config{
 		Known:          s.known,
 		Cells:          s.cells,
 		All:            s.all,
@@ -178,6 +189,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Backlog:        d.queuedFrames.Load,
 		PublishSilence: s.cfg.PublishSilence,
 		Policy:         s.cfg.Policy,
+		Gather:         s.gather(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
@@ -233,7 +245,7 @@ func (d *device) enqueue(m *nats.Msg) {
 		d.queuedMsgs.Add(1)
 		d.queuedBytes.Add(size)
 		d.queuedFrames.Add(it.frames)
-	case d.ctlSubj:
+	case d.ctlSubj, d.sb.snapSubj, d.sb.applySubj:
 		if size > stream.MaxPayload {
 			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
 			return
@@ -266,7 +278,7 @@ func (d *device) dequeued(it item) {
 }
 
 func (d *device) reject(reason string, n uint64, msg string) {
-	d.rejected.Add(n)
+	d.countRejected(reason, n)
 	d.s.m.rejected.WithLabelValues(d.name, reason).Add(float64(n))
 	d.s.limiter.warn(&d.s.log, d.name+"/"+reason, n, msg, func(e *zerolog.Event) {
 		e.Str("device", d.name).Str("reason", reason)
@@ -277,11 +289,17 @@ func (d *device) reject(reason string, n uint64, msg string) {
 func (d *device) process() {
 	for it := range d.work {
 		d.handle(it)
+		if len(d.work) == 0 {
+			// Nothing waits: windows gathered while the core was behind
+			// go to the model now.
+			d.core.Flush()
+		}
 	}
 }
 
 func (d *device) handle(it item) {
 	d.dequeued(it)
+	d.standbySeen(it.m)
 	defer func() {
 		if r := recover(); r != nil {
 			d.reject("panic", 1, fmt.Sprintf("panic while handling a message on %s: %v", it.m.Subject, r))
@@ -310,6 +328,8 @@ func (d *device) handle(it item) {
 			d.s.limiter.info(&d.s.log, d.name+"/reset", 1, "reset: the device's stream and cell states are cleared", devField(d.name))
 		}
 		d.last.Store(d.core.LastSeq())
+	case d.sb.snapSubj, d.sb.applySubj:
+		d.standbyMsg(it.m)
 	default:
 		d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)
 	}
@@ -328,15 +348,15 @@ func (d *device) syncStats() {
 		return v - old
 	}
 	if n := add(m.rejected, st.Stale, p.Stale, d.name, "stale"); n > 0 {
-		d.rejected.Add(n)
+		d.countRejected("stale", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/stale", n, "duplicate or out-of-order frames dropped", devField(d.name))
 	}
 	if n := add(m.rejected, st.UnknownCell, p.UnknownCell, d.name, "unknown_cell"); n > 0 {
-		d.rejected.Add(n)
+		d.countRejected("unknown_cell", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/unknown_cell", n, "history for a cell the checkpoint does not know", devField(d.name))
 	}
 	if n := add(m.rejected, st.HistoryLate, p.HistoryLate, d.name, "history_late"); n > 0 {
-		d.rejected.Add(n)
+		d.countRejected("history_late", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/history_late", n, "history arrived after the cell's first window; send a reset first", devField(d.name))
 	}
 	if n := add(m.repaired, st.Clamped, p.Clamped, d.name, "clamped"); n > 0 {
@@ -349,7 +369,7 @@ func (d *device) syncStats() {
 		d.s.limiter.warn(&d.s.log, d.name+"/restart", n, "the device's numbering changed: stream restarted in a new epoch", devField(d.name))
 	}
 	if n := add(m.rejected, st.OutOfStream, p.OutOfStream, d.name, "out_of_stream"); n > 0 {
-		d.rejected.Add(n)
+		d.countRejected("out_of_stream", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/out_of_stream", n, "frames that do not continue the stream dropped (another publisher or a forged frame?)", devField(d.name))
 	}
 	if n := add(m.misses, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
@@ -367,6 +387,18 @@ func (d *device) syncStats() {
 	add(m.histories, st.Histories, p.Histories, d.name)
 	add(m.resets, st.Resets, p.Resets, d.name)
 	d.prev = st
+	d.snapMu.Lock()
+	d.snap = st
+	d.snapMu.Unlock()
+}
+
+// countRejected adds n rejections of reason to the status counters (the
+// caller counts the metric).
+func (d *device) countRejected(reason string, n uint64) {
+	d.rejected.Add(n)
+	d.rejectedMu.Lock()
+	d.rejectedBy[reason] += n
+	d.rejectedMu.Unlock()
 }
 
 func devField(name string) func(*zerolog.Event) {

@@ -1,7 +1,9 @@
 // Package service runs predictord's cores (package daemon) over NATS: it
 // subscribes to each served device's stimulus and control subjects, feeds
 // the messages in arrival order to the device's core, publishes the
-// decisions, answers status requests, and exposes Prometheus metrics,
+// decisions, answers status requests (binary, docs/protocol.md), registers
+// the NATS micro service "predictord" with JSON status and control
+// endpoints (micro.go), and exposes Prometheus metrics,
 // /healthz and /readyz. The wire protocol and the robustness and overload
 // rules are in docs/protocol.md.
 //
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -28,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"rgcpred/internal/lowprio"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -55,6 +59,11 @@ type Model struct {
 	// horizon in bins; they must equal rgc.WindowBins and rgc.Horizon (0:
 	// not stated, not checked).
 	WindowBins, Horizon int
+	// Gather is the number of windows the predictor computes in parallel
+	// (the engine's threads): when a device's core is behind it gathers
+	// that many due windows into one call (daemon.Config.Gather). 0 or 1:
+	// no gathering. The value of the model loaded at start is used.
+	Gather int
 }
 
 // Loader loads the checkpoint at path for batches of at most maxBatch
@@ -80,6 +89,11 @@ type Config struct {
 	// (daemon.Config.Stagger, rollout.StartOffset over the whole cell list
 	// before sharding); false starts them all at first + 1023.
 	Stagger bool
+	// Gather is the number of due windows a device's core gathers into one
+	// model call while frames wait (daemon.Config.Gather): 0 takes the
+	// model's (Model.Gather, the engine's threads), a negative value turns
+	// gathering off.
+	Gather int
 	// MaxBatch bounds the windows per Predict call (0: all due cells).
 	MaxBatch int
 	// MaxLag is the overload threshold in bins (daemon.Config.MaxLag).
@@ -143,8 +157,9 @@ type Service struct {
 	m       *metrics
 	limiter *limiter
 
-	pred    lockedPredictor
+	pred    *combiner // every device's cores call the model through it
 	model   atomic.Pointer[Model]
+	engine  *engineCollector // the engine's counters, across reloads
 	known   []int
 	all     []int // the whole cell list before sharding, ascending
 	cells   []int
@@ -161,25 +176,9 @@ type Service struct {
 
 	subsMu sync.Mutex
 	subs   []*subscription
-}
 
-// lockedPredictor serialises Predict calls of several devices' cores and
-// lets Reload swap the predictor between calls.
-type lockedPredictor struct {
-	mu sync.Mutex
-	p  rgc.Predictor
-}
-
-func (l *lockedPredictor) Predict(b *rgc.Batch, out []float32) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.p.Predict(b, out)
-}
-
-func (l *lockedPredictor) swap(p rgc.Predictor) {
-	l.mu.Lock()
-	l.p = p
-	l.mu.Unlock()
+	// microID is the micro service instance id while Run serves.
+	microID atomic.Pointer[string]
 }
 
 // SelectCells returns the cells a daemon serves: the checkpoint's cells
@@ -271,6 +270,8 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Log, reg: cfg.Registry}
 	s.limiter = newLimiter(cfg.LogEvery)
 	s.m = newMetrics(cfg.Registry, s.frameAges)
+	s.engine = newEngineCollector(s.model.Load)
+	cfg.Registry.MustRegister(s.engine)
 	mdl, err := s.loadValid(nil)
 	if err != nil {
 		return nil, err
@@ -293,7 +294,7 @@ func New(cfg Config) (*Service, error) {
 		maxBatch = mdl.MaxBatch
 	}
 	s.maxBatch = maxBatch
-	s.pred.p = mdl.Predictor
+	s.pred = newCombiner(mdl.Predictor)
 	s.model.Store(mdl)
 	seen := map[string]bool{}
 	for _, name := range cfg.Devices {
@@ -397,7 +398,11 @@ func probe(mdl *Model, need []int) error {
 func (s *Service) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	mdl, err := s.loadValid(s.cells)
+	// Reading, packing and probing the new model must not take the cores
+	// from live decisions.
+	var mdl *Model
+	var err error
+	lowprio.Run(func() { mdl, err = s.loadValid(s.cells) })
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
 		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
@@ -410,8 +415,12 @@ func (s *Service) Reload() error {
 		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
 		return err
 	}
-	s.pred.swap(mdl.Predictor)
-	old := s.model.Swap(mdl)
+	if err := s.pred.swap(mdl.Predictor); err != nil {
+		discard(mdl)
+		s.m.reloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload %s: %w", s.cfg.ModelPath, err)
+	}
+	old := s.engine.swap(func() *Model { return s.model.Swap(mdl) })
 	if old != nil && old.Close != nil {
 		if err := old.Close(); err != nil {
 			s.log.Warn().Err(err).Msg("close the replaced model")
@@ -593,6 +602,10 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {
 		s.log.Warn().Err(err).Msg("flush after subscribing (continuing; NATS will resend subscriptions on reconnect)")
 	}
+	ms, err := s.startMicro(nc)
+	if err != nil {
+		return fail(err)
+	}
 	s.working.Store(true)
 	for _, d := range s.devices {
 		wg.Add(2)
@@ -609,10 +622,13 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 	s.m.ready.Set(1)
 	monStop, monDone := make(chan struct{}), make(chan struct{})
 	go s.monitor(monStop, monDone)
-	s.log.Info().Strs("devices", s.cfg.Devices).Str("url", nc.ConnectedUrlRedacted()).
+	s.log.Info().Strs("devices", s.cfg.Devices).Str("url", nc.ConnectedUrlRedacted()).Str("micro_id", s.MicroID()).
 		Dur("stale_after", s.cfg.StaleAfter).Dur("drain_timeout", s.cfg.DrainTimeout).Msg("serving")
 
 	<-ctx.Done()
+	if err := ms.Stop(); err != nil {
+		s.log.Warn().Err(err).Msg("stop the micro service")
+	}
 	close(monStop)
 	<-monDone
 	s.running.Store(false)
@@ -711,4 +727,26 @@ func (s *Service) monitor(stop <-chan struct{}, done chan<- struct{}) {
 			stale[i] = ok && age > s.cfg.StaleAfter
 		}
 	}
+}
+
+// ListenHTTP serves Handler on addr (see Handler) in the background and
+// logs the address bound; stop shuts the server down, waiting at most 2 s
+// for requests in flight.
+func (s *Service) ListenHTTP(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error().Err(err).Msg("metrics server")
+		}
+	}()
+	s.log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}, nil
 }

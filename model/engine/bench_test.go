@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"rgcpred/model/ref"
 	"rgcpred/rgc"
 )
 
@@ -145,20 +146,23 @@ func BenchmarkSmall(b *testing.B) {
 				slices.Sort(lat)
 				b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
-				b.ReportMetric(float64(e.backoffs), "backoffs")
+				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
 			})
 		}
 	}
 }
 
-// BenchmarkReference is the float64 reference forward pass of the test
-// file: the plain-Go baseline in the same run.
+// BenchmarkReference is the float64 reference forward pass (model/ref):
+// the plain-Go baseline in the same run.
 func BenchmarkReference(b *testing.B) {
 	w := randomWeights(b, "gpt-a-cat", len(cellIDs), 1)
 	window := randomBatch(1, cellIDs, 2).Inputs
-	ref := refNet{c: w.Config, w: w}
+	net, err := ref.New(w)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
-		ref.forward(window, 0)
+		net.Forward(window, 0)
 	}
 }
 
@@ -202,9 +206,8 @@ func BenchmarkPaced(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer e.Close()
-				// Helpers polling across the gap (team.idle = 2 ms) measured
-				// no faster (0.84-0.93 vs 0.65-0.78 ms for gpt-a-cat), so
-				// they sleep after spinFor.
+				// The helpers sleep after spinFor between calls; polling
+				// across the whole gap buys nothing here (docs/results.md).
 				batch := randomBatch(1, cellIDs, 2)
 				out := make([]float32, rgc.NumClasses)
 				lat := make([]time.Duration, 0, 1<<16)
@@ -223,7 +226,7 @@ func BenchmarkPaced(b *testing.B) {
 				slices.Sort(lat)
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
 				b.ReportMetric(lat[len(lat)*99/100].Seconds()*1e3, "p99-ms")
-				b.ReportMetric(float64(e.backoffs), "backoffs")
+				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
 			})
 		}
 	}

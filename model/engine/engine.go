@@ -1,5 +1,5 @@
 // Package engine is the real-time inference engine: it loads a checkpoint
-// of the model of docs/spike-prediction.md section 2,
+// of the model of docs/model.md section 2,
 // head(gpt(cnn(input) + embed(cell))), and computes the 81 class
 // probabilities for batches of windows on the CPU, with nothing wasted.
 //
@@ -56,12 +56,6 @@ type Backend interface {
 
 var _ Backend = (*Engine)(nil)
 
-// bnEps is the batch-norm epsilon of the training graph (PyTorch default).
-const bnEps = 1e-5
-
-// lnEps is the layer-norm epsilon (GPT-2).
-const lnEps = 1e-5
-
 // Engine runs the model's forward pass. It is not safe for concurrent use:
 // give each serving goroutine its own Engine (they can share nothing but
 // the checkpoint).
@@ -90,10 +84,10 @@ type Engine struct {
 	// compare it with one window per thread for batches of 2).
 	splitAll bool
 	// Contention back-off (see dispatch): calls left that run every window
-	// whole, consecutive contended calls, the next back-off's length, and
-	// the number of back-offs so far (tests, benchmarks).
-	backoff, contended, nextBackoff, backoffs int
-	closed                                    bool
+	// whole, consecutive contended calls, and the next back-off's length.
+	backoff, contended, nextBackoff int
+	closed                          bool
+	stats                           counters // see Stats
 }
 
 // New returns an engine for a checkpoint, processing up to maxBatch windows
@@ -225,6 +219,7 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 	if len(out) < n*outW {
 		return fmt.Errorf("engine: output of %d floats for %d windows x %d", len(out), n, outW)
 	}
+	e.stats.calls.Add(1)
 	for lo := 0; lo < n; lo += e.maxBatch {
 		hi := min(lo+e.maxBatch, n)
 		for i := lo; i < hi; i++ {
@@ -267,7 +262,12 @@ func (e *Engine) dispatch(n int) {
 	if e.backoff > 0 {
 		e.backoff--
 		e.cur.whole = n
+		e.stats.backoffCalls.Add(1)
+		e.stats.backingOff.Store(e.backoff > 0)
 	}
+	split := n - e.cur.whole
+	e.stats.windows.Add(int64(n))
+	e.stats.split.Add(int64(split))
 	if e.team == nil || n == 1 && e.cur.whole == 1 {
 		e.run(0)
 		return
@@ -275,11 +275,12 @@ func (e *Engine) dispatch(n int) {
 	e.team.start()
 	e.run(0)
 	e.team.finish()
-	split := n - e.cur.whole
 	if split == 0 {
 		return
 	}
-	if e.bar.parks.Swap(0) <= int64(2*split) {
+	parks := e.bar.parks.Swap(0)
+	e.stats.parks.Add(parks)
+	if parks <= int64(2*split) {
 		e.contended, e.nextBackoff = 0, backoffCalls
 		return
 	}
@@ -287,7 +288,8 @@ func (e *Engine) dispatch(n int) {
 		e.contended = 0
 		e.backoff = e.nextBackoff
 		e.nextBackoff = min(2*e.nextBackoff, maxBackoffCalls)
-		e.backoffs++
+		e.stats.backoffs.Add(1)
+		e.stats.backingOff.Store(true)
 	}
 }
 
@@ -331,11 +333,7 @@ func (e *Engine) window(p *pass, i int) {
 	if p.part != 0 || !c.probs {
 		return
 	}
-	if e.cfg.Head == model.HeadLogMix {
-		model.LogMixProbs(logits, e.cfg.Mixtures, dst)
-	} else {
-		model.CatProbs(logits, dst)
-	}
+	e.cfg.Probs(logits, dst)
 }
 
 // ---------------------------------------------------------------------------
@@ -347,8 +345,9 @@ func (e *Engine) window(p *pass, i int) {
 // positions on both sides.
 type conv struct {
 	k, stride, pad, cin, cout int
-	w                         *sgemm.PackedB // [k*cin, cout]
-	bias                      []float32      // [cout]
+	w                         *sgemm.PackedB    // [k*cin, cout]
+	w16                       *sgemm.PackedBF16 // bf16 copy of w; nil: float32 path
+	bias                      []float32         // [cout]
 }
 
 // newConv folds batch norm prefix (weight, bias, running_mean, running_var)
@@ -362,7 +361,7 @@ func newConv(w *model.Weights, name, bn string, stride int) conv {
 	b := make([]float32, k*cin*cout)
 	bias := make([]float32, cout)
 	for o := 0; o < cout; o++ {
-		scale := float64(gamma[o]) / math.Sqrt(float64(vr[o])+bnEps)
+		scale := float64(gamma[o]) / math.Sqrt(float64(vr[o])+model.BNEps)
 		bias[o] = float32(float64(beta[o]) - float64(mean[o])*scale)
 		for i := 0; i < cin; i++ {
 			for t := 0; t < k; t++ {
@@ -383,6 +382,10 @@ func (c *conv) apply(in []float32, lo, hi int, out []float32, relu bool, work []
 		return
 	}
 	ld := c.stride * c.cin
+	if c.w16 != nil {
+		sgemm.GemmPackedBiasBF16(hi-lo, in[lo*ld:], ld, c.w16, c.bias, relu, out[lo*c.cout:], c.cout, work)
+		return
+	}
 	sgemm.GemmPackedBias(hi-lo, in[lo*ld:], ld, c.w, c.bias, relu, out[lo*c.cout:], c.cout, work)
 }
 
@@ -390,6 +393,7 @@ func (c *conv) apply(in []float32, lo, hi int, out []float32, relu bool, work []
 type linear struct {
 	in, out int
 	w       *sgemm.PackedB
+	w16     *sgemm.PackedBF16 // bf16 copy of w; nil: float32 path
 	bias    []float32
 }
 
@@ -403,6 +407,10 @@ func newLinear(w *model.Weights, prefix string) linear {
 // apply computes rows x (rows x in, row stride ldx) into y (rows x out, row
 // stride ldy).
 func (f *linear) apply(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
+	if f.w16 != nil {
+		sgemm.GemmPackedBiasBF16(rows, x, ldx, f.w16, f.bias, false, y, ldy, work)
+		return
+	}
 	sgemm.GemmPackedBias(rows, x, ldx, f.w, f.bias, false, y, ldy, work)
 }
 
@@ -446,6 +454,7 @@ type network struct {
 	head                    linear
 	tokens, width, headDim  int
 	conv1Out, stemLen, bins int
+	w16                     []*sgemm.PackedBF16 // bf16 weights once prepared (precision.go)
 }
 
 func paramSpec(c model.Config, name string) model.ParamSpec {
@@ -545,7 +554,7 @@ type acts struct {
 // worker is one thread: its GEMM workspaces and small scratch, and the
 // activations of the windows it runs whole.
 type worker struct {
-	work     []float32 // sgemm.GemmPacked workspace
+	work     []float32 // sgemm.GemmPacked(BiasBF16) workspace
 	gemmWork []float32 // sgemm.GemmWork workspace
 	att      []float32 // [tokens, tokens] attention weights of one head
 	seHid    []float32 // squeeze-excite hidden layer
@@ -557,7 +566,7 @@ func newWorker(n *network) *worker {
 	c := n.cfg
 	d, t := n.width, n.tokens
 	wk := &worker{
-		work: make([]float32, sgemm.WorkSize()), gemmWork: make([]float32, sgemm.GemmWorkSize()),
+		work: make([]float32, max(sgemm.WorkSize(), sgemm.WorkSizeBF16())), gemmWork: make([]float32, sgemm.GemmWorkSize()),
 		att: make([]float32, t*t), seHid: make([]float32, c.BlockOut/c.SEReduction),
 		seGate: make([]float32, c.BlockOut),
 	}

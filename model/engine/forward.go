@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"rgcpred/internal/sgemm"
+	"rgcpred/model"
 )
 
 // pass is one thread's share of the forward pass of one window: part part
@@ -59,8 +60,8 @@ func (n *network) forward(p *pass, window []float32, cell int, logits []float32)
 	}
 }
 
-// stem runs conv1 and conv2 of the CNN encoder (docs/spike-prediction.md
-// section 2) and returns their output [512, 16] (this part's rows written).
+// stem runs conv1 and conv2 of the CNN encoder (docs/model.md
+// section 2.1) and returns their output [512, 16] (this part's rows written).
 func (n *network) stem(p *pass, window []float32) []float32 {
 	c, a, work := n.cfg, p.a, p.wk.work
 	// Input [5, 1024] -> channels-last [1024, 5], zero-padded by conv1.pad
@@ -287,7 +288,7 @@ func softmaxCausal(att []float32, nq, T, q0 int) {
 func layerNorm(x, y, w, b []float32) {
 	mean := sum(x) / float32(len(x))
 	vr := sumSqDev(x, mean) / float32(len(x))
-	inv := float32(1 / math.Sqrt(float64(vr)+lnEps))
+	inv := float32(1 / math.Sqrt(float64(vr)+model.LNEps))
 	norm(y, x, w, b, mean, inv)
 }
 

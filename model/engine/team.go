@@ -60,11 +60,10 @@ func (s *spinner) more() bool {
 // it can only take once the waiter is inside cond.Wait. A late wake-up
 // (from an earlier event) is harmless: the waiter tests released() again.
 //
-// The previous design (a per-thread flag and a token channel, the waker
-// clearing the flag after publishing the event) could release a waiter
-// from the NEXT wait: a waiter that left one barrier by spinning and
-// re-armed its flag for the next could take the token the late waker of
-// the previous barrier sent, so the threads lost step and the engine hung.
+// A per-thread flag and a token channel (the waker clearing the flag after
+// publishing the event) would not do: a waiter that left one barrier by
+// spinning and re-armed its flag for the next could take the token a late
+// waker of the previous barrier sent, and the threads would lose step.
 type sleepers struct {
 	n    atomic.Int32
 	mu   sync.Mutex

@@ -226,8 +226,9 @@ func TestEngineStress(t *testing.T) {
 }
 
 // TestSleepersLateWake: wake-ups that do not release a parked waiter (a
-// late waker of an earlier event, the cause of the old barrier's hang)
-// leave it parked; the event followed by wake releases it.
+// late waker of an earlier event, which a flag-and-token design would
+// mistake for its own) leave it parked; the event followed by wake
+// releases it.
 func TestSleepersLateWake(t *testing.T) {
 	defer watchdog(t, 30*time.Second)()
 	var s sleepers

@@ -1,4 +1,4 @@
-// Package graph builds the spike-prediction network (docs/spike-prediction.md
+// Package graph builds the spike-prediction network (docs/model.md
 // section 2) as a gorgonia expression graph for training: the forward pass
 // of model.Config with its weights bound by name, the loss of either head,
 // and the gradients of every trainable weight by gorgonia's symbolic
@@ -48,13 +48,6 @@ type Options struct {
 	// across ReLU kinks are inexact).
 	smooth bool
 }
-
-// BN constants (as PyTorch's defaults, which the reference used).
-const (
-	bnEps      = 1e-5
-	bnMomentum = 0.1
-	lnEps      = 1e-5
-)
 
 // Graph is the model for a fixed batch size, ready to run.
 type Graph struct {
@@ -188,22 +181,23 @@ func (b *builder) add(x, y *G.Node) *G.Node {
 	return b.gop(func() (*G.Node, error) { return G.Add(x, y) })
 }
 
-func (b *builder) conv(x *G.Node, name string, stride, pad int) *G.Node {
+func (b *builder) conv(x *G.Node, l model.Layer, stride, pad int) *G.Node {
 	if b.gr.opts.GorgoniaConv {
-		return b.gorgoniaConv(x, name, stride, pad)
+		return b.gorgoniaConv(x, l, stride, pad)
 	}
-	return b.op(&conv1d{stride: stride, pad: pad, par: b.par}, name, x, b.p(name+".weight"))
+	return b.op(&conv1d{stride: stride, pad: pad, par: b.par}, string(l), x, b.p(l.Weight()))
 }
 
 // gorgoniaConv is the baseline: gorgonia's Conv2d on [B, C, 1, L].
-func (b *builder) gorgoniaConv(x *G.Node, name string, stride, pad int) *G.Node {
+func (b *builder) gorgoniaConv(x *G.Node, l model.Layer, stride, pad int) *G.Node {
+	name := string(l)
 	return b.gop(func() (*G.Node, error) {
-		xs, ws := x.Shape(), b.p(name+".weight").Shape()
+		xs, ws := x.Shape(), b.p(l.Weight()).Shape()
 		x4, err := G.Reshape(x, tensor.Shape{xs[0], xs[1], 1, xs[2]})
 		if err != nil {
 			return nil, fmt.Errorf("gorgonia conv %s: %w", name, err)
 		}
-		w4, err := G.Reshape(b.p(name+".weight"), tensor.Shape{ws[0], ws[1], 1, ws[2]})
+		w4, err := G.Reshape(b.p(l.Weight()), tensor.Shape{ws[0], ws[1], 1, ws[2]})
 		if err != nil {
 			return nil, fmt.Errorf("gorgonia conv %s: %w", name, err)
 		}
@@ -216,58 +210,63 @@ func (b *builder) gorgoniaConv(x *G.Node, name string, stride, pad int) *G.Node 
 	})
 }
 
-func (b *builder) bn(x *G.Node, prefix string) *G.Node {
-	k := &batchNorm{training: b.gr.opts.Training, eps: bnEps, momentum: bnMomentum, par: b.par}
-	return b.op(k, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"), b.p(prefix+".running_mean"), b.p(prefix+".running_var"))
+// batchNorm returns a batch-norm kernel in the graph's mode.
+func (b *builder) batchNorm() batchNorm {
+	return batchNorm{training: b.gr.opts.Training, eps: model.BNEps, momentum: model.BNMomentum, par: b.par}
+}
+
+func (b *builder) bn(x *G.Node, l model.Layer) *G.Node {
+	k := b.batchNorm()
+	return b.op(&k, string(l), x, b.p(l.Weight()), b.p(l.Bias()), b.p(l.RunningMean()), b.p(l.RunningVar()))
 }
 
 // bnRelu is ReLU(BN(x)), fused unless ReLU is replaced for tests.
-func (b *builder) bnRelu(x *G.Node, prefix string) *G.Node {
+func (b *builder) bnRelu(x *G.Node, l model.Layer) *G.Node {
 	if b.gr.opts.smooth {
-		return b.relu(b.bn(x, prefix))
+		return b.relu(b.bn(x, l))
 	}
-	k := &bnReLU{bn: batchNorm{training: b.gr.opts.Training, eps: bnEps, momentum: bnMomentum, par: b.par}}
-	return b.op(k, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"), b.p(prefix+".running_mean"), b.p(prefix+".running_var"))
+	k := &bnReLU{bn: b.batchNorm()}
+	return b.op(k, string(l), x, b.p(l.Weight()), b.p(l.Bias()), b.p(l.RunningMean()), b.p(l.RunningVar()))
 }
 
-func (b *builder) linear(x *G.Node, prefix string) *G.Node {
-	return b.op(linear{}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
+func (b *builder) linear(x *G.Node, l model.Layer) *G.Node {
+	return b.op(linear{}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
 }
 
-func (b *builder) ln(x *G.Node, prefix string) *G.Node {
-	return b.op(&layerNorm{eps: lnEps}, prefix, x, b.p(prefix+".weight"), b.p(prefix+".bias"))
+func (b *builder) ln(x *G.Node, l model.Layer) *G.Node {
+	return b.op(&layerNorm{eps: model.LNEps}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
 }
 
 // forward returns the head's output [B, HeadOut].
 func (b *builder) forward(x, cell *G.Node) *G.Node {
 	c := b.gr.cfg
 	pad := c.StemKernel / 2
-	h := b.bnRelu(b.conv(x, "cnn.conv1", 2, pad), "cnn.bn1")
-	h = b.bnRelu(b.conv(h, "cnn.conv2", 1, pad), "cnn.bn2")
+	h := b.bnRelu(b.conv(x, model.LayerConv1, 2, pad), model.LayerBN1)
+	h = b.bnRelu(b.conv(h, model.LayerConv2, 1, pad), model.LayerBN2)
 	for i := 0; i < c.NumBlocks(); i++ {
 		h = b.block(h, i)
 	}
 	t := b.op(toTokens{}, "tokens", h)
 	if c.HasProj() {
-		t = b.linear(t, "gpt.proj")
+		t = b.linear(t, model.LayerProj)
 	}
-	t = b.op(embed{}, "embed", t, b.p("gpt.pos_emb"), b.p("gpt.cell_emb"), cell)
+	t = b.op(embed{}, "embed", t, b.p(model.ParamPosEmb), b.p(model.ParamCellEmb), cell)
 	for i := 0; i < c.Layers; i++ {
-		p := fmt.Sprintf("gpt.blocks.%d", i)
-		a := b.ln(t, p+".ln1")
-		a = b.linear(a, p+".attn.qkv")
-		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par}, p+".attn", a)
-		a = b.linear(a, p+".attn.proj")
+		p := model.GPTBlock(i)
+		a := b.ln(t, p.Sub("ln1"))
+		a = b.linear(a, p.Sub("attn.qkv"))
+		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par}, string(p.Sub("attn")), a)
+		a = b.linear(a, p.Sub("attn.proj"))
 		t = b.add(t, a)
-		m := b.ln(t, p+".ln2")
-		m = b.linear(m, p+".mlp.fc")
-		m = b.op(&gelu{par: b.par}, p+".mlp.gelu", m)
-		m = b.linear(m, p+".mlp.proj")
+		m := b.ln(t, p.Sub("ln2"))
+		m = b.linear(m, p.Sub("mlp.fc"))
+		m = b.op(&gelu{par: b.par}, string(p.Sub("mlp.gelu")), m)
+		m = b.linear(m, p.Sub("mlp.proj"))
 		t = b.add(t, m)
 	}
 	last := b.op(lastToken{t: c.Tokens()}, "last", t)
-	last = b.ln(last, "gpt.ln_f")
-	return b.linear(last, "head")
+	last = b.ln(last, model.LayerLNF)
+	return b.linear(last, model.LayerHead)
 }
 
 // block is bottleneck block i: 1x1 -> BN -> ReLU -> k x k strided -> BN ->
@@ -275,19 +274,19 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 // al., "Deep residual learning", 2016; Hu et al., 2018).
 func (b *builder) block(x *G.Node, i int) *G.Node {
 	c := b.gr.cfg
-	p := fmt.Sprintf("cnn.blocks.%d", i)
+	p := model.CNNBlock(i)
 	s := c.BlockStride(i)
-	h := b.bnRelu(b.conv(x, p+".conv1", 1, 0), p+".bn1")
-	h = b.bnRelu(b.conv(h, p+".conv2", s, c.BlockKernel/2), p+".bn2")
-	h = b.bn(b.conv(h, p+".conv3", 1, 0), p+".bn3")
-	sq := b.op(meanLen{}, p+".se.squeeze", h)
-	sq = b.relu(b.linear(sq, p+".se.fc1"))
-	sq = b.linear(sq, p+".se.fc2")
+	h := b.bnRelu(b.conv(x, p.Sub("conv1"), 1, 0), p.Sub("bn1"))
+	h = b.bnRelu(b.conv(h, p.Sub("conv2"), s, c.BlockKernel/2), p.Sub("bn2"))
+	h = b.bn(b.conv(h, p.Sub("conv3"), 1, 0), p.Sub("bn3"))
+	sq := b.op(meanLen{}, string(p.Sub("se.squeeze")), h)
+	sq = b.relu(b.linear(sq, p.Sub("se.fc1")))
+	sq = b.linear(sq, p.Sub("se.fc2"))
 	sq = b.gop(func() (*G.Node, error) { return G.Sigmoid(sq) })
-	h = b.op(chanScale{}, p+".se.scale", h, sq)
+	h = b.op(chanScale{}, string(p.Sub("se.scale")), h, sq)
 	sc := x
 	if c.BlockHasShortcut(i) {
-		sc = b.bn(b.conv(x, p+".shortcut.conv", s, 0), p+".shortcut.bn")
+		sc = b.bn(b.conv(x, p.Sub("shortcut.conv"), s, 0), p.Sub("shortcut.bn"))
 	}
 	return b.relu(b.add(h, sc))
 }

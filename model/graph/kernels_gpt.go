@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"rgcpred/internal/sgemm"
+	"rgcpred/model"
 )
 
 // linear is y = x W + b for x [N, in], W [in, out], b [out].
@@ -390,7 +391,11 @@ type gelu struct {
 	dy  []float32 // dy/dx of the last forward pass
 }
 
-const geluC = 0.7978845608028654 // sqrt(2/pi)
+// GELU's tanh form: gelu(v) = 0.5 v (1 + tanh(geluC (v + geluK v^3))).
+const (
+	geluC = 0.7978845608028654 // sqrt(2/pi)
+	geluK = model.GELUCubic
+)
 
 // tanh32 is tanh via one exponential: 1 - 2/(e^(2u)+1), exact to float32
 // rounding up to exp32's ulp, and saturating correctly for large |u|.
@@ -398,9 +403,9 @@ func tanh32(u float32) float32 {
 	return 1 - 2/(exp32(2*u)+1)
 }
 
-// geluGrad is d gelu(v)/dv given t = tanh(sqrt(2/pi) (v + 0.044715 v^3)).
+// geluGrad is d gelu(v)/dv given t = tanh(geluC (v + geluK v^3)).
 func geluGrad(v, t float32) float32 {
-	return 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*0.044715*v*v)
+	return 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*geluK*v*v)
 }
 
 func (*gelu) name() string    { return "gelu" }
@@ -430,7 +435,7 @@ func geluRows(y, d, x []float32) {
 		xs := x[lo:min(lo+len(e), len(x))]
 		es := e[:len(xs)]
 		for i, v := range xs {
-			es[i] = 2 * (geluC * (v + 0.044715*v*v*v))
+			es[i] = 2 * (geluC * (v + geluK*v*v*v))
 		}
 		exp32s(es)
 		ys, ds := y[lo:lo+len(xs)], d[lo:lo+len(xs)]
@@ -446,7 +451,7 @@ func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	if len(g.dy) != len(x) { // no forward pass yet: recompute
 		g.par.run(len(x), func(lo, hi, _ int) {
 			for i, v := range x[lo:hi] {
-				gin[lo+i] = geluGrad(v, tanh32(geluC*(v+0.044715*v*v*v))) * gout[lo+i]
+				gin[lo+i] = geluGrad(v, tanh32(geluC*(v+geluK*v*v*v))) * gout[lo+i]
 			}
 		})
 		return

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"rgcpred/model"
-	"rgcpred/model/engine"
-	"rgcpred/rgc"
+	"rgcpred/model/ref"
 )
 
-// TestParityWithEngine runs the graph in inference mode and the inference
-// engine on the same random weights and windows, for every configuration,
-// and requires the class probabilities to agree within 1e-4.
-func TestParityWithEngine(t *testing.T) {
+// TestParityWithReference runs the graph in inference mode and the float64
+// reference (model/ref) on the same random weights and windows, for every
+// configuration, and requires the head outputs to agree within 1e-4
+// (relative to their size above 1) and the class probabilities within 1e-4.
+func TestParityWithReference(t *testing.T) {
 	const batch, tol = 3, 1e-4
 	for _, stem := range []string{model.StemGPTA, model.StemGPTB} {
 		for _, head := range []string{model.HeadCat, model.HeadLogMix} {
@@ -37,35 +37,35 @@ func TestParityWithEngine(t *testing.T) {
 					if _, err := g.Run(); err != nil {
 						t.Fatal(err)
 					}
-					ids := []int{100, 101, 102, 103}
-					e, err := engine.NewFromWeights(w, ids, batch, 1)
+					net, err := ref.New(w)
 					if err != nil {
 						t.Fatal(err)
 					}
-					defer e.Close()
-					b := &rgc.Batch{Inputs: x, Cells: make([]int, batch), Ends: make([]int, batch)}
-					for i, r := range rows {
-						b.Cells[i] = ids[r]
-					}
-					want := make([]float32, batch*rgc.NumClasses)
-					if err := e.Predict(b, want); err != nil {
-						t.Fatal(err)
-					}
-					out, k := g.Output(), c.HeadOut()
-					got := make([]float32, rgc.NumClasses)
-					var worst float64
+					out, k, win := g.Output(), c.HeadOut(), c.InRows*c.InBins
+					got := make([]float32, c.Classes)
+					var worstOut, worstP float64
 					for i := 0; i < batch; i++ {
-						if head == model.HeadCat {
-							model.CatProbs(out[i*k:(i+1)*k], got)
-						} else {
-							model.LogMixProbs(out[i*k:(i+1)*k], c.Mixtures, got)
+						want := net.Forward(x[i*win:(i+1)*win], rows[i])
+						var spread float64
+						for o, v := range want {
+							spread = math.Max(spread, math.Abs(v-want[0]))
+							d := math.Abs(float64(out[i*k+o]) - v)
+							worstOut = math.Max(worstOut, d/math.Max(1, math.Abs(v)))
 						}
-						for j, p := range got {
-							worst = math.Max(worst, math.Abs(float64(p)-float64(want[i*rgc.NumClasses+j])))
+						if spread < 0.1 {
+							t.Fatalf("window %d: reference outputs nearly constant (spread %g): the test is blind", i, spread)
+						}
+						c.Probs(out[i*k:(i+1)*k], got)
+						for j, p := range ref.HeadProbs(c, want) {
+							worstP = math.Max(worstP, math.Abs(float64(got[j]-p)))
 						}
 					}
-					if !(worst <= tol) {
-						t.Errorf("largest probability difference %.3g > %g", worst, tol)
+					t.Logf("head outputs within %.2g, probabilities within %.2g", worstOut, worstP)
+					if !(worstOut <= tol) {
+						t.Errorf("largest head output difference %.3g > %g", worstOut, tol)
+					}
+					if !(worstP <= tol) {
+						t.Errorf("largest probability difference %.3g > %g", worstP, tol)
 					}
 				})
 			}

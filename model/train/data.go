@@ -160,10 +160,6 @@ func (v *valSet) zeroInputNLL(pooled []float64, perCell [][]float64) (float64, f
 // outputNLL returns the NLL of the target under a head output row (the
 // class probabilities of the cat or logmix distribution, as evaluated).
 func outputNLL(c model.Config, out []float32, probs []float32, target int) float64 {
-	if c.Head == model.HeadLogMix {
-		model.LogMixProbs(out, c.Mixtures, probs)
-	} else {
-		model.CatProbs(out, probs)
-	}
+	c.Probs(out, probs)
 	return model.NLL(probs, target)
 }

@@ -158,15 +158,17 @@ func suggestRate(rates, losses []float64, minRate, lo float64) (steepest, sugges
 	return steepest, math.Max(suggested, lo)
 }
 
-// Plot writes the loss-against-rate curve as SVG.
-func (r *LRFindResult) Plot(path, title string) error {
+// Plot writes the loss-against-rate curve as SVG and PNG (plot.SaveBoth:
+// path with its extension replaced by .svg and by .png) and returns the
+// files written.
+func (r *LRFindResult) Plot(path, title string) ([]string, error) {
 	ch := plot.Chart{Title: title, XLabel: "learning rate", YLabel: "loss (nats)", LogX: true,
 		Series: []plot.Series{
 			{Name: "training loss (smoothed)", X: r.Rates, Y: r.Losses},
 			{Name: "probe loss", X: r.ProbeRates, Y: r.ProbeLosses, Points: true},
 			{Name: "suggested", X: []float64{r.Suggested}, Y: []float64{interp(r, r.Suggested)}, Points: true},
 		}}
-	return ch.SaveSVG(path)
+	return plot.SaveBoth(&ch, path)
 }
 
 func interp(r *LRFindResult, lr float64) float64 {

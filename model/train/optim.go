@@ -1,6 +1,6 @@
 // Package train trains the spike-prediction models of package model with
 // the gorgonia graph of package model/graph, following
-// docs/spike-prediction.md section 3: AdamW, a one-cycle learning-rate
+// docs/model.md section 3: AdamW, a one-cycle learning-rate
 // schedule, validation at regular steps, the best checkpoint by validation
 // loss, early stopping on the smoothed validation loss, resumable runs, and
 // a learning-rate range test.

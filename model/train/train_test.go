@@ -233,6 +233,9 @@ func TestRunInterruptResume(t *testing.T) {
 	if len(best.CellIDs) != 3 || best.CellIDs[0] != rec.Cells[cells[0]].ClusterID || best.BinRateHz != rec.BinRateHz() {
 		t.Errorf("best checkpoint cells %v at %.2f Hz", best.CellIDs, best.BinRateHz)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "m-loss.png")); err != nil {
+		t.Error(err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "m-loss.svg")); err != nil {
 		t.Errorf("no loss curve: %v", err)
 	}
@@ -321,8 +324,8 @@ func TestLRFind(t *testing.T) {
 			t.Fatal("rates not increasing")
 		}
 	}
-	if err := r.Plot(filepath.Join(t.TempDir(), "lr.svg"), "test"); err != nil {
-		t.Error(err)
+	if files, err := r.Plot(filepath.Join(t.TempDir(), "lr.svg"), "test"); err != nil || len(files) != 2 {
+		t.Errorf("lr-find plot: files %q, error %v; want an SVG and a PNG", files, err)
 	}
 }
 

@@ -1,9 +1,7 @@
 package train
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +45,8 @@ type Options struct {
 	// Threads is the number of compute goroutines of the graph.
 	Threads int
 	// Out is the path of the best checkpoint; the resume checkpoint is
-	// Out+".resume" and the loss curve Out without extension + "-loss.svg".
+	// Out+".resume" and the loss curve Out without extension + "-loss.svg"
+	// and "-loss.png".
 	Out string
 	// Resume, if set, is a resume checkpoint to continue from.
 	Resume string
@@ -246,253 +245,108 @@ func (e *evaluator) nll(ctx context.Context) (float64, error) {
 
 // Run trains until the planned steps are done, early stopping triggers or
 // ctx is cancelled (then it saves the resume checkpoint and returns with
-// Interrupted set and a nil error).
+// Interrupted set and a nil error). The steps: check the options, find
+// the starting weights and state (resume, warm start or fresh), set up the
+// session (graphs, validation set, loader), loop over optimiser steps with
+// validation, then save and summarise.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	var w *model.Weights
+	w, st, err := o.start()
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	s, err := newSession(ctx, &o, w, st)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	defer s.close()
+	if err := s.loop(); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	return s.finish()
+}
+
+// start returns the weights and training state a run begins from: those
+// of the resume checkpoint (which also sets the run's plan and cells in
+// o), the weights of the Init checkpoint with a fresh state, or freshly
+// initialised weights.
+func (o *Options) start() (*model.Weights, *state, error) {
 	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1),
 		Budget: o.TimeBudget.Seconds(), Distill: o.Distill, DistillEnd: o.DistillEnd}
-	if o.Resume != "" {
-		ck, err := model.LoadCheckpoint(o.Resume)
+	switch {
+	case o.Resume != "":
+		w, st, err := o.resume()
 		if err != nil {
-			return nil, fmt.Errorf("train: resume: %w", err)
+			return nil, nil, fmt.Errorf("resume: %w", err)
 		}
-		if len(ck.TrainState) == 0 {
-			return nil, fmt.Errorf("train: resume: %s holds no training state", o.Resume)
-		}
-		if st, err = decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps); err != nil {
-			return nil, fmt.Errorf("train: resume: %s: %w", o.Resume, err)
-		}
-		cells, err := o.Rec.CellIndices(ck.CellIDs)
+		return w, st, nil
+	case o.Init != "":
+		w, err := o.warmStart()
 		if err != nil {
-			return nil, fmt.Errorf("train: resume: %w", err)
+			return nil, nil, fmt.Errorf("init: %w", err)
 		}
-		w, o.Cells, o.Config = ck.Weights, cells, ck.Weights.Config
-		o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
-		o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
-		o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
-		if o.Distill > 0 && o.Teacher == nil {
-			return nil, fmt.Errorf("train: resume: %s was distilling from a teacher: give the teacher again", o.Resume)
-		}
-		if o.Distill > 0 && o.Config.Head != model.HeadCat {
-			return nil, fmt.Errorf("train: resume: %s distils into a %s head; distillation needs the cat head", o.Resume, o.Config.Head)
-		}
-		if err := o.reconcileBest(st, ck); err != nil {
-			return nil, fmt.Errorf("train: resume: %w", err)
-		}
-		fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
-	} else if o.Init != "" {
-		ck, err := model.LoadCheckpoint(o.Init)
-		if err != nil {
-			return nil, fmt.Errorf("train: init: %w", err)
-		}
-		if ck.Weights.Config != o.Config {
-			return nil, fmt.Errorf("train: init: %s holds %s, not %s", o.Init, ck.Weights.Config.Name(), o.Config.Name())
-		}
-		cells, err := o.Rec.CellIndices(ck.CellIDs)
-		if err != nil {
-			return nil, fmt.Errorf("train: init: %w", err)
-		}
-		if !slices.Equal(cells, o.Cells) {
-			return nil, fmt.Errorf("train: init: %s was trained on other cells than this run's", o.Init)
-		}
-		w = ck.Weights
-		fmt.Fprintf(o.Log, "starting from the weights of %s\n", o.Init)
-	} else {
-		w = model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
+		return w, st, nil
+	default:
+		return model.InitWeights(o.Config, rand.New(rand.NewPCG(o.Seed, 0x5eed))), st, nil
 	}
+}
 
-	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0})
+// resume loads the resume checkpoint o.Resume and takes the run's plan,
+// cells and configuration from it.
+func (o *Options) resume() (*model.Weights, *state, error) {
+	ck, err := model.LoadCheckpoint(o.Resume)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, nil, err
 	}
-	defer tg.Close()
-	val, err := newValSet(o.Rec, rgc.Val, o.Cells, o.ValWindows, 0xa11d)
+	if len(ck.TrainState) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no training state", o.Resume)
+	}
+	st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
 	if err != nil {
-		return nil, fmt.Errorf("train: validation set: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", o.Resume, err)
 	}
-	ev, err := newEvaluator(w, val, o.Batch, o.Threads)
+	cells, err := o.Rec.CellIndices(ck.CellIDs)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, nil, err
 	}
-	defer ev.g.Close()
-	// The zero-input models, scored on this run's validation set (which a
-	// resumed run may draw at another size).
-	pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
-	st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
-	if o.Resume == "" && o.Init == "" {
-		initHeadBias(w, pooled)
+	o.Cells, o.Config = cells, ck.Weights.Config
+	o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
+	o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
+	o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
+	if o.Distill > 0 && o.Teacher == nil {
+		return nil, nil, fmt.Errorf("%s was distilling from a teacher: give the teacher again", o.Resume)
 	}
-	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
-		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
+	if o.Distill > 0 && o.Config.Head != model.HeadCat {
+		return nil, nil, fmt.Errorf("%s distils into a %s head; distillation needs the cat head", o.Resume, o.Config.Head)
+	}
+	if err := o.reconcileBest(st, ck); err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(o.Log, "resuming %s at step %d/%d (best val %.4f at step %d)\n", o.Resume, st.Step, st.Steps, st.BestVal, st.BestStep)
+	return ck.Weights, st, nil
+}
 
-	if st.Distill > 0 {
-		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
+// warmStart loads the weights of checkpoint o.Init, which must hold the
+// run's configuration and cells.
+func (o *Options) warmStart() (*model.Weights, error) {
+	ck, err := model.LoadCheckpoint(o.Init)
+	if err != nil {
+		return nil, err
 	}
-	lctx, stopLoader := context.WithCancel(ctx)
-	defer stopLoader()
-	var teacher rgc.Predictor
-	if o.Distill > 0 {
-		teacher = o.Teacher
+	if ck.Weights.Config != o.Config {
+		return nil, fmt.Errorf("%s holds %s, not %s", o.Init, ck.Weights.Config.Name(), o.Config.Name())
 	}
-	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher)
-	soft := make([]float32, o.Batch*o.Config.Classes)
-	sched := NewOneCycle(o.LR, o.Steps)
-
-	res := &Result{}
-	start := time.Now()
-	elapsed0 := st.Elapsed
-	lastLog := time.Now()
-	stepsAtLog := st.Step
-	var trainEMA float64
-	emaN := 0
-	// frac is the fraction of the run done: of the steps, or of the time
-	// budget when there is one.
-	frac := func() float64 {
-		f := float64(st.Step) / float64(o.Steps)
-		if st.Budget > 0 {
-			f = math.Max(f, (elapsed0+time.Since(start).Seconds())/st.Budget)
-		}
-		return f
+	cells, err := o.Rec.CellIndices(ck.CellIDs)
+	if err != nil {
+		return nil, err
 	}
-	saveResume := func() error {
-		st.Elapsed = elapsed0 + time.Since(start).Seconds()
-		var buf bytes.Buffer
-		if err := gob.NewEncoder(&buf).Encode(st); err != nil {
-			return fmt.Errorf("encode training state: %w", err)
-		}
-		// The current weights' validation NLL is that of the last
-		// validation, when it was at this step.
-		ck := o.checkpoint(w, st, 0)
-		if n := len(st.History); n > 0 && !math.IsNaN(st.History[n-1].Val) {
-			ck.Provenance.ValNLL = st.History[n-1].Val
-		}
-		ck.TrainState = buf.Bytes()
-		return ck.Save(o.Out + ".resume")
+	if !slices.Equal(cells, o.Cells) {
+		return nil, fmt.Errorf("%s was trained on other cells than this run's", o.Init)
 	}
-	validate := func() (stop bool, err error) {
-		v, err := ev.nll(ctx)
-		if err != nil {
-			return false, err
-		}
-		if len(st.History) > 0 {
-			st.History[len(st.History)-1].Val = v
-		}
-		improved := v < st.BestVal
-		if improved {
-			st.BestVal, st.BestStep = v, st.Step
-		}
-		stop = st.Stop.Observe(v, frac() >= 0.5)
-		fmt.Fprintf(o.Log, "step %d: val NLL %.4f (smoothed %.4f, best %.4f at step %d; zero-input %.4f/%.4f)\n",
-			st.Step, v, st.Stop.Smoothed, st.BestVal, st.BestStep, st.ZeroPooled, st.ZeroCell)
-		// The resume checkpoint goes first and records the new best: if
-		// the run stops before the best checkpoint is written, its weights
-		// are the best ones and resuming writes them (reconcileBest); a
-		// resumed run never believes in a best it cannot find on disk.
-		if err := saveResume(); err != nil {
-			return false, fmt.Errorf("save resume checkpoint: %w", err)
-		}
-		if o.afterResumeSave != nil {
-			if err := o.afterResumeSave(); err != nil {
-				return false, err
-			}
-		}
-		if improved {
-			ck := o.checkpoint(w, st, v)
-			if err := ck.Save(o.Out); err != nil {
-				return false, fmt.Errorf("save best checkpoint: %w", err)
-			}
-		}
-		return stop, nil
-	}
-
-	for st.Step < o.Steps && frac() < 1 {
-		var b *batch
-		select {
-		case <-ctx.Done():
-		case b = <-ld.out:
-		}
-		if b == nil {
-			break
-		}
-		if b.err != nil {
-			return nil, fmt.Errorf("train: step %d: %w", st.Step, b.err)
-		}
-		if err := tg.SetInputs(b.inputs, b.rows, b.targets); err != nil {
-			return nil, fmt.Errorf("train: %w", err)
-		}
-		if a := distillWeight(st.Distill, st.DistillEnd, frac()); a > 0 {
-			mixTargets(soft, b.teacher, b.targets, a, o.Config.Classes)
-			if err := tg.SetTargetDist(soft); err != nil {
-				return nil, fmt.Errorf("train: step %d: teacher targets: %w", st.Step, err)
-			}
-		}
-		ld.free <- b
-		loss, err := tg.Run()
-		if err != nil {
-			return nil, fmt.Errorf("train: step %d: %w", st.Step, err)
-		}
-		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-			return nil, fmt.Errorf("train: step %d: loss is %v (learning rate %.3g too high?)", st.Step, loss, o.LR)
-		}
-		lr := sched.Rate(st.Step)
-		if st.Budget > 0 {
-			lr = sched.RateAt(frac())
-		}
-		st.Opt.Update(w, tg.Grad, lr)
-		st.Step++
-		emaN++
-		trainEMA = 0.98*trainEMA + 0.02*float64(loss)
-		smoothed := trainEMA / (1 - math.Pow(0.98, float64(emaN)))
-		st.History = append(st.History, Point{Step: st.Step, TrainLoss: float64(loss), Val: math.NaN(), LR: lr,
-			ElapsedSecs: elapsed0 + time.Since(start).Seconds()})
-
-		if time.Since(lastLog) >= o.ProgressEvery || st.Step == o.Steps {
-			dt := time.Since(lastLog).Seconds()
-			sps := float64(st.Step-stepsAtLog) / dt
-			eta := time.Duration(float64(o.Steps-st.Step) / sps * float64(time.Second)).Round(time.Second)
-			if st.Budget > 0 {
-				eta = min(eta, time.Duration((1-frac())*st.Budget*float64(time.Second)).Round(time.Second))
-			}
-			fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  ETA %s\n",
-				st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), eta)
-			lastLog, stepsAtLog = time.Now(), st.Step
-		}
-		if st.Step%o.ValEvery == 0 || st.Step == o.Steps || frac() >= 1 {
-			stop, err := validate()
-			if errors.Is(err, context.Canceled) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("train: step %d: %w", st.Step, err)
-			}
-			if stop {
-				fmt.Fprintf(o.Log, "early stop at step %d: smoothed val NLL not improved for %d evaluations\n", st.Step, st.Stop.Patience)
-				res.Stopped = true
-				break
-			}
-		}
-	}
-	stopLoader()
-	res.Interrupted = ctx.Err() != nil && st.Step < o.Steps && frac() < 1 && !res.Stopped
-	if err := saveResume(); err != nil {
-		return nil, fmt.Errorf("train: save resume checkpoint: %w", err)
-	}
-	if res.Interrupted {
-		fmt.Fprintf(o.Log, "interrupted at step %d; resume with --resume %s\n", st.Step, o.Out+".resume")
-	}
-	if err := o.plotCurve(st); err != nil {
-		fmt.Fprintf(o.Log, "loss curve: %v\n", err)
-	}
-	res.Steps, res.BestVal, res.BestStep = st.Step, st.BestVal, st.BestStep
-	res.ZeroPooled, res.ZeroPerCel = st.ZeroPooled, st.ZeroCell
-	res.Elapsed = time.Duration((elapsed0 + time.Since(start).Seconds()) * float64(time.Second))
-	if len(st.History) > 0 && res.Elapsed > 0 {
-		res.SamplesPerSec = float64(st.Step*o.Batch) / res.Elapsed.Seconds()
-	}
-	return res, nil
+	fmt.Fprintf(o.Log, "starting from the weights of %s\n", o.Init)
+	return ck.Weights, nil
 }
 
 // distillWeight is the teacher's share of the targets at fraction f of
@@ -544,7 +398,8 @@ func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model
 	}
 }
 
-// plotCurve writes the training and validation loss against the step.
+// plotCurve writes the training and validation loss against the step, as
+// SVG and PNG (curvePath).
 func (o *Options) plotCurve(st *state) error {
 	if len(st.History) == 0 {
 		return nil
@@ -570,7 +425,8 @@ func (o *Options) plotCurve(st *state) error {
 			{Name: "zero-input (pooled)", X: zx, Y: []float64{st.ZeroPooled, st.ZeroPooled}},
 		},
 	}
-	return ch.SaveSVG(curvePath(o.Out))
+	_, err := plot.SaveBoth(&ch, curvePath(o.Out))
+	return err
 }
 
 func curvePath(out string) string {
@@ -585,7 +441,7 @@ func curvePath(out string) string {
 // head's bias holds the log class frequencies, a logmix head's a mixture
 // fitted to them (logMixInit).
 func initHeadBias(w *model.Weights, pooled []float64) {
-	hb := w.Tensors["head.bias"]
+	hb := w.Get(model.LayerHead.Bias())
 	if w.Config.Head == model.HeadCat {
 		for k := range hb {
 			hb[k] = float32(math.Log(pooled[k]))

@@ -1,4 +1,4 @@
-// Package glm fits the classical baseline of docs/spike-prediction.md
+// Package glm fits the classical baseline of docs/model.md
 // section 6 to a recording: a generalised linear model with a linear
 // stimulus filter, a spike-history filter and an exponential nonlinearity
 // (Pillow et al. 2008, "Spatio-temporal correlations and visual signalling

@@ -3,7 +3,7 @@
 // over an embedded NATS server on loopback, for a rising number of cells,
 // each at real time for a stretch of the recording's test split. It prints
 // a table and writes the report as JSON and the latency percentiles against
-// cells as an SVG plot.
+// cells as a plot (SVG and PNG).
 //
 //	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat-cpu.ckpt] [--data data/chicken-17-08-21]
 //	       [--cells 1,5,10,20,40,60,80,120] [--seconds 20] [--threads 2]
@@ -28,6 +28,9 @@ import (
 
 	"rgcpred/bench"
 	"rgcpred/bench/replay"
+	"rgcpred/internal/modelload"
+	"rgcpred/internal/plot"
+	"rgcpred/model/engine"
 	"rgcpred/rgc"
 )
 
@@ -52,10 +55,13 @@ func run(ctx context.Context, args []string) error {
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
 	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
+	reloadEvery := fs.Duration("reload-every", 0, "reload the model this often while the devices play, as predictord does on SIGHUP (0: never)")
+	precision := fs.String("precision", "fp32", "arithmetic of the engine, as predictord's --precision: fp32 or bf16")
+	gather := fs.Int("gather", 0, "due windows the daemon gathers into one model call while frames wait, as predictord's --gather (0: as many as engine threads; -1: none)")
 	maxLag := fs.Int64("max-lag", 40, "daemon overload threshold in bins, as predictord's --max-lag: a decision more than this many bins behind the newest frame is skipped (0: never)")
 	stagger := fs.Bool("stagger", true, "the daemon staggers the cells' starts, as predictord's default --stagger (false: every cell's first window at the same frame)")
 	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
-	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot as SVG here ('' for none)")
+	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
 	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
@@ -89,10 +95,15 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	mdl, err := bench.LoadEngine(*ckpt, *maxBatch, *threads)
+	prec, err := engine.ParsePrecision(*precision)
+	if err != nil {
+		return fmt.Errorf("--precision: %w", err)
+	}
+	mdl, err := bench.LoadEngine(*ckpt, *maxBatch, *threads, prec)
 	if err != nil {
 		return err
 	}
+
 	log := zerolog.Nop()
 	if *verbose {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
@@ -112,9 +123,10 @@ func run(ctx context.Context, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
+		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec),
 		Progress: func(p bench.Point) {
-			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f\n",
-				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU)
+			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
+				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
 		},
 	})
 	if err != nil {
@@ -141,10 +153,11 @@ func output(rep *bench.Report, jsonOut, svgOut, compare string) error {
 			}
 			others = append(others, o)
 		}
-		if err := rep.Chart(others...).SaveSVG(svgOut); err != nil {
+		files, err := plot.SaveBoth(rep.Chart(others...), svgOut)
+		if err != nil {
 			return fmt.Errorf("write %s: %w", svgOut, err)
 		}
-		fmt.Printf("wrote %s\n", svgOut)
+		fmt.Printf("wrote %s\n", strings.Join(files, " and "))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package experiment
+package evaluation
 
 import (
 	"fmt"
@@ -54,6 +54,7 @@ func (l *ProgressLine) Update(p rollout.Progress) {
 	}
 }
 
+// show writes the current state, if there is a writer.
 func (l *ProgressLine) show() {
 	if l.w == nil {
 		return

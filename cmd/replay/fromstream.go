@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/bench"
+	"rgcpred/internal/daemon"
+	"rgcpred/internal/recorder"
+	"rgcpred/model/engine"
+	"rgcpred/rollout"
+)
+
+// auditOptions are the flags of replay --from-stream: an offline re-run of
+// a session predictord recorded with --record.
+type auditOptions struct {
+	stream, precision, policy string
+}
+
+func (a *auditOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.stream, "from-stream", "", "audit a session predictord recorded (--record STREAM) on --nats-url: re-run its frames and control messages for --device through --ckpt and check that every decision equals the recorded one; --data is not needed")
+	fs.StringVar(&a.precision, "precision", "fp32", "with --from-stream: the recorded daemon's --precision")
+	fs.StringVar(&a.policy, "policy", "", "with --from-stream: the spike policy (default: the recorded session's)")
+}
+
+// fromStream runs the audit and prints its report; it fails unless every
+// replayed decision equals the recorded one.
+func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
+	prec, err := engine.ParsePrecision(o.audit.precision)
+	if err != nil {
+		return fmt.Errorf("--precision: %w", err)
+	}
+	var policy rollout.Policy
+	if o.audit.policy != "" {
+		if policy, err = rollout.ParsePolicy(o.audit.policy); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+	}
+	mdl, err := bench.LoadEngine(o.ckpt, 0, o.threads, prec)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if mdl.Close != nil {
+			_ = mdl.Close()
+		}
+	}()
+	nc, err := nats.Connect(o.natsURL, nats.Name("replay audit"))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", o.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	rep, err := recorder.Audit(ctx, recorder.StreamSource(js, o.audit.stream, o.device), recorder.AuditConfig{
+		Predictor: mdl.Predictor,
+		Core:      daemon.Config{Known: mdl.Cells, Policy: policy},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, rep.String())
+	if !rep.OK() {
+		return errors.New("replay: the replayed decisions differ from the recorded ones")
+	}
+	return nil
+}

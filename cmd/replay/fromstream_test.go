@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"rgcpred/bench"
+	"rgcpred/internal/embednats"
+	"rgcpred/internal/recorder"
+	"rgcpred/internal/service"
+	"rgcpred/model/engine"
+	"rgcpred/rgc"
+)
+
+// TestFromStreamAudit: a daemon serving the shipped checkpoint records its
+// session (predictord --record); a replay drives it; `replay --from-stream`
+// then re-runs the recording and finds every decision equal, and reports
+// the differences when the audit's spike policy is not the daemon's.
+func TestFromStreamAudit(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := rec.QualityClusterIDs()
+	ids := []int{q[0], q[5], q[11]}
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	url := srv.ClientURL()
+	const ckpt = "../../models/gpt-a-cat-cpu.ckpt"
+	svc, err := service.New(service.Config{
+		Devices: []string{"dev0"}, ModelPath: ckpt, Cells: ids, Stagger: true, PublishSilence: true, MaxLag: 40,
+		Load: func(path string, maxBatch int) (*service.Model, error) {
+			return bench.LoadEngine(path, maxBatch, 1, engine.FP32)
+		},
+		Log: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, svc.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := svc.EnableJetStream(ctx, nc, service.JetStreamFeatures{Record: recorder.Config{Stream: "REC", MaxAge: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx, nc) }()
+	for deadline := time.Now().Add(10 * time.Second); !svc.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("daemon not ready after 10 s")
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"--data", shipped, "--nats-url", url, "--as-fast-as-possible", "--quiet",
+		"--cells", joinInts(ids), "--seconds", "3"}, &stdout, &stderr); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	audit := func(extra ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		args := append([]string{"--from-stream", "REC", "--nats-url", url, "--device", "dev0", "--ckpt", ckpt, "--threads", "1"}, extra...)
+		err := run(context.Background(), args, &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	// The stream stores asynchronously: the audit passes once the last
+	// decisions are in.
+	var report string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		report, err = audit()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit of the recorded session failed: %v\n%s", err, report)
+		}
+	}
+	t.Log(report)
+	if !strings.Contains(report, "decisions") {
+		t.Errorf("audit report %q says nothing of decisions", report)
+	}
+	if report, err := audit("--policy", "sample:3"); err == nil {
+		t.Errorf("audit with another spike policy passed:\n%s", report)
+	}
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"rgcpred/model"
+	"rgcpred/model/torchmap"
+	"rgcpred/rgc"
+)
+
+// runExport implements `trainer export`: a checkpoint to safetensors in the
+// PyTorch reference module's layout (docs/interop.md).
+func runExport(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	ckpt := fs.String("ckpt", "", "checkpoint to export")
+	out := fs.String("out", "", "safetensors file to write")
+	probe := fs.String("probe", "", "also write real windows with the Go engine's outputs to this safetensors file (for tools/torchcheck.py)")
+	data := fs.String("data", "", "recording the --probe windows come from")
+	probeN := fs.Int("probe-windows", 16, "number of --probe windows (test split)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: trainer export --ckpt M.ckpt --out M.safetensors [--probe P.safetensors --data DIR]\n\nWrite a checkpoint's weights as safetensors under the PyTorch module names of\ntorchref.py's SpikeModel (config, cell ids and provenance in the metadata).")
+		fs.PrintDefaults()
+	}
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *ckpt == "" || *out == "" || (*probe != "") != (*data != "") {
+		fs.Usage()
+		return errors.New("--ckpt and --out are required; --probe and --data go together")
+	}
+	ck, err := model.LoadCheckpoint(*ckpt)
+	if err != nil {
+		return err
+	}
+	f, err := torchmap.Export(ck)
+	if err != nil {
+		return err
+	}
+	if err := f.WriteFile(*out); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: %d tensors of %s (%s)\n", *out, len(f.Tensors), ck.Weights.Config.Name(), torchmap.TorchModule(ck.Weights.Config))
+	if *probe == "" {
+		return nil
+	}
+	rec, err := rgc.Load(*data)
+	if err != nil {
+		return err
+	}
+	p, err := torchmap.Probe(ck, rec, *probeN)
+	if err != nil {
+		return err
+	}
+	if err := p.WriteFile(*probe); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: %d windows of %s with the Go engine's outputs\n", *probe, *probeN, rec.Name)
+	return nil
+}

@@ -1,0 +1,158 @@
+package evaluation
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"rgcpred/model"
+	"rgcpred/model/engine"
+	"rgcpred/rgc"
+	"rgcpred/rgc/glm"
+	"rgcpred/rgc/synth"
+	"rgcpred/rollout"
+)
+
+// ModelSpec is a model to evaluate: a name, a kind, and a constructor per
+// repeat (e.g. checkpoints trained with different seeds).
+type ModelSpec struct {
+	// Name labels the model; Kind is "checkpoint", "zero" (per-cell
+	// zero-input baseline), "zero-pooled", "oracle" or "glm".
+	Name, Kind string
+	// Paths are the checkpoint files of a checkpoint model, one per repeat.
+	Paths []string
+	// Open builds each repeat's predictor and the function that releases
+	// it.
+	Open []func() (rgc.Predictor, func(), error)
+}
+
+// SpecEnv is what ParseSpec needs to build a model: the recording (and its
+// directory, for the synthetic oracle), the cells to score and the
+// engine's settings.
+type SpecEnv struct {
+	// Rec is the recording, Data its directory; Cells the cells to score
+	// (indices into Rec.Cells).
+	Rec   *rgc.Recording
+	Data  string
+	Cells []int
+	// Batch and Threads configure the inference engine of checkpoints
+	// (Threads 0: all cores).
+	Batch, Threads int
+}
+
+// ParseSpec builds the model a spec names:
+//
+//	zero            per-cell zero-input baseline (training split's class distribution)
+//	zero-pooled     the same, pooled over the cells
+//	oracle          the exact oracle of a synthetic recording (truth.json in env.Data)
+//	glm:PATH        the GLM fitted by `trainer glm`, evaluated exactly
+//	ckpt:P1[,P2...] a checkpoint; several files are repeats of one model
+func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
+	kind, arg, hasArg := strings.Cut(spec, ":")
+	switch {
+	case (kind == "zero" || kind == "zero-pooled") && !hasArg:
+		return ZeroSpec(env.Rec, env.Cells, kind == "zero-pooled"), nil
+	case kind == "oracle" && !hasArg:
+		return OracleSpec(env.Data), nil
+	case kind == "glm" && arg != "":
+		return GLMSpec(env.Rec, arg), nil
+	case kind == "ckpt" && hasArg:
+		paths := strings.Split(arg, ",")
+		if slices.Contains(paths, "") {
+			return ModelSpec{}, fmt.Errorf("model %q: empty file name", spec)
+		}
+		ids := make([]int, len(env.Cells))
+		for i, c := range env.Cells {
+			ids[i] = env.Rec.Cells[c].ClusterID
+		}
+		return CheckpointSpec(paths, ids, env.Batch, env.Threads), nil
+	}
+	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH or ckpt:PATH[,PATH...]", spec)
+}
+
+// ZeroSpec is the zero-input baseline fitted on the training split of the
+// cells: per cell, or pooled over them.
+func ZeroSpec(rec *rgc.Recording, cells []int, pooled bool) ModelSpec {
+	kind := "zero"
+	if pooled {
+		kind = "zero-pooled"
+	}
+	return ModelSpec{Name: kind, Kind: kind, Open: []func() (rgc.Predictor, func(), error){
+		func() (rgc.Predictor, func(), error) {
+			z, err := rollout.NewZeroInput(rec, cells, pooled)
+			return z, func() {}, err
+		}}}
+}
+
+// OracleSpec is the exact oracle of the synthetic recording in dir.
+func OracleSpec(dir string) ModelSpec {
+	return ModelSpec{Name: "oracle", Kind: "oracle", Open: []func() (rgc.Predictor, func(), error){
+		func() (rgc.Predictor, func(), error) {
+			o, err := synth.OracleFromDir(dir)
+			return o, func() {}, err
+		}}}
+}
+
+// GLMSpec is the GLM baseline fitted by `trainer glm` (its JSON file at
+// path), evaluated exactly on rec.
+func GLMSpec(rec *rgc.Recording, path string) ModelSpec {
+	return ModelSpec{Name: "glm", Kind: "glm", Open: []func() (rgc.Predictor, func(), error){
+		func() (rgc.Predictor, func(), error) {
+			tr, err := glm.LoadTruth(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := glm.NewPredictor(rec, tr)
+			if err != nil {
+				return nil, nil, fmt.Errorf("glm %s: %w", path, err)
+			}
+			return p, func() {}, nil
+		}}}
+}
+
+// CheckpointSpec is a checkpoint model with one file per repeat, run by the
+// inference engine on the cells with cluster ids ids, named after its
+// first file.
+func CheckpointSpec(paths []string, ids []int, batch, threads int) ModelSpec {
+	sp := ModelSpec{Name: checkpointName(paths), Kind: "checkpoint", Paths: paths}
+	for _, p := range paths {
+		sp.Open = append(sp.Open, func() (rgc.Predictor, func(), error) {
+			return OpenCheckpoint(p, ids, batch, threads)
+		})
+	}
+	return sp
+}
+
+// checkpointName names a checkpoint model after its first file, with the
+// number of repeats.
+func checkpointName(paths []string) string {
+	n := strings.TrimSuffix(filepath.Base(paths[0]), filepath.Ext(paths[0]))
+	if len(paths) > 1 {
+		n += fmt.Sprintf(" (x%d)", len(paths))
+	}
+	return n
+}
+
+// OpenCheckpoint loads a checkpoint into an inference engine of batch
+// windows and threads threads (0: all cores), after checking that it knows
+// every cell to evaluate (cluster ids ids, rollout.MissingCells). The
+// returned function releases the engine.
+func OpenCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, func(), error) {
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if missing := rollout.MissingCells(ck.CellIDs, ids); len(missing) > 0 {
+		return nil, nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))
+	}
+	if threads < 1 {
+		threads = runtime.NumCPU()
+	}
+	e, err := engine.New(ck, batch, threads)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return e, func() { e.Close() }, nil
+}

@@ -1,0 +1,102 @@
+// Package modelload finds predictord's checkpoint file and loads it into
+// the CPU inference engine (model/engine) as a service.Loader.
+package modelload
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"rgcpred/internal/service"
+	"rgcpred/model"
+	"rgcpred/model/engine"
+)
+
+// Resolve finds the checkpoint: an absolute path as is; a relative one
+// from the working directory, else from the repository root (the nearest
+// parent of the working directory or of the executable holding go.mod of
+// module rgcpred).
+func Resolve(path string) (string, error) {
+	if _, err := os.Stat(path); err == nil || filepath.IsAbs(path) {
+		if err != nil {
+			return "", fmt.Errorf("model checkpoint %s: %w", path, err)
+		}
+		return path, nil
+	}
+	tried := []string{path}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, dir := range starts {
+		if root := RepoRoot(dir); root != "" {
+			p := filepath.Join(root, path)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			tried = append(tried, p)
+		}
+	}
+	return "", fmt.Errorf("model checkpoint %s not found (tried %s); train one with `go run ./cmd/trainer train` or pass --model", path, strings.Join(tried, ", "))
+}
+
+// RepoRoot returns the nearest directory at or above dir holding the go.mod
+// of module rgcpred ("" if none).
+func RepoRoot(dir string) string {
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "module rgcpred") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// Engine returns a loader of checkpoints into the CPU inference engine with
+// the given number of threads and arithmetic. BF16 takes effect only where
+// the CPU has the bf16 instructions and the bf16 path agrees with float32 on
+// probe windows (engine.SetPrecision); the model's name says which
+// arithmetic serves and why.
+func Engine(threads int, prec engine.Precision) service.Loader {
+	return func(path string, maxBatch int) (*service.Model, error) {
+		ck, err := model.LoadCheckpoint(path)
+		if err != nil {
+			return nil, fmt.Errorf("load checkpoint %s: %w", path, err)
+		}
+		if maxBatch <= 0 {
+			maxBatch = len(ck.CellIDs)
+		}
+		eng, err := engine.New(ck, maxBatch, threads)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		arith := string(engine.FP32)
+		if prec != engine.FP32 {
+			got, par, err := eng.SetPrecision(prec, nil)
+			if err != nil {
+				_ = eng.Close()
+				return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+			}
+			switch {
+			case got == prec:
+				arith = fmt.Sprintf("%s (parity with fp32: %s)", got, par)
+			case par.Windows == 0:
+				arith = fmt.Sprintf("%s (%s asked for: this CPU lacks its instructions)", got, prec)
+			default:
+				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
+			}
+		}
+		name := fmt.Sprintf("%s (data %s, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),
+			ck.Provenance.Data, ck.Provenance.Steps, ck.Provenance.ValNLL, ck.Provenance.TrainedAt, arith)
+		return &service.Model{Predictor: eng, Cells: ck.CellIDs, MaxBatch: eng.MaxBatch(), Gather: threads, Name: name, Close: eng.Close,
+			BinRateHz: ck.BinRateHz, WindowBins: ck.WindowBins, Horizon: ck.Horizon}, nil
+	}
+}

@@ -1,0 +1,482 @@
+package recorder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"rgcpred/internal/daemon"
+	"rgcpred/rgc"
+	"rgcpred/rollout"
+	"rgcpred/stream"
+)
+
+// AuditConfig configures Audit.
+type AuditConfig struct {
+	// Predictor is the model to re-run: the recorded session's checkpoint.
+	Predictor rgc.Predictor
+	// Core configures the replay core like the recorded daemon (Known,
+	// Cells, All, Stagger, PublishSilence, Policy, MaxBatch). MaxLag,
+	// Backlog and ConfirmFrames are the replay's own: it never falls
+	// behind. With Cells empty the session header's cells, whole list,
+	// stagger and silence setting are used (Known: the whole list).
+	Core daemon.Config
+	// ProbTol is the largest difference between a recorded and a replayed
+	// decision's probability that still counts as equal (default 1e-6; a
+	// model on other hardware may round differently).
+	ProbTol float64
+	// MaxMismatches is the number of differences the report lists (default
+	// 20); all are counted.
+	MaxMismatches int
+}
+
+// Mismatch is one difference between the recording and the replay.
+type Mismatch struct {
+	// What: "missing" (recorded, not replayed), "extra" (replayed, not
+	// recorded), "differs" (both, not equal) or "event" (stream events
+	// differ).
+	What string
+	// Recorded and Replayed are the decisions (zero when absent).
+	Recorded, Replayed stream.Decision
+	// Detail says what differs.
+	Detail string
+}
+
+// Report is an audit's result.
+type Report struct {
+	// Session is the recorded session header, if any.
+	Session *Session
+	// FramesMsgs, Frames and Controls count what was replayed.
+	FramesMsgs, Frames, Controls uint64
+	// SkippedHead counts frames messages recorded before the first stream
+	// start in the recording (its head was cut by the stream's limits, or
+	// the recording began mid-stream); they are not replayed.
+	SkippedHead uint64
+	// Recorded and Replayed count the decisions compared on each side;
+	// Matched those equal.
+	Recorded, Replayed, Matched uint64
+	// Skipped counts recorded KindSkipped decisions (overload or model
+	// error): the replay steps those cells as "no spike" as the daemon did
+	// and does not compare them.
+	Skipped uint64
+	// Events counts the recorded stream events compared.
+	Events uint64
+	// Missing, Extra, Differ and EventDiffs count the differences.
+	Missing, Extra, Differ, EventDiffs uint64
+	// Mismatches lists the first differences (AuditConfig.MaxMismatches).
+	Mismatches []Mismatch
+	// Elapsed is the audit's duration.
+	Elapsed time.Duration
+}
+
+// OK reports whether the replay took exactly the recorded decisions.
+func (r *Report) OK() bool {
+	return r.Missing+r.Extra+r.Differ+r.EventDiffs == 0 && r.Recorded == r.Matched
+}
+
+// String summarises the report in a few lines: the verdict, the counts
+// and the first differences.
+func (r *Report) String() string {
+	var b strings.Builder
+	verdict := "PASS: the replayed decisions equal the recorded ones"
+	if !r.OK() {
+		verdict = "FAIL: the replay differs from the recording"
+	}
+	fmt.Fprintf(&b, "audit %s\n", verdict)
+	if r.Session != nil {
+		fmt.Fprintf(&b, "session: model %s, %d cells, stagger %v, silence %v, max lag %d, started %s\n", r.Session.Model,
+			len(r.Session.Cells), r.Session.Stagger, r.Session.PublishSilence, r.Session.MaxLag, r.Session.Started.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "replayed %d frames in %d messages, %d control messages (%d frames messages before the first stream start skipped)\n",
+		r.Frames, r.FramesMsgs, r.Controls, r.SkippedHead)
+	fmt.Fprintf(&b, "decisions: %d recorded, %d replayed, %d equal, %d differ, %d missing, %d extra; %d skipped by the daemon (not compared)\n",
+		r.Recorded, r.Replayed, r.Matched, r.Differ, r.Missing, r.Extra, r.Skipped)
+	fmt.Fprintf(&b, "stream events: %d compared, %d differ; audit took %v\n", r.Events, r.EventDiffs, r.Elapsed.Round(time.Millisecond))
+	for _, m := range r.Mismatches {
+		fmt.Fprintf(&b, "  %s: cell %d window %d: %s\n", m.What, max(m.Recorded.Cell, m.Replayed.Cell), max(m.Recorded.End, m.Replayed.End), m.Detail)
+	}
+	return b.String()
+}
+
+// ErrEmpty is returned by Audit for a recording without a stream start: no
+// stream event preceded by the frames message holding its first frame.
+var ErrEmpty = errors.New("recording holds no stream start")
+
+// key identifies a decision: its stream epoch as recorded (16 bits), cell
+// and window end.
+type key struct {
+	epoch uint16
+	cell  int32
+	end   int64
+}
+
+func keyOf(d *stream.Decision) key { return key{epoch: d.Epoch, cell: d.Cell, end: d.End} }
+
+// Audit replays a recorded session: it reads src twice (a scan for the
+// session header, the first stream start and the skipped decisions, then
+// the replay), feeds the frames and control messages from the first
+// recorded stream start on to a fresh core with cfg's predictor, and
+// compares the decisions and stream events the core takes with the
+// recorded ones. Recorded epochs are matched to the replay's by their order
+// from that start.
+func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
+	start := time.Now()
+	if cfg.Predictor == nil {
+		return nil, errors.New("recorder: audit without a predictor")
+	}
+	if cfg.ProbTol <= 0 {
+		cfg.ProbTol = 1e-6
+	}
+	if cfg.MaxMismatches <= 0 {
+		cfg.MaxMismatches = 20
+	}
+	sc, err := scan(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Core, err = coreConfig(cfg.Core, sc.session); err != nil {
+		return nil, err
+	}
+	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped))}, scan: sc,
+		recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}}
+	fp := &forced{p: cfg.Predictor, skip: sc.skipped, a: a}
+	cc := cfg.Core
+	cc.MaxLag, cc.Backlog = 0, nil
+	if a.core, err = daemon.New(fp, a, cc); err != nil {
+		return nil, fmt.Errorf("recorder: audit: %w", err)
+	}
+	if err := src(ctx, a.msg); err != nil {
+		return nil, fmt.Errorf("recorder: audit: %w", err)
+	}
+	a.finish()
+	a.rep.Elapsed = time.Since(start)
+	return a.rep, nil
+}
+
+// scanned is what the first pass finds.
+type scanned struct {
+	session *Session
+	// first is the first recorded stream event whose first frame is
+	// recorded; startSeq is the event's stream sequence number, frameSeq
+	// that of the frames message holding its first frame.
+	first    stream.Event
+	startSeq uint64
+	frameSeq uint64
+	// skipped holds the recorded KindSkipped decisions from the start on.
+	skipped map[key]bool
+}
+
+func scan(ctx context.Context, src Source) (*scanned, error) {
+	sc := &scanned{skipped: map[key]bool{}}
+	var ev stream.Event
+	var ds stream.Decisions
+	found := false
+	// The frames messages before the stream start, newest last: the
+	// daemon announces a start after receiving its first frame.
+	type span struct {
+		seq         uint64
+		first, last int64
+	}
+	var head []span
+	err := src(ctx, func(m Msg) error {
+		switch m.Kind {
+		case KindSession:
+			var s Session
+			if err := json.Unmarshal(m.Data, &s); err != nil {
+				return fmt.Errorf("recorder: session header at %d: %w", m.Seq, err)
+			}
+			sc.session = &s
+		case KindFrames:
+			if !found {
+				first, n, err := stream.PeekFrames(m.Data)
+				if err != nil {
+					return fmt.Errorf("recorder: frames at %d: %w", m.Seq, err)
+				}
+				head = append(head, span{seq: m.Seq, first: first, last: first + int64(n) - 1})
+			}
+		case KindEvent:
+			if found {
+				return nil
+			}
+			if err := stream.DecodeEvent(m.Data, &ev); err != nil {
+				return fmt.Errorf("recorder: event at %d: %w", m.Seq, err)
+			}
+			for i := len(head) - 1; i >= 0; i-- {
+				if h := head[i]; h.first <= ev.First && ev.First <= h.last {
+					sc.first, sc.startSeq, sc.frameSeq, found = ev, m.Seq, h.seq, true
+					head = nil
+					break
+				}
+			}
+		case KindDecisions:
+			if !found {
+				return nil
+			}
+			if err := stream.DecodeDecisions(m.Data, &ds); err != nil {
+				return fmt.Errorf("recorder: decisions at %d: %w", m.Seq, err)
+			}
+			for i := range ds.Decisions {
+				if d := &ds.Decisions[i]; d.Kind == stream.KindSkipped {
+					sc.skipped[keyOf(d)] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recorder: audit scan: %w", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("recorder: audit: %w", ErrEmpty)
+	}
+	return sc, nil
+}
+
+// coreConfig completes c from the session header and checks that they
+// agree.
+func coreConfig(c daemon.Config, s *Session) (daemon.Config, error) {
+	if s == nil {
+		if len(c.Cells) == 0 {
+			return c, errors.New("recorder: audit: no cells given and no session header recorded")
+		}
+		return c, nil
+	}
+	if c.Policy == nil && s.Policy != "" {
+		p, err := rollout.ParsePolicy(s.Policy)
+		if err != nil {
+			return c, fmt.Errorf("recorder: audit: the recorded session's policy: %w", err)
+		}
+		c.Policy = p
+	}
+	if len(c.Cells) == 0 {
+		c.Cells, c.All, c.Stagger, c.PublishSilence = s.Cells, s.All, s.Stagger, s.PublishSilence
+		if len(c.Known) == 0 {
+			c.Known = slices.Concat(s.All, s.Cells)
+			slices.Sort(c.Known)
+			c.Known = slices.Compact(c.Known)
+		}
+		return c, nil
+	}
+	if !slices.Equal(c.Cells, s.Cells) || c.Stagger != s.Stagger || c.PublishSilence != s.PublishSilence ||
+		(len(s.All) > 0 && !slices.Equal(c.All, s.All)) {
+		return c, fmt.Errorf("recorder: audit: the replay's cells, stagger or silence setting differ from the recorded session's")
+	}
+	return c, nil
+}
+
+// audit is the replay pass: it is the replay core's sink.
+type audit struct {
+	cfg  AuditConfig
+	rep  *Report
+	scan *scanned
+	core *daemon.Core
+
+	started bool // the first stream start has been reached
+	frames  stream.Frames
+	ctl     stream.Control
+	ds      stream.Decisions
+	ev      stream.Event
+
+	recorded, replayed map[key]stream.Decision
+	// Stream events in order, each side's not yet compared.
+	recEvents, repEvents []stream.Event
+}
+
+// offset turns a replay epoch into the recorded numbering.
+func (a *audit) offset(e uint32) uint16 { return uint16(e + a.scan.first.Epoch - 1) }
+
+func (a *audit) msg(m Msg) error {
+	if m.Seq < a.scan.startSeq && (m.Kind == KindDecisions || m.Kind == KindEvent) {
+		return nil // decisions and events of the streams before the start
+	}
+	switch m.Kind {
+	case KindFrames:
+		if err := stream.DecodeFrames(m.Data, &a.frames); err != nil {
+			return fmt.Errorf("frames at %d: %w", m.Seq, err)
+		}
+		f := &a.frames
+		if !a.started {
+			if m.Seq < a.scan.frameSeq {
+				a.rep.SkippedHead++
+				return nil
+			}
+			first := a.scan.first.First
+			f.Frames = f.Frames[first-f.FirstSeq:]
+			f.FirstSeq = first
+			a.started = true
+		}
+		a.rep.FramesMsgs++
+		a.rep.Frames += uint64(len(f.Frames))
+		a.core.Frames(f, 0)
+	case KindControl:
+		if err := stream.DecodeControl(m.Data, &a.ctl); err != nil {
+			return fmt.Errorf("control at %d: %w", m.Seq, err)
+		}
+		a.rep.Controls++
+		a.core.Control(&a.ctl)
+	case KindDecisions:
+		if err := stream.DecodeDecisions(m.Data, &a.ds); err != nil {
+			return fmt.Errorf("decisions at %d: %w", m.Seq, err)
+		}
+		for _, d := range a.ds.Decisions {
+			if d.Kind == stream.KindSkipped {
+				continue
+			}
+			a.rep.Recorded++
+			k := keyOf(&d)
+			if r, ok := a.replayed[k]; ok {
+				delete(a.replayed, k)
+				a.compare(d, r)
+			} else {
+				a.recorded[k] = d
+			}
+		}
+	case KindEvent:
+		if err := stream.DecodeEvent(m.Data, &a.ev); err != nil {
+			return fmt.Errorf("event at %d: %w", m.Seq, err)
+		}
+		a.recEvents = append(a.recEvents, a.ev)
+		a.compareEvents()
+	}
+	return nil
+}
+
+// Decisions implements daemon.Sink for the replay core.
+func (a *audit) Decisions(_ int64, ds []stream.Decision) {
+	for _, d := range ds {
+		d.Epoch = a.offset(uint32(d.Epoch))
+		k := keyOf(&d)
+		if a.scan.skipped[k] {
+			continue
+		}
+		a.rep.Replayed++
+		if r, ok := a.recorded[k]; ok {
+			delete(a.recorded, k)
+			a.compare(r, d)
+		} else {
+			a.replayed[k] = d
+		}
+	}
+}
+
+// Batch implements daemon.Sink.
+func (a *audit) Batch(int, time.Duration) {}
+
+// Stream implements daemon.Sink. The replay's first stream has no
+// predecessor: its reason and previous last frame are the recorded ones.
+func (a *audit) Stream(ev stream.Event) {
+	if ev.Epoch == 1 {
+		ev.Reason, ev.PrevLast = a.scan.first.Reason, a.scan.first.PrevLast
+	}
+	ev.Epoch += a.scan.first.Epoch - 1
+	a.repEvents = append(a.repEvents, ev)
+	a.compareEvents()
+}
+
+// compareEvents compares the stream events both sides have produced.
+func (a *audit) compareEvents() {
+	n := min(len(a.recEvents), len(a.repEvents))
+	for i := range n {
+		a.rep.Events++
+		if r, p := a.recEvents[i], a.repEvents[i]; r != p {
+			a.rep.EventDiffs++
+			a.note(Mismatch{What: "event", Detail: fmt.Sprintf("recorded %+v, replayed %+v", r, p)})
+		}
+	}
+	a.recEvents = a.recEvents[:copy(a.recEvents, a.recEvents[n:])]
+	a.repEvents = a.repEvents[:copy(a.repEvents, a.repEvents[n:])]
+}
+
+// compare checks a recorded decision against the replayed one of the same
+// cell, epoch and window.
+func (a *audit) compare(rec, rep stream.Decision) {
+	var detail string
+	switch {
+	case rec.Kind != rep.Kind:
+		detail = fmt.Sprintf("kind %d, replayed %d", rec.Kind, rep.Kind)
+	case rec.Bin != rep.Bin:
+		detail = fmt.Sprintf("bin %d, replayed %d", rec.Bin, rep.Bin)
+	case rec.Flags != rep.Flags:
+		detail = fmt.Sprintf("flags %#x, replayed %#x", rec.Flags, rep.Flags)
+	case rec.FrameTime != rep.FrameTime:
+		detail = fmt.Sprintf("frame time %d, replayed %d", rec.FrameTime, rep.FrameTime)
+	case math.Abs(float64(rec.Prob)-float64(rep.Prob)) > a.cfg.ProbTol:
+		detail = fmt.Sprintf("probability %g, replayed %g", rec.Prob, rep.Prob)
+	default:
+		a.rep.Matched++
+		return
+	}
+	a.rep.Differ++
+	a.note(Mismatch{What: "differs", Recorded: rec, Replayed: rep, Detail: detail})
+}
+
+// finish counts what one side has and the other has not.
+func (a *audit) finish() {
+	for _, k := range sortedKeys(a.recorded) {
+		a.rep.Missing++
+		a.note(Mismatch{What: "missing", Recorded: a.recorded[k], Detail: "recorded, not replayed"})
+	}
+	for _, k := range sortedKeys(a.replayed) {
+		a.rep.Extra++
+		a.note(Mismatch{What: "extra", Replayed: a.replayed[k], Detail: "replayed, not recorded"})
+	}
+	if n := len(a.recEvents) + len(a.repEvents); n > 0 {
+		a.rep.EventDiffs += uint64(n)
+		a.note(Mismatch{What: "event", Detail: fmt.Sprintf("%d recorded and %d replayed stream events unmatched", len(a.recEvents), len(a.repEvents))})
+	}
+}
+
+func sortedKeys(m map[key]stream.Decision) []key {
+	ks := make([]key, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(x, y key) int {
+		if x.epoch != y.epoch {
+			return int(x.epoch) - int(y.epoch)
+		}
+		if x.end != y.end {
+			return int(min(max(x.end-y.end, -1), 1))
+		}
+		return int(x.cell - y.cell)
+	})
+	return ks
+}
+
+func (a *audit) note(m Mismatch) {
+	if len(a.rep.Mismatches) < a.cfg.MaxMismatches {
+		a.rep.Mismatches = append(a.rep.Mismatches, m)
+	}
+}
+
+// forced runs the audited predictor, but gives the windows the daemon
+// skipped a certain "no spike", so the replay's cells step as the daemon's
+// did.
+type forced struct {
+	p    rgc.Predictor
+	skip map[key]bool
+	a    *audit
+}
+
+func (f *forced) Predict(b *rgc.Batch, out []float32) error {
+	if err := f.p.Predict(b, out); err != nil {
+		return err
+	}
+	if len(f.skip) == 0 {
+		return nil
+	}
+	e := f.a.offset(f.a.core.Epoch())
+	for j := range b.Len() {
+		if f.skip[key{epoch: e, cell: int32(b.Cells[j]), end: int64(b.Ends[j])}] {
+			row := out[j*rgc.NumClasses : (j+1)*rgc.NumClasses]
+			clear(row)
+			row[rgc.NoSpikeClass] = 1
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package service
+
+import (
+	"errors"
+	"sync"
+
+	"rgcpred/rgc"
+)
+
+// combiner is the predictor every device's core calls. It serialises the
+// calls on the one model, and merges the calls that wait while the model
+// is busy into one batch: when two devices' windows are due at the same
+// time, the engine then runs them as one call (each window whole on a
+// thread of its own, the engine's most efficient mode) instead of one
+// call after the other. A caller gets exactly the probabilities its
+// windows would get alone: the engine computes every window independently.
+//
+// The first waiting caller runs the merged batch for everyone (no extra
+// goroutine); it copies the windows into buffers that grow to the largest
+// merge seen and are then reused, so steady serving allocates nothing.
+type combiner struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	p    rgc.Predictor
+	gen  uint64 // bumped by swap
+	busy bool   // a caller is running a batch ...
+	// ... on the predictor of generation runGen.
+	runGen uint64
+	wait   []*combineCall // calls not yet taken
+
+	// Owned by the running caller.
+	run    []*combineCall
+	merged rgc.Batch
+	out    []float32
+}
+
+// combineCall is one Predict call waiting for, or taken into, a batch.
+type combineCall struct {
+	b    *rgc.Batch
+	out  []float32
+	err  error
+	done bool
+}
+
+var callPool = sync.Pool{New: func() any { return new(combineCall) }}
+
+// newCombiner returns a combiner over p.
+func newCombiner(p rgc.Predictor) *combiner {
+	c := &combiner{p: p}
+	c.cond.L = &c.mu
+	return c
+}
+
+// Predict implements rgc.Predictor.
+func (c *combiner) Predict(b *rgc.Batch, out []float32) error {
+	call := callPool.Get().(*combineCall)
+	*call = combineCall{b: b, out: out}
+	c.mu.Lock()
+	c.wait = append(c.wait, call)
+	for !call.done {
+		if c.busy {
+			c.cond.Wait()
+			continue
+		}
+		// Take every waiting call, this one included, and run them.
+		p := c.p
+		c.busy, c.runGen = true, c.gen
+		c.run = append(c.run[:0], c.wait...)
+		clear(c.wait)
+		c.wait = c.wait[:0]
+		c.mu.Unlock()
+		c.predict(p)
+		c.mu.Lock()
+		for i, r := range c.run {
+			r.done = true
+			c.run[i] = nil
+		}
+		c.busy = false
+		c.cond.Broadcast()
+	}
+	err := call.err
+	c.mu.Unlock()
+	*call = combineCall{}
+	callPool.Put(call)
+	return err
+}
+
+// predict runs the taken calls c.run on p: one call as it is, several as
+// one merged batch. If the merged batch fails, each call runs alone, so
+// that an error reaches only the call that caused it.
+func (c *combiner) predict(p rgc.Predictor) {
+	if len(c.run) == 1 {
+		r := c.run[0]
+		r.err = p.Predict(r.b, r.out)
+		return
+	}
+	n := 0
+	for _, r := range c.run {
+		if err := r.b.Check(); err != nil || len(r.out) < r.b.Len()*rgc.NumClasses {
+			c.alone(p)
+			return
+		}
+		n += r.b.Len()
+	}
+	m := &c.merged
+	m.Inputs, m.Cells, m.Ends = m.Inputs[:0], m.Cells[:0], m.Ends[:0]
+	for _, r := range c.run {
+		m.Inputs = append(m.Inputs, r.b.Inputs...)
+		m.Cells = append(m.Cells, r.b.Cells...)
+		m.Ends = append(m.Ends, r.b.Ends...)
+	}
+	if cap(c.out) < n*rgc.NumClasses {
+		c.out = make([]float32, n*rgc.NumClasses)
+	}
+	out := c.out[:n*rgc.NumClasses]
+	if err := p.Predict(m, out); err != nil {
+		c.alone(p)
+		return
+	}
+	for _, r := range c.run {
+		k := r.b.Len() * rgc.NumClasses
+		copy(r.out, out[:k])
+		out = out[k:]
+	}
+}
+
+// alone runs each taken call by itself.
+func (c *combiner) alone(p rgc.Predictor) {
+	for _, r := range c.run {
+		r.err = p.Predict(r.b, r.out)
+	}
+}
+
+// swap replaces the predictor: batches taken from now on run on p. It
+// returns once no batch runs on the old one, which may then be closed.
+func (c *combiner) swap(p rgc.Predictor) error {
+	if p == nil {
+		return errors.New("swap in a nil predictor")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.p = p
+	c.gen++
+	for c.busy && c.runGen != c.gen {
+		c.cond.Wait()
+	}
+	return nil
+}
+
+// gather returns the windows a device's core gathers per model call while
+// behind (Config.Gather).
+func (s *Service) gather() int { return Gather(s.cfg.Gather, s.model.Load()) }
+
+// Gather applies Config.Gather's rule: the windows gathered per model call
+// while behind, for a configured value g and the model m serves.
+func Gather(g int, m *Model) int {
+	switch {
+	case g < 0:
+		return 0
+	case g > 0:
+		return g
+	case m != nil:
+		return m.Gather
+	}
+	return 0
+}

@@ -1,0 +1,118 @@
+package service
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rgcpred/model/engine"
+)
+
+// statser is a predictor that says how it runs its calls (the CPU engine).
+type statser interface{ Stats() engine.Stats }
+
+// engineCollector exports the serving engine's counters (engine.Stats): how
+// many windows ran split across its threads or whole, how often a split
+// window's threads parked at a barrier, and the contention back-off. The
+// counters of engines replaced by a reload are kept, so the exported
+// counters only grow.
+type engineCollector struct {
+	model func() *Model
+
+	mu      sync.Mutex
+	retired engine.Stats // sums over the replaced engines
+
+	windows, parks, backoffs, backoffCalls, backingOff, threads, bf16 *prometheus.Desc
+}
+
+// newEngineCollector returns the collector of the engine model() returns.
+func newEngineCollector(model func() *Model) *engineCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("predictord_engine_"+name, help, labels, nil)
+	}
+	return &engineCollector{
+		model:        model,
+		windows:      d("windows_total", "Windows the inference engine computed, by mode: split across its threads layer by layer (a lone window: the real-time case), or whole on one thread.", "mode"),
+		parks:        d("parks_total", "Barrier waits of split windows that ended parked: a thread waited longer than its spin budget for another (contention for the cores)."),
+		backoffs:     d("backoffs_total", "Times the engine stopped splitting windows after calls with contended barriers."),
+		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
+		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
+		threads:      d("threads", "Threads the inference engine runs a call on."),
+		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, parity check passed), 0 for fp32."),
+	}
+}
+
+// stats returns the current engine's counters, if the predictor has any.
+func (c *engineCollector) stats() (engine.Stats, bool) {
+	m := c.model()
+	if m == nil {
+		return engine.Stats{}, false
+	}
+	s, ok := m.Predictor.(statser)
+	if !ok {
+		return engine.Stats{}, false
+	}
+	return s.Stats(), true
+}
+
+// swap runs swap, which replaces the served model and returns the old one,
+// and adds the old model's counters to the retired ones, both at once for
+// Collect. The old model must serve no call any more.
+func (c *engineCollector) swap(swap func() *Model) *Model {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := swap()
+	if old == nil {
+		return nil
+	}
+	s, ok := old.Predictor.(statser)
+	if !ok {
+		return old
+	}
+	st := s.Stats()
+	r := &c.retired
+	r.Windows += st.Windows
+	r.SplitWindows += st.SplitWindows
+	r.Parks += st.Parks
+	r.Backoffs += st.Backoffs
+	r.BackoffCalls += st.BackoffCalls
+	return old
+}
+
+// Describe implements prometheus.Collector.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.windows, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. A predictor without counters
+// (not the CPU engine) exports nothing.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	st, ok := c.stats()
+	r := c.retired
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	split := st.SplitWindows + r.SplitWindows
+	counter(c.windows, split, "split")
+	counter(c.windows, st.Windows+r.Windows-split, "whole")
+	counter(c.parks, st.Parks+r.Parks)
+	counter(c.backoffs, st.Backoffs+r.Backoffs)
+	counter(c.backoffCalls, st.BackoffCalls+r.BackoffCalls)
+	flag := func(d *prometheus.Desc, on bool) {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	flag(c.backingOff, st.BackingOff)
+	flag(c.bf16, st.BF16)
+	ch <- prometheus.MustNewConstMetric(c.threads, prometheus.GaugeValue, float64(st.Threads))
+}

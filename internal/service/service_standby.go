@@ -1,0 +1,465 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rgcpred/internal/daemon"
+	"rgcpred/internal/standby"
+	"rgcpred/stream"
+)
+
+// StandbyConfig configures hot standby (package standby): several
+// instances serve the same devices and cells, every one computes the
+// decisions, the holder of the group's lease publishes them.
+type StandbyConfig struct {
+	// Group names the replica group (the lease's key): every instance
+	// serving the same devices and cells with the same model uses it.
+	Group string
+	// ID identifies this instance in the group (default: host, pid and a
+	// random suffix).
+	ID string
+	// Bucket is the JetStream key-value bucket of the leases (default
+	// DefaultStandbyBucket).
+	Bucket string
+	// TTL is the lease's time to live (default 2 s): a holder that stops
+	// renewing (killed, stalled, cut off) is replaced within about TTL plus
+	// TTL/10.
+	TTL time.Duration
+	// Buffer is the number of messages per device a standby keeps until it
+	// sees the holder's copy (default 16384, 16 s of one message per frame
+	// at 1 kHz); a takeover after a longer silence of the holder loses the
+	// oldest.
+	Buffer int
+	// SyncEvery is how often a joining standby asks for the holder's state
+	// until it gets a usable one (default 250 ms).
+	SyncEvery time.Duration
+}
+
+// DefaultStandbyBucket is StandbyConfig.Bucket's default.
+const DefaultStandbyBucket = "rgcpred_standby"
+
+// maxRetained bounds the messages a joining standby keeps to replay after
+// restoring the holder's state.
+const maxRetained = 1 << 16
+
+// deviceStandby is a device's hot-standby state; its zero value is
+// standby off.
+type deviceStandby struct {
+	on   bool
+	gate *standby.Gate
+	// snapSubj receives state requests (answered by a synced instance);
+	// applySubj carries a received state to the processor.
+	snapSubj, applySubj string
+	// synced: the core's state is the group's (it saw the stream from its
+	// start, or restored the holder's state). Only a synced instance
+	// publishes, answers state requests or may take the lease.
+	synced atomic.Bool
+	// retained holds the frames and control messages processed before the
+	// instance synced, replayed after the state they follow (processor
+	// goroutine only).
+	retained []*nats.Msg
+	restores atomic.Uint64
+	state    *standbyState
+}
+
+// standbyState is the service's hot-standby state.
+type standbyState struct {
+	cfg   StandbyConfig
+	lease *standby.Lease
+	stop  func()
+}
+
+// publish sends a decisions message of frame t: directly without standby,
+// through the gate with it.
+func (d *device) publish(subject string, t int64, b []byte) error {
+	if !d.sb.on {
+		return d.nc.Publish(subject, b)
+	}
+	if !d.sb.synced.Load() {
+		return nil
+	}
+	g := d.sb.gate
+	return g.Publish(subject, g.Next(d.core.Epoch(), t), b)
+}
+
+// publishEvent sends a stream event message (see publish).
+func (d *device) publishEvent(epoch uint32, b []byte) error {
+	if !d.sb.on {
+		return d.nc.Publish(d.eventSubj, b)
+	}
+	if !d.sb.synced.Load() {
+		return nil
+	}
+	g := d.sb.gate
+	return g.Publish(d.eventSubj, g.Next(epoch, standby.EventBin), b)
+}
+
+// standbySeen keeps a copy of a frames or control message an unsynced
+// standby processes, to replay it after restoring the holder's state.
+func (d *device) standbySeen(m *nats.Msg) {
+	if !d.sb.on {
+		return
+	}
+	if d.sb.synced.Load() {
+		d.sb.retained = nil // synced without a restore: nothing to replay
+		return
+	}
+	if m.Subject != d.stimSubj && m.Subject != d.ctlSubj {
+		return
+	}
+	if len(d.sb.retained) == maxRetained {
+		d.sb.retained = d.sb.retained[1:]
+	}
+	d.sb.retained = append(d.sb.retained, m)
+}
+
+// standbyMsg handles a state request or a received state (processor
+// goroutine).
+func (d *device) standbyMsg(m *nats.Msg) {
+	switch m.Subject {
+	case d.sb.snapSubj:
+		if !d.sb.synced.Load() || m.Reply == "" {
+			return
+		}
+		b, err := json.Marshal(d.core.Snapshot())
+		if err == nil {
+			err = m.Respond(b)
+		}
+		if err != nil {
+			d.s.limiter.warn(&d.s.log, d.name+"/standby", 1, "answer a standby's state request: "+err.Error(), devField(d.name))
+		}
+	case d.sb.applySubj:
+		if d.sb.synced.Load() {
+			return
+		}
+		if err := d.restore(m.Data); err != nil {
+			d.s.limiter.warn(&d.s.log, d.name+"/standby", 1, "holder's state not usable yet: "+err.Error(), devField(d.name))
+			return
+		}
+		d.sb.synced.Store(true)
+		d.sb.restores.Add(1)
+		d.s.log.Info().Str("device", d.name).Int64("last_seq", d.core.LastSeq()).Uint32("epoch", d.core.Epoch()).
+			Msg("standby: caught up with the holder's state")
+	}
+}
+
+// restore replaces the core's state by the holder's and replays the
+// retained messages that followed it. The state lies between two frames
+// messages: the retained frames after it are replayed; a control message
+// retained next to that point may or may not be in the state, so the state
+// is refused and a later one awaited.
+func (d *device) restore(data []byte) error {
+	var snap daemon.Snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	last := snap.Last
+	if !snap.Started {
+		last = -1
+	}
+	before, after := -1, len(d.sb.retained) // last frames message within the state, first past it
+	for i, m := range d.sb.retained {
+		if m.Subject != d.stimSubj {
+			continue
+		}
+		fs, n, err := stream.PeekFrames(m.Data)
+		if err != nil {
+			continue
+		}
+		if !snap.Started || fs+int64(n)-1 > last {
+			if fs > last+1 && snap.Started {
+				return fmt.Errorf("state at seq %d, the retained frames go on at %d", last, fs)
+			}
+			after = i
+			break
+		}
+		before = i
+	}
+	for _, m := range d.sb.retained[before+1 : after] {
+		if m.Subject == d.ctlSubj {
+			return errors.New("a control message arrived next to the state's last frame")
+		}
+	}
+	if after == len(d.sb.retained) && before+1 < after {
+		return errors.New("control messages arrived after the state's last frame")
+	}
+	if err := d.core.Restore(&snap); err != nil {
+		return err
+	}
+	d.sb.gate.ResetPos()
+	d.sb.synced.Store(true) // the replayed decisions go through the gate
+	var f stream.Frames
+	var c stream.Control
+	for _, m := range d.sb.retained[after:] {
+		switch m.Subject {
+		case d.stimSubj:
+			if err := stream.DecodeFrames(m.Data, &f); err != nil {
+				continue
+			}
+			if f.FirstSeq <= last {
+				f.Frames = f.Frames[last+1-f.FirstSeq:]
+				f.FirstSeq = last + 1
+			}
+			d.core.Frames(&f, 0)
+		case d.ctlSubj:
+			if err := stream.DecodeControl(m.Data, &c); err == nil {
+				d.core.Control(&c)
+			}
+		}
+	}
+	d.sb.retained = nil
+	d.last.Store(d.core.LastSeq())
+	d.epoch.Store(d.core.Epoch())
+	d.first.Store(d.core.First())
+	d.s.m.epoch.WithLabelValues(d.name).Set(float64(d.core.Epoch()))
+	return nil
+}
+
+// EnableStandby makes the service one instance of the hot-standby group
+// cfg.Group on nc (the connection later given to Run): it opens the lease
+// bucket, gates every device's decisions and stream events, observes the
+// holder's, and runs the lease until stop is called; call stop after Run
+// returned, so the drained decisions go out before the lease is released.
+// An instance that finds another holder catches up with the holder's state
+// before it may take over. Call it before Run.
+func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyConfig) (stop func(), err error) {
+	if cfg.Group == "" {
+		return nil, errors.New("service: standby without a group name")
+	}
+	if err := stream.CheckDevice(cfg.Group); err != nil {
+		return nil, fmt.Errorf("service: standby group: %w", err)
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultStandbyBucket
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 2 * time.Second
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 1 << 14
+	}
+	if cfg.SyncEvery <= 0 {
+		cfg.SyncEvery = 250 * time.Millisecond
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("service: standby: %w", err)
+	}
+	kv, err := standby.LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	// Another holder means a stream may be running: catch up first.
+	late := false
+	if e, err := kv.Get(ctx, cfg.Group); err == nil {
+		if h, err := standby.HolderOf(e.Value()); err == nil && h != cfg.ID {
+			late = true
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, fmt.Errorf("service: standby: read lease: %w", err)
+	}
+	st := &standbyState{cfg: cfg}
+	eligible := func() bool {
+		for _, d := range s.devices {
+			if !d.sb.synced.Load() {
+				return false
+			}
+		}
+		return true
+	}
+	lease, err := standby.NewLease(standby.LeaseConfig{KV: kv, Key: cfg.Group, Holder: cfg.ID, TTL: cfg.TTL, Eligible: eligible,
+		OnGain: func() {
+			for _, d := range s.devices {
+				if err := d.sb.gate.Gain(); err != nil {
+					s.log.Warn().Err(err).Str("device", d.name).Msg("standby: publish kept decisions at takeover")
+				}
+			}
+			s.log.Warn().Str("group", cfg.Group).Str("id", cfg.ID).Msg("standby: this instance holds the lease and publishes")
+		},
+		OnLoss: func() {
+			for _, d := range s.devices {
+				d.sb.gate.Lose()
+			}
+			s.log.Warn().Str("group", cfg.Group).Str("id", cfg.ID).Msg("standby: this instance no longer holds the lease (lost or released) and stops publishing")
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	st.lease = lease
+	var subs []*nats.Subscription
+	unsubscribe := func() {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}
+	for _, d := range s.devices {
+		g, err := standby.NewGate(standby.NATSPublisher(nc), lease.Held, cfg.Buffer)
+		if err != nil {
+			unsubscribe()
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		d.sb.gate = g
+		d.sb.snapSubj = "rgcpred.standby." + cfg.Group + "." + d.name + ".state"
+		d.sb.applySubj = d.sb.snapSubj + ".apply"
+		d.sb.synced.Store(!late)
+		obs, err := standby.ObserveNATS(nc, g, func(err error) {
+			s.limiter.warn(&s.log, d.name+"/standby", 1, err.Error(), devField(d.name))
+		}, stream.SpikesSubject(d.name), d.eventSubj)
+		if err != nil {
+			unsubscribe()
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		subs = append(subs, obs...)
+		sub, err := nc.ChanSubscribe(d.sb.snapSubj, d.raw)
+		if err != nil {
+			unsubscribe()
+			return nil, fmt.Errorf("service: standby: subscribe %s: %w", d.sb.snapSubj, err)
+		}
+		subs = append(subs, sub)
+		d.sb.state = st
+		d.sb.on = true
+	}
+	if err := s.reg.Register(&standbyCollector{s: s, st: st}); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("service: standby metrics: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		lease.Run(lctx, func(err error) { s.limiter.warn(&s.log, "standby/lease", 1, err.Error()) })
+	}()
+	for _, d := range s.devices {
+		if d.sb.synced.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); d.catchUp(lctx, nc, kv, cfg.Group, cfg.TTL, cfg.SyncEvery) }()
+	}
+	s.log.Info().Str("group", cfg.Group).Str("id", cfg.ID).Dur("ttl", cfg.TTL).Bool("catching_up", late).Msg("hot standby enabled")
+	var once sync.Once
+	st.stop = func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			unsubscribe()
+		})
+	}
+	return st.stop, nil
+}
+
+// catchUp asks the group for the device's state every period until the
+// processor has restored one. When the lease stays free for two TTLs (the
+// holder died and no synced standby took over), nobody can answer: the
+// instance goes on from its own state, and says so.
+func (d *device) catchUp(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, group string, ttl, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var free time.Time
+	for !d.sb.synced.Load() {
+		rctx, cancel := context.WithTimeout(ctx, period)
+		m, err := nc.RequestWithContext(rctx, d.sb.snapSubj, nil)
+		cancel()
+		gctx, cancel := context.WithTimeout(ctx, period)
+		if err == nil {
+			select {
+			case d.raw <- &nats.Msg{Subject: d.sb.applySubj, Data: m.Data}:
+			default:
+			}
+		} else if _, gerr := kv.Get(gctx, group); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+			if free.IsZero() {
+				free = time.Now()
+			}
+			if time.Since(free) > 2*ttl {
+				d.sb.synced.Store(true)
+				d.s.log.Warn().Str("device", d.name).Str("group", group).
+					Msg("standby: no instance to catch up from and the lease is free: going on from this instance's own state")
+			}
+		} else {
+			free = time.Time{}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// StandbyStatus reports the hot-standby lease's state, false without
+// standby.
+func (s *Service) StandbyStatus() (standby.LeaseStatus, bool) {
+	if len(s.devices) == 0 || !s.devices[0].sb.on {
+		return standby.LeaseStatus{}, false
+	}
+	return s.devices[0].sb.state.lease.Status(), true
+}
+
+// standbyCollector exports the hot-standby state: who holds the lease,
+// each device's sync state and its gate's counters.
+type standbyCollector struct {
+	s  *Service
+	st *standbyState
+}
+
+var (
+	standbyHolderDesc = prometheus.NewDesc("predictord_standby_holder",
+		"1 while this instance holds its replica group's lease and publishes, else 0.", []string{"group", "id"}, nil)
+	standbyTakeoversDesc = prometheus.NewDesc("predictord_standby_takeovers_total",
+		"Times this instance took its replica group's lease.", []string{"group"}, nil)
+	standbySyncedDesc = prometheus.NewDesc("predictord_standby_synced",
+		"1 once the device's state is the group's (it may take over), else 0.", []string{"device"}, nil)
+	standbyMessagesDesc = prometheus.NewDesc("predictord_standby_messages_total",
+		"Decision and event messages by fate: published, held (kept as standby), flushed (published at a takeover), overflow (dropped from a full standby buffer), suppressed (already published).",
+		[]string{"device", "fate"}, nil)
+)
+
+func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- standbyHolderDesc
+	ch <- standbyTakeoversDesc
+	ch <- standbySyncedDesc
+	ch <- standbyMessagesDesc
+}
+
+func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
+	ls := c.st.lease.Status()
+	held := 0.0
+	if ls.Held {
+		held = 1
+	}
+	ch <- prometheus.MustNewConstMetric(standbyHolderDesc, prometheus.GaugeValue, held, c.st.cfg.Group, c.st.cfg.ID)
+	ch <- prometheus.MustNewConstMetric(standbyTakeoversDesc, prometheus.CounterValue, float64(ls.Gains), c.st.cfg.Group)
+	for _, d := range c.s.devices {
+		synced := 0.0
+		if d.sb.synced.Load() {
+			synced = 1
+		}
+		ch <- prometheus.MustNewConstMetric(standbySyncedDesc, prometheus.GaugeValue, synced, d.name)
+		gs := d.sb.gate.Stats()
+		for _, f := range []struct {
+			fate string
+			n    uint64
+		}{{"published", gs.Published}, {"held", gs.Held}, {"flushed", gs.Flushed}, {"overflow", gs.Overflow}, {"suppressed", gs.Suppressed}} {
+			ch <- prometheus.MustNewConstMetric(standbyMessagesDesc, prometheus.CounterValue, float64(f.n), d.name, f.fate)
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package service
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"rgcpred/internal/embednats"
+	"rgcpred/internal/fakepred"
+	"rgcpred/internal/recorder"
+	"rgcpred/internal/standby"
+	"rgcpred/stream"
+)
+
+// standbyTTL is the lease TTL of the hot-standby tests.
+const standbyTTL = 2 * time.Second
+
+// replicaSvc is a service running as one instance of a standby group.
+type replicaSvc struct {
+	s  *Service
+	nc *nats.Conn
+	// kill cuts the instance off at once, as kill -9 would: its connection
+	// closes without releasing the lease or draining.
+	kill func()
+	stop func()
+}
+
+func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
+	t.Helper()
+	cfg.Devices = []string{"dev0"}
+	cfg.Log = zerolog.New(io.Discard)
+	if testing.Verbose() && os.Getenv("STANDBY_LOG") != "" {
+		cfg.Log = zerolog.New(os.Stderr)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, s.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopStandby, err := s.EnableStandby(ctx, nc, StandbyConfig{Group: "g", ID: id, TTL: standbyTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nc) }()
+	waitUntil(t, "service ready", s.Ready)
+	var once sync.Once
+	r := &replicaSvc{s: s, nc: nc}
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			stopStandby()
+			nc.Close()
+		})
+	}
+	r.kill = func() {
+		nc.Close()
+		r.stop()
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStandbyFailover: two instances of a group serve one device; the
+// holder is cut off mid-stream (and, in one case, the standby joined
+// late and caught up from the holder's state). The device receives every
+// decision exactly once, and the spikes equal the offline rollout's. The
+// worst lateness (receipt minus the frame's send time) is logged.
+func TestStandbyFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hot-standby failover waits for a lease TTL")
+	}
+	cases := []struct {
+		name  string
+		fault string // "kill", "late" (b joins late, then the holder is killed), "restart" (the NATS server)
+	}{
+		{"holder killed", "kill"},
+		{"late joiner takes over", "late"},
+		{"nats server restart", "restart"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := getFixtureStagger(t, true)
+			dir := t.TempDir()
+			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			e := &env{srv: srv, url: srv.ClientURL()}
+			cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
+			a := startReplica(t, e.url, cfg, "a")
+			waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+			var b *replicaSvc
+			if c.fault != "late" {
+				b = startReplica(t, e.url, cfg, "b")
+			}
+
+			p := newPublisher(t, e, "dev0")
+			type got struct {
+				d  stream.Decision
+				at time.Time
+			}
+			var mu sync.Mutex
+			var recv []got
+			sent := map[int64]time.Time{}
+			sub, err := p.SubscribeDecisions(func(ds *stream.Decisions, err error) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				for _, d := range ds.Decisions {
+					recv = append(recv, got{d, now})
+				}
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sub.Unsubscribe() }()
+			if err := p.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.SendHistory(f.histories()); err != nil {
+				t.Fatal(err)
+			}
+			const chunk = 8
+			n := (f.hi - f.lo + chunk - 1) / chunk
+			for i, lo := 0, f.lo; lo < f.hi; i, lo = i+1, lo+chunk {
+				switch {
+				case c.fault == "late" && i == n/4:
+					t0 := time.Now()
+					b = startReplica(t, e.url, cfg, "b")
+					waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+					t.Logf("b started and caught up in %v", time.Since(t0))
+				case c.fault == "restart" && i == n/2:
+					// The device holds its frames while the server is down.
+					port := srv.Addr().(*net.TCPAddr).Port
+					in := srv.GlobalAccount().Interest(stream.StimSubject("dev0"))
+					out := srv.GlobalAccount().Interest(stream.SpikesSubject("dev0"))
+					srv.Shutdown()
+					srv.WaitForShutdown()
+					if srv, err = embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir}); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+					waitUntil(t, "every client reconnected and subscribed", func() bool {
+						return a.nc.IsConnected() && b.nc.IsConnected() && p.Conn().IsConnected() &&
+							srv.GlobalAccount().Interest(stream.StimSubject("dev0")) >= in &&
+							srv.GlobalAccount().Interest(stream.SpikesSubject("dev0")) >= out
+					})
+					for _, nc := range []*nats.Conn{a.nc, b.nc, p.Conn()} {
+						if err := nc.FlushTimeout(10 * time.Second); err != nil {
+							t.Fatal(err)
+						}
+					}
+				case c.fault != "restart" && i == n/2:
+					a.kill()
+				}
+				hi := min(lo+chunk, f.hi)
+				mu.Lock()
+				sent[int64(hi-1)] = time.Now()
+				mu.Unlock()
+				if err := p.PublishFrames(f.frames(lo, hi)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			survivor := b
+			if c.fault == "restart" {
+				survivor = a
+			}
+			waitUntil(t, "the survivor holds the lease", func() bool { st, _ := survivor.s.StandbyStatus(); return st.Held })
+			want := 0
+			for _, w := range f.want {
+				want += len(w)
+			}
+			waitUntil(t, "every spike", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				k := 0
+				for _, g := range recv {
+					if g.d.Kind == stream.KindSpike && g.d.Bin < int64(f.hi) {
+						k++
+					}
+				}
+				return k >= want
+			})
+			time.Sleep(standbyTTL) // a duplicate would arrive by now
+			mu.Lock()
+			defer mu.Unlock()
+			type key struct {
+				cell int32
+				end  int64
+			}
+			seen := map[key]int{}
+			var ds []stream.Decision
+			var worst time.Duration
+			for _, g := range recv {
+				k := key{g.d.Cell, g.d.End}
+				seen[k]++
+				if seen[k] == 2 {
+					t.Errorf("decision of cell %d at %d received twice", k.cell, k.end)
+				}
+				ds = append(ds, g.d)
+				// The frames message holding End was sent at the latest at
+				// the send time of the message ending at or after End.
+				for s := g.d.End; s < g.d.End+chunk; s++ {
+					if at, ok := sent[s]; ok {
+						worst = max(worst, g.at.Sub(at))
+						break
+					}
+				}
+			}
+			sameSpikes(t, spikesBefore(ds, f.hi), f.want)
+			// With silence published, every window of every cell is decided:
+			// consecutive decisions of a cell chain End to the previous Bin.
+			last := map[int32]int64{}
+			for _, d := range ds {
+				if prev, ok := last[d.Cell]; ok && d.End != prev {
+					t.Fatalf("cell %d: decision at %d follows one whose next window ends at %d: a gap or disorder", d.Cell, d.End, prev)
+				}
+				last[d.Cell] = d.Bin
+			}
+			// b found a holder at its start, so it caught up from the holder's
+			// state once (in the first case a state before any frame).
+			if r := b.s.devices[0].sb.restores.Load(); r != 1 {
+				t.Fatalf("b restored the holder's state %d times, want 1", r)
+			}
+			st, _ := survivor.s.StandbyStatus()
+			if st.Holder != survivor.s.devices[0].sb.state.cfg.ID {
+				t.Fatalf("survivor's lease status %+v", st)
+			}
+			if v := gathered(t, survivor.s, "predictord_standby_holder"); v != 1 {
+				t.Fatalf("survivor's holder gauge %v, want 1", v)
+			}
+			if v := gathered(t, b.s, "predictord_standby_synced"); v != 1 {
+				t.Fatalf("b's synced gauge %v, want 1", v)
+			}
+			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v)", len(ds), worst, standbyTTL)
+		})
+	}
+}
+
+// gathered sums the samples of metric name in s's registry.
+func gathered(t *testing.T, s *Service, name string) float64 {
+	t.Helper()
+	mfs, err := s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestRecordAndAudit: a daemon with the flight recorder on serves a
+// session; the audit re-runs the recording with the same model and finds
+// the recorded decisions, and finds differences with another model.
+func TestRecordAndAudit(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+		Log: zerolog.New(io.Discard)}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), s.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: recorder.Config{Stream: "REC", MaxAge: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nc) }()
+	waitUntil(t, "service ready", s.Ready)
+	e := &env{srv: srv, url: srv.ClientURL()}
+	p := newPublisher(t, e, "dev0")
+	c := collectAll(t, p)
+	publishSplit(t, f, p, 16, nil)
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+	defer acancel()
+	// The stream stores asynchronously: wait until the last decisions are in.
+	waitUntil(t, "the recording complete", func() bool {
+		rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions()))
+	})
+	rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids[1:])})
+	if err == nil && rep.OK() {
+		t.Fatal("audit with a model lacking a cell passed")
+	}
+}
+
+// TestStandbyStaleHolder: an instance that starts while the lease names an
+// instance that died cannot catch up from anyone; once the lease has been
+// free for two TTLs it goes on from its own state, takes the lease and
+// publishes.
+func TestStandbyStaleHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for lease TTLs")
+	}
+	f := getFixtureStagger(t, true)
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := standby.LeaseBucket(ctx, js, DefaultStandbyBucket, standbyTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "g", []byte(`{"holder":"dead"}`)); err != nil {
+		t.Fatal(err)
+	}
+	b := startReplica(t, srv.ClientURL(), Config{Load: fakeLoader(f.ids), PublishSilence: true, Stagger: true}, "b")
+	if b.s.devices[0].sb.synced.Load() {
+		t.Fatal("b synced at once although the lease named another holder")
+	}
+	waitUntil(t, "b holds the lease", func() bool { st, _ := b.s.StandbyStatus(); return st.Held })
+	e := &env{srv: srv, url: srv.ClientURL()}
+	p := newPublisher(t, e, "dev0")
+	c := collectAll(t, p)
+	publishSplit(t, f, p, 16, nil)
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+}
+
+// TestJetStreamFeaturesNeedJetStream: without JetStream on the server the
+// opt-in features fail at start with the likely cause; with none asked for,
+// nothing needs JetStream.
+func TestJetStreamFeaturesNeedJetStream(t *testing.T) {
+	e := startNATS(t)
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{})
+	if err != nil {
+		t.Fatalf("no features: %v", err)
+	}
+	stop()
+	for _, f := range []JetStreamFeatures{
+		{Record: recorder.Config{Stream: "REC"}},
+		{Standby: StandbyConfig{Group: "g"}},
+	} {
+		if _, err := s.EnableJetStream(ctx, nc, f); err == nil || !strings.Contains(err.Error(), "no JetStream") {
+			t.Errorf("features %+v without JetStream: %v", f, err)
+		}
+	}
+}

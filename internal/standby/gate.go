@@ -1,0 +1,259 @@
+package standby
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// PosHeader is the NATS header that carries a gated message's Pos, so that
+// standbys observing the subjects know how far the holder got.
+const PosHeader = "Rgc-Pos"
+
+// Pos orders the messages one instance publishes for a device: the stream
+// epoch, the frame (bin) whose processing produced the message, and the
+// message's index among those of that frame. Every instance that processed
+// the same frames from the same state gives the same message the same Pos.
+type Pos struct {
+	Epoch uint32
+	Bin   int64
+	Index int32
+}
+
+// EventBin is the Bin of a stream event's message: it comes before every
+// decision of its epoch.
+const EventBin = math.MinInt64
+
+// Less reports whether p comes before q.
+func (p Pos) Less(q Pos) bool {
+	if p.Epoch != q.Epoch {
+		return p.Epoch < q.Epoch
+	}
+	if p.Bin != q.Bin {
+		return p.Bin < q.Bin
+	}
+	return p.Index < q.Index
+}
+
+// AppendText appends p's header form, "epoch.bin.index".
+func (p Pos) AppendText(b []byte) []byte {
+	b = strconv.AppendUint(b, uint64(p.Epoch), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, p.Bin, 10)
+	b = append(b, '.')
+	return strconv.AppendInt(b, int64(p.Index), 10)
+}
+
+// String returns p's header form.
+func (p Pos) String() string { return string(p.AppendText(nil)) }
+
+// ParsePos parses a header form written by AppendText.
+func ParsePos(s string) (Pos, error) {
+	a, rest, ok1 := strings.Cut(s, ".")
+	b, c, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return Pos{}, fmt.Errorf("standby: position %q: want epoch.bin.index", s)
+	}
+	e, err := strconv.ParseUint(a, 10, 32)
+	if err != nil {
+		return Pos{}, fmt.Errorf("standby: position %q: epoch: %w", s, err)
+	}
+	bin, err := strconv.ParseInt(b, 10, 64)
+	if err != nil {
+		return Pos{}, fmt.Errorf("standby: position %q: bin: %w", s, err)
+	}
+	i, err := strconv.ParseInt(c, 10, 32)
+	if err != nil {
+		return Pos{}, fmt.Errorf("standby: position %q: index: %w", s, err)
+	}
+	return Pos{Epoch: uint32(e), Bin: bin, Index: int32(i)}, nil
+}
+
+// Publisher sends one message with its position (e.g. a NATS publish with
+// PosHeader set).
+type Publisher func(subject string, pos Pos, data []byte) error
+
+// held is a message a standby computed and keeps until the holder's copy is
+// observed.
+type held struct {
+	pos     Pos
+	subject string
+	data    []byte
+}
+
+// GateStats counts what a gate did. Every field only grows.
+type GateStats struct {
+	// Published counts messages this instance published.
+	Published uint64
+	// Held counts messages kept back as a standby.
+	Held uint64
+	// Flushed counts held messages published at a takeover (the holder's
+	// copy was never observed).
+	Flushed uint64
+	// Overflow counts held messages dropped unpublished because the buffer
+	// was full (a gap if this instance then takes over).
+	Overflow uint64
+	// Suppressed counts messages not published because a message at or
+	// after their position had already been published or observed.
+	Suppressed uint64
+}
+
+// Gate decides, message by message, whether this instance publishes: the
+// holder does, a standby keeps the message until it observes the holder's
+// copy (a message of the same or a later position on the gated subjects).
+// When this instance takes over it publishes the kept messages past the
+// last position observed, then every new one: no message twice, none lost,
+// as long as the buffer holds the messages between the holder's last
+// publish and the takeover.
+//
+// Publish is called by the one goroutine producing the messages, in
+// position order; Observe, Gain and Lose by any goroutine.
+type Gate struct {
+	pub  Publisher
+	held func() bool
+
+	mu       sync.Mutex
+	active   bool // this instance acts as holder
+	observed Pos  // the last position seen published (by anyone)
+	seen     bool
+	ring     []held
+	head, n  int
+	stats    GateStats
+
+	// Position counter of the producing goroutine.
+	cur Pos
+}
+
+// NewGate returns a gate publishing through pub while holder() is true and
+// Gain was called more recently than Lose; it keeps up to capacity messages
+// as a standby.
+func NewGate(pub Publisher, holder func() bool, capacity int) (*Gate, error) {
+	if pub == nil || holder == nil {
+		return nil, fmt.Errorf("standby: gate without a publisher or a holder test")
+	}
+	if capacity <= 0 {
+		return nil, fmt.Errorf("standby: gate capacity %d not positive", capacity)
+	}
+	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), cur: Pos{Bin: EventBin, Index: -1}}, nil
+}
+
+// Next returns the position of the next message produced while processing
+// bin of epoch (EventBin for a stream event): index 0 for the first message
+// of a bin, one more for each further message of the same bin.
+func (g *Gate) Next(epoch uint32, bin int64) Pos {
+	if g.cur.Epoch == epoch && g.cur.Bin == bin {
+		g.cur.Index++
+	} else {
+		g.cur = Pos{Epoch: epoch, Bin: bin}
+	}
+	return g.cur
+}
+
+// ResetPos restarts the position counter of Next, for a producer whose
+// state was replaced (a standby that restored the holder's state).
+func (g *Gate) ResetPos() { g.cur = Pos{Bin: EventBin, Index: -1} }
+
+// Publish publishes data on subject at pos if this instance is the holder,
+// or keeps a copy otherwise. It returns the publisher's error.
+func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen && !g.observed.Less(pos) {
+		g.stats.Suppressed++
+		return nil
+	}
+	if g.active && g.held() {
+		return g.send(subject, pos, data)
+	}
+	g.keep(subject, pos, data)
+	return nil
+}
+
+// send publishes one message; g.mu is held.
+func (g *Gate) send(subject string, pos Pos, data []byte) error {
+	g.stats.Published++
+	g.observed, g.seen = pos, true
+	return g.pub(subject, pos, data)
+}
+
+// keep stores a copy of a message, reusing the slot's buffer; g.mu is held.
+func (g *Gate) keep(subject string, pos Pos, data []byte) {
+	if g.n == len(g.ring) {
+		g.head = (g.head + 1) % len(g.ring)
+		g.n--
+		g.stats.Overflow++
+	}
+	h := &g.ring[(g.head+g.n)%len(g.ring)]
+	h.pos, h.subject, h.data = pos, subject, append(h.data[:0], data...)
+	g.n++
+	g.stats.Held++
+}
+
+// Observe records that the message at pos was published (by the holder,
+// or by this instance); kept messages up to pos are dropped.
+func (g *Gate) Observe(pos Pos) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen && !g.observed.Less(pos) {
+		return
+	}
+	g.observed, g.seen = pos, true
+	for g.n > 0 && !pos.Less(g.ring[g.head].pos) {
+		g.head = (g.head + 1) % len(g.ring)
+		g.n--
+	}
+}
+
+// Gain makes this instance the publisher: the kept messages past the last
+// observed position go out first, in order. It returns the first publish
+// error, after trying every message.
+func (g *Gate) Gain() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.active = true
+	var first error
+	for g.n > 0 {
+		h := &g.ring[g.head]
+		g.head = (g.head + 1) % len(g.ring)
+		g.n--
+		if g.seen && !g.observed.Less(h.pos) {
+			continue
+		}
+		g.stats.Flushed++
+		if err := g.send(h.subject, h.pos, h.data); err != nil && first == nil {
+			first = fmt.Errorf("standby: flush at takeover: %w", err)
+		}
+	}
+	return first
+}
+
+// Lose makes this instance a standby again.
+func (g *Gate) Lose() {
+	g.mu.Lock()
+	g.active = false
+	g.mu.Unlock()
+}
+
+// Active reports whether this instance acts as the publisher.
+func (g *Gate) Active() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.active && g.held()
+}
+
+// Observed returns the last position seen published and whether there is
+// one.
+func (g *Gate) Observed() (Pos, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.observed, g.seen
+}
+
+// Stats returns the counters.
+func (g *Gate) Stats() GateStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}

@@ -1,0 +1,201 @@
+package standby
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func TestPosOrderAndText(t *testing.T) {
+	ps := []Pos{
+		{Epoch: 1, Bin: EventBin, Index: 0},
+		{Epoch: 1, Bin: 1023, Index: 0},
+		{Epoch: 1, Bin: 1023, Index: 1},
+		{Epoch: 1, Bin: 1024, Index: 0},
+		{Epoch: 2, Bin: EventBin, Index: 0},
+		{Epoch: 2, Bin: 5, Index: 0},
+	}
+	for i := range ps {
+		for j := range ps {
+			if got := ps[i].Less(ps[j]); got != (i < j) {
+				t.Errorf("%v < %v = %v, want %v", ps[i], ps[j], got, i < j)
+			}
+		}
+		q, err := ParsePos(ps[i].String())
+		if err != nil || q != ps[i] {
+			t.Errorf("ParsePos(%q) = %v, %v", ps[i].String(), q, err)
+		}
+	}
+	for _, bad := range []string{"", "1.2", "x.1.2", "1.x.2", "1.2.x", "1.2.3.4", "-1.2.3"} {
+		if _, err := ParsePos(bad); err == nil {
+			t.Errorf("ParsePos(%q) accepted", bad)
+		}
+	}
+}
+
+func TestGateNext(t *testing.T) {
+	g, err := NewGate(func(string, Pos, []byte) error { return nil }, func() bool { return true }, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		epoch uint32
+		bin   int64
+		want  Pos
+	}{
+		{1, EventBin, Pos{1, EventBin, 0}},
+		{1, 1023, Pos{1, 1023, 0}},
+		{1, 1023, Pos{1, 1023, 1}},
+		{1, 1024, Pos{1, 1024, 0}},
+		{2, EventBin, Pos{2, EventBin, 0}},
+		{2, 1023, Pos{2, 1023, 0}},
+	}
+	for _, c := range calls {
+		if got := g.Next(c.epoch, c.bin); got != c.want {
+			t.Errorf("Next(%d, %d) = %v, want %v", c.epoch, c.bin, got, c.want)
+		}
+	}
+}
+
+// gateOp is one step of a gate scenario: publish message i (position
+// Pos{1, i, 0}), observe the holder's message i, gain or lose the lease.
+type gateOp struct {
+	op string // "pub", "obs", "gain", "lose", "expire"
+	i  int64
+}
+
+// TestGate runs scenarios of a standby's gate and checks which messages
+// it publishes, in which order, and its counters.
+func TestGate(t *testing.T) {
+	pubs := func(lo, hi int64) []gateOp {
+		var ops []gateOp
+		for i := lo; i <= hi; i++ {
+			ops = append(ops, gateOp{"pub", i})
+		}
+		return ops
+	}
+	obs := func(lo, hi int64) []gateOp {
+		var ops []gateOp
+		for i := lo; i <= hi; i++ {
+			ops = append(ops, gateOp{"obs", i})
+		}
+		return ops
+	}
+	cat := func(parts ...[]gateOp) []gateOp { return slices.Concat(parts...) }
+	cases := []struct {
+		name     string
+		capacity int
+		ops      []gateOp
+		want     []int64 // messages published, in order
+		stats    GateStats
+	}{
+		{"holder publishes all", 8, cat([]gateOp{{"gain", 0}}, pubs(1, 5)), []int64{1, 2, 3, 4, 5},
+			GateStats{Published: 5}},
+		{"standby publishes none", 8, cat(pubs(1, 5), obs(1, 5)), nil,
+			GateStats{Held: 5}},
+		{"takeover flushes the unobserved", 8, cat(pubs(1, 5), obs(1, 3), []gateOp{{"gain", 0}}, pubs(6, 7)),
+			[]int64{4, 5, 6, 7}, GateStats{Published: 4, Held: 5, Flushed: 2}},
+		{"standby behind the holder", 8, cat(obs(1, 6), pubs(1, 5), []gateOp{{"gain", 0}}, pubs(6, 8)),
+			[]int64{7, 8}, GateStats{Published: 2, Suppressed: 6}},
+		{"observed after takeover", 8, cat(pubs(1, 4), []gateOp{{"gain", 0}}, obs(1, 2), pubs(5, 5)),
+			[]int64{1, 2, 3, 4, 5}, GateStats{Published: 5, Held: 4, Flushed: 4}},
+		{"overflow loses the oldest", 3, cat(pubs(1, 5), []gateOp{{"gain", 0}}),
+			[]int64{3, 4, 5}, GateStats{Published: 3, Held: 5, Flushed: 3, Overflow: 2}},
+		{"lose keeps messages for a later gain", 8,
+			cat([]gateOp{{"gain", 0}}, pubs(1, 2), []gateOp{{"lose", 0}}, pubs(3, 4), obs(3, 3), []gateOp{{"gain", 0}}, pubs(5, 5)),
+			[]int64{1, 2, 4, 5}, GateStats{Published: 4, Held: 2, Flushed: 1}},
+		{"expired holding keeps messages", 8,
+			cat([]gateOp{{"gain", 0}}, pubs(1, 1), []gateOp{{"expire", 0}}, pubs(2, 3)),
+			[]int64{1}, GateStats{Published: 1, Held: 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []int64
+			holding := true
+			g, err := NewGate(func(subject string, p Pos, data []byte) error {
+				if want := fmt.Sprint(p.Bin); string(data) != want || subject != "s" {
+					t.Errorf("published %q on %q at %v, want %q on s", data, subject, p, want)
+				}
+				got = append(got, p.Bin)
+				return nil
+			}, func() bool { return holding }, c.capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range c.ops {
+				switch op.op {
+				case "pub":
+					if err := g.Publish("s", Pos{Epoch: 1, Bin: op.i}, []byte(fmt.Sprint(op.i))); err != nil {
+						t.Fatal(err)
+					}
+				case "obs":
+					g.Observe(Pos{Epoch: 1, Bin: op.i})
+				case "gain":
+					holding = true
+					if err := g.Gain(); err != nil {
+						t.Fatal(err)
+					}
+				case "lose":
+					g.Lose()
+				case "expire":
+					holding = false
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("published %v, want %v", got, c.want)
+			}
+			if st := g.Stats(); st != c.stats {
+				t.Errorf("stats %+v, want %+v", st, c.stats)
+			}
+		})
+	}
+}
+
+// TestGateFlushError: a publish error during the flush is reported and
+// the remaining messages still go out.
+func TestGateFlushError(t *testing.T) {
+	var got []int64
+	g, err := NewGate(func(_ string, p Pos, _ []byte) error {
+		got = append(got, p.Bin)
+		if p.Bin == 1 {
+			return errors.New("boom")
+		}
+		return nil
+	}, func() bool { return true }, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(3) {
+		if err := g.Publish("s", Pos{Epoch: 1, Bin: i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Gain(); err == nil {
+		t.Fatal("flush error not reported")
+	}
+	if !slices.Equal(got, []int64{0, 1, 2}) {
+		t.Fatalf("flushed %v, want [0 1 2]", got)
+	}
+}
+
+// TestGateKeepAllocs: keeping a message as a standby reuses the ring's
+// buffers once they have grown.
+func TestGateKeepAllocs(t *testing.T) {
+	g, err := NewGate(func(string, Pos, []byte) error { return nil }, func() bool { return false }, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256)
+	var i int64
+	for range 32 {
+		i++
+		_ = g.Publish("s", Pos{Epoch: 1, Bin: i}, data)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		i++
+		_ = g.Publish("s", Pos{Epoch: 1, Bin: i}, data)
+	}); n != 0 {
+		t.Fatalf("%v allocations per kept message, want 0", n)
+	}
+}

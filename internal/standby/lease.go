@@ -1,0 +1,332 @@
+// Package standby lets several predictord instances serve the same device
+// and cells with exactly one of them publishing: every instance computes
+// the decisions (the core is deterministic given the frames and the initial
+// histories), and the holder of a lease in a JetStream key-value bucket
+// publishes them (Lease); the others hold theirs back in a Gate until the
+// holder's messages are seen, and publish from the first message the holder
+// did not publish when they take the lease over.
+//
+// The lease is an entry of a bucket whose TTL is the lease's: the holder
+// renews it with a revision-checked update (compare-and-set), a standby
+// takes it with a create that succeeds only once the entry is gone (released,
+// or aged out after a holder stopped renewing: killed, stalled, cut off).
+// A holder stops publishing Margin before its entry can age out, by its own
+// clock, so an old holder and a new one never publish at once as long as a
+// message reaches the other instances within Margin.
+package standby
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LeaseBucket creates (or updates to ttl) the key-value bucket of leases
+// named bucket: one entry per lease, kept only ttl after its last renewal.
+// File storage keeps a lease across a NATS server restart.
+func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("standby: lease bucket %s: TTL %v not positive", bucket, ttl)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "predictord hot-standby leases",
+		History:     1,
+		TTL:         ttl,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("standby: lease bucket %s: %w", bucket, err)
+	}
+	return kv, nil
+}
+
+// LeaseConfig configures a Lease.
+type LeaseConfig struct {
+	// KV is the lease bucket (LeaseBucket); its TTL must be TTL.
+	KV jetstream.KeyValue
+	// Key names the lease in the bucket (e.g. the replica group's name).
+	Key string
+	// Holder identifies this instance; every instance of a group needs its
+	// own.
+	Holder string
+	// TTL is the bucket's TTL: an entry not renewed for TTL is gone.
+	TTL time.Duration
+	// Renew is the holder's renewal period (default TTL/4).
+	Renew time.Duration
+	// Retry is how often a standby tries to take the lease (default
+	// TTL/10): a lost holder is replaced within about TTL + Retry.
+	Retry time.Duration
+	// Margin is how long before its entry could age out the holder stops
+	// counting as holder (default TTL/4); it must exceed the delivery time
+	// of a message between instances.
+	Margin time.Duration
+	// Eligible, if not nil, must report true for this instance to try to
+	// take the lease (a standby that has not caught up with the holder's
+	// state must not take over); a held lease is renewed regardless.
+	Eligible func() bool
+	// OnGain is called (from Run's goroutine) when this instance becomes
+	// the holder; OnLoss when it stops being the holder. Either may be nil.
+	OnGain, OnLoss func()
+}
+
+// leaseValue is the content of a lease entry.
+type leaseValue struct {
+	Holder string    `json:"holder"`
+	Since  time.Time `json:"since"`
+}
+
+// HolderOf returns the holder id stored in a lease entry's value.
+func HolderOf(value []byte) (string, error) {
+	var v leaseValue
+	if err := json.Unmarshal(value, &v); err != nil {
+		return "", fmt.Errorf("standby: lease entry: %w", err)
+	}
+	return v.Holder, nil
+}
+
+// Lease is one instance's view of a lease. Its methods are safe for
+// concurrent use; Run drives it, or a caller calls TryAcquire, Renew and
+// Release itself.
+type Lease struct {
+	cfg   LeaseConfig
+	value []byte
+
+	mu     sync.Mutex
+	held   bool
+	rev    uint64
+	until  time.Time // end of the holding by this instance's clock
+	holder string    // the holder last seen, "" none
+	gains  uint64
+	losses uint64
+}
+
+// NewLease returns a lease of cfg, not held.
+func NewLease(cfg LeaseConfig) (*Lease, error) {
+	switch {
+	case cfg.KV == nil:
+		return nil, errors.New("standby: lease without a bucket")
+	case cfg.Key == "" || cfg.Holder == "":
+		return nil, errors.New("standby: lease without a key or a holder id")
+	case cfg.TTL <= 0:
+		return nil, fmt.Errorf("standby: lease TTL %v not positive", cfg.TTL)
+	}
+	if cfg.Renew <= 0 {
+		cfg.Renew = cfg.TTL / 4
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = cfg.TTL / 10
+	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = cfg.TTL / 4
+	}
+	if cfg.Renew+cfg.Margin >= cfg.TTL {
+		return nil, fmt.Errorf("standby: lease renewal %v plus margin %v not below TTL %v", cfg.Renew, cfg.Margin, cfg.TTL)
+	}
+	v, err := json.Marshal(leaseValue{Holder: cfg.Holder, Since: time.Now().UTC()})
+	if err != nil {
+		return nil, fmt.Errorf("standby: lease value: %w", err)
+	}
+	return &Lease{cfg: cfg, value: v}, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (l *Lease) Config() LeaseConfig { return l.cfg }
+
+// Held reports whether this instance holds the lease now: it acquired or
+// renewed it, and its holding has not run out by its own clock (a stalled
+// holder that resumes finds it has run out before it learns of a
+// successor).
+func (l *Lease) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held && time.Now().Before(l.until)
+}
+
+// LeaseStatus is a snapshot of a lease's state for status and metrics.
+type LeaseStatus struct {
+	// Held: this instance holds the lease (Held).
+	Held bool
+	// Holder is the holder last seen in the bucket ("" none).
+	Holder string
+	// Revision is the entry's revision this instance last wrote or saw.
+	Revision uint64
+	// Gains and Losses count this instance's takeovers and losses.
+	Gains, Losses uint64
+}
+
+// Status returns the lease's state.
+func (l *Lease) Status() LeaseStatus {
+	held := l.Held()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return LeaseStatus{Held: held, Holder: l.holder, Revision: l.rev, Gains: l.gains, Losses: l.losses}
+}
+
+// TryAcquire takes the lease if no entry holds it (or the entry is this
+// instance's own, e.g. after a NATS server restart) and reports whether this
+// instance now holds it. A lease already held is renewed instead.
+func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	held := l.held
+	l.mu.Unlock()
+	if held {
+		err := l.Renew(ctx)
+		return err == nil, err
+	}
+	start := time.Now()
+	rev, err := l.cfg.KV.Create(ctx, l.cfg.Key, l.value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		e, gerr := l.cfg.KV.Get(ctx, l.cfg.Key)
+		if gerr != nil {
+			if errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+				return false, nil // gone meanwhile: the next try may take it
+			}
+			return false, fmt.Errorf("standby: lease %s: read holder: %w", l.cfg.Key, gerr)
+		}
+		h, herr := HolderOf(e.Value())
+		if herr != nil {
+			return false, fmt.Errorf("standby: lease %s: %w", l.cfg.Key, herr)
+		}
+		l.mu.Lock()
+		l.holder = h
+		l.mu.Unlock()
+		if h != l.cfg.Holder {
+			return false, nil
+		}
+		// The entry is this instance's own: it lost track of it (e.g. its
+		// renewal failed while the server restarted) and may reclaim it, since
+		// nobody else could have written it.
+		rev, err = l.cfg.KV.Update(ctx, l.cfg.Key, l.value, e.Revision())
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return false, nil
+		}
+		return false, fmt.Errorf("standby: acquire lease %s: %w", l.cfg.Key, err)
+	}
+	l.mu.Lock()
+	l.held, l.rev, l.until, l.holder = true, rev, start.Add(l.cfg.TTL-l.cfg.Margin), l.cfg.Holder
+	l.gains++
+	l.mu.Unlock()
+	if l.cfg.OnGain != nil {
+		l.cfg.OnGain()
+	}
+	return true, nil
+}
+
+// ErrLost is returned by Renew when another instance holds the lease or the
+// entry is gone: this instance is no longer the holder.
+var ErrLost = errors.New("lease lost")
+
+// Renew extends the holding by a revision-checked update of the entry. It
+// returns ErrLost (and calls OnLoss) when the entry changed or vanished; on
+// other errors (the server unreachable) the lease stays held until its time
+// runs out, and Renew may be retried.
+func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	held, rev := l.held, l.rev
+	l.mu.Unlock()
+	if !held {
+		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, ErrLost)
+	}
+	start := time.Now()
+	nrev, err := l.cfg.KV.Update(ctx, l.cfg.Key, l.value, rev)
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		if l.held && l.rev == rev {
+			l.rev, l.until = nrev, start.Add(l.cfg.TTL-l.cfg.Margin)
+		}
+		l.mu.Unlock()
+		return nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
+		errors.Is(err, jetstream.ErrKeyExists):
+		l.lose()
+		return fmt.Errorf("standby: renew lease %s: %w (%w)", l.cfg.Key, ErrLost, err)
+	default:
+		if !l.Held() {
+			l.lose()
+		}
+		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, err)
+	}
+}
+
+// lose marks the lease not held and calls OnLoss once.
+func (l *Lease) lose() {
+	l.mu.Lock()
+	was := l.held
+	l.held = false
+	if was {
+		l.losses++
+	}
+	l.mu.Unlock()
+	if was && l.cfg.OnLoss != nil {
+		l.cfg.OnLoss()
+	}
+}
+
+// Release gives the lease up at once (a delete checked against this
+// instance's revision), so a standby takes over without waiting for the
+// TTL. Releasing a lease not held does nothing.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	held, rev := l.held, l.rev
+	l.mu.Unlock()
+	if !held {
+		return nil
+	}
+	l.lose()
+	if err := l.cfg.KV.Delete(ctx, l.cfg.Key, jetstream.LastRevision(rev)); err != nil {
+		return fmt.Errorf("standby: release lease %s: %w", l.cfg.Key, err)
+	}
+	return nil
+}
+
+// Run keeps the lease until ctx ends: a standby tries to take it every
+// Retry, the holder renews it every Renew (retrying every Retry after a
+// failure). On return it releases the lease if it holds it. Errors other
+// than losing the lease go to onErr (may be nil) and do not stop Run.
+func (l *Lease) Run(ctx context.Context, onErr func(error)) {
+	report := func(err error) {
+		if err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Retry+time.Second)
+			report(l.Release(rctx))
+			cancel()
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		held := l.held
+		l.mu.Unlock()
+		next := l.cfg.Retry
+		if held {
+			err := l.Renew(ctx)
+			if err == nil {
+				next = l.cfg.Renew
+			} else if !errors.Is(err, ErrLost) {
+				report(err)
+			}
+		} else if l.cfg.Eligible == nil || l.cfg.Eligible() {
+			ok, err := l.TryAcquire(ctx)
+			report(err)
+			if ok {
+				next = l.cfg.Renew
+			}
+		}
+		t.Reset(next)
+	}
+}

@@ -1,0 +1,254 @@
+package standby
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/internal/embednats"
+)
+
+// testTTL is the lease TTL of the tests: long enough that a busy machine
+// renews in time, short enough for quick takeovers.
+const testTTL = 2 * time.Second
+
+// waitLimit bounds every wait of the tests (a failure, not a measurement).
+const waitLimit = 60 * time.Second
+
+// jsServer starts an embedded NATS server with JetStream in a temporary
+// directory, stopped at the end of the test.
+func jsServer(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// bucket connects to s and opens the lease bucket with TTL ttl.
+func bucket(t *testing.T, s *server.Server, ttl time.Duration) (*nats.Conn, jetstream.KeyValue) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	kv, err := LeaseBucket(ctx, js, "leases", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, kv
+}
+
+func lease(t *testing.T, kv jetstream.KeyValue, holder string, cfg LeaseConfig) *Lease {
+	t.Helper()
+	cfg.KV, cfg.Key, cfg.Holder = kv, "group", holder
+	if cfg.TTL == 0 {
+		cfg.TTL = testTTL
+	}
+	l, err := NewLease(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestNewLeaseValidates(t *testing.T) {
+	s := jsServer(t)
+	_, kv := bucket(t, s, testTTL)
+	cases := []struct {
+		name string
+		cfg  LeaseConfig
+	}{
+		{"no bucket", LeaseConfig{Key: "k", Holder: "a", TTL: time.Second}},
+		{"no key", LeaseConfig{KV: kv, Holder: "a", TTL: time.Second}},
+		{"no holder", LeaseConfig{KV: kv, Key: "k", TTL: time.Second}},
+		{"no ttl", LeaseConfig{KV: kv, Key: "k", Holder: "a"}},
+		{"renew+margin >= ttl", LeaseConfig{KV: kv, Key: "k", Holder: "a", TTL: time.Second, Renew: 600 * time.Millisecond, Margin: 400 * time.Millisecond}},
+	}
+	for _, c := range cases {
+		if _, err := NewLease(c.cfg); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+}
+
+// TestLeaseExclusive: one holder at a time; the others see who holds it;
+// renewals move the revision on; the holder reclaims its own entry after
+// losing track of it.
+func TestLeaseExclusive(t *testing.T) {
+	s := jsServer(t)
+	_, kv := bucket(t, s, testTTL)
+	ctx := ctxT(t)
+	a, b := lease(t, kv, "a", LeaseConfig{}), lease(t, kv, "b", LeaseConfig{})
+	if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("a: acquire = %v, %v", ok, err)
+	}
+	if ok, err := b.TryAcquire(ctx); ok || err != nil {
+		t.Fatalf("b: acquire while a holds = %v, %v", ok, err)
+	}
+	if st := b.Status(); st.Held || st.Holder != "a" {
+		t.Fatalf("b's status %+v, want not held, holder a", st)
+	}
+	r0 := a.Status().Revision
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r1 := a.Status().Revision; r1 <= r0 {
+		t.Fatalf("revision %d after renewal, want > %d", r1, r0)
+	}
+	// b cannot renew what it does not hold.
+	if err := b.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("b renews: %v, want ErrLost", err)
+	}
+	// A second instance with a's id (a's restart) reclaims a's entry.
+	a2 := lease(t, kv, "a", LeaseConfig{})
+	if ok, err := a2.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("a's own entry: acquire = %v, %v", ok, err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("a renews after a2 reclaimed: %v, want ErrLost", err)
+	}
+	if a.Held() {
+		t.Fatal("a still holds after losing")
+	}
+}
+
+// TestLeaseTakeover: when the holder releases, stops renewing (stalled) or
+// dies (connection gone), a standby trying every Retry takes over; never
+// before the holder's own clock says it stopped holding, and, for a holder
+// that did not release, not before the TTL since its last renewal. The
+// takeover time is logged.
+func TestLeaseTakeover(t *testing.T) {
+	cases := []struct {
+		name string
+		stop func(ctx context.Context, a *Lease, anc *nats.Conn) error
+		// waitsTTL: the entry must age out before the takeover.
+		waitsTTL bool
+	}{
+		{"release", func(ctx context.Context, a *Lease, _ *nats.Conn) error { return a.Release(ctx) }, false},
+		{"stalled", func(context.Context, *Lease, *nats.Conn) error { return nil }, true},
+		{"killed", func(_ context.Context, _ *Lease, anc *nats.Conn) error { anc.Close(); return nil }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := jsServer(t)
+			anc, akv := bucket(t, s, testTTL)
+			_, bkv := bucket(t, s, testTTL)
+			ctx := ctxT(t)
+			var aLost atomic.Int32
+			a := lease(t, akv, "a", LeaseConfig{OnLoss: func() { aLost.Add(1) }})
+			var aHeldAtGain atomic.Bool
+			b := lease(t, bkv, "b", LeaseConfig{OnGain: func() { aHeldAtGain.Store(a.Held()) }})
+			if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+				t.Fatalf("a: acquire = %v, %v", ok, err)
+			}
+			renewed := time.Now()
+			if err := a.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.stop(ctx, a, anc); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			for {
+				ok, err := b.TryAcquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					break
+				}
+				if time.Since(stopped) > waitLimit {
+					t.Fatal("no takeover")
+				}
+				time.Sleep(b.Config().Retry)
+			}
+			took := time.Since(stopped)
+			t.Logf("%s: takeover %v after the stop (TTL %v, retry %v)", c.name, took, testTTL, b.Config().Retry)
+			if aHeldAtGain.Load() {
+				t.Fatal("b gained while a still counted itself the holder")
+			}
+			if c.waitsTTL && time.Since(renewed) < testTTL {
+				t.Fatalf("b took over %v after a's last renewal, before the TTL %v", time.Since(renewed), testTTL)
+			}
+			if st := b.Status(); !st.Held || st.Holder != "b" || st.Gains != 1 {
+				t.Fatalf("b's status %+v", st)
+			}
+			if c.name == "stalled" {
+				// The stalled holder resumes: its renewal finds b's entry.
+				if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+					t.Fatalf("stalled a renews: %v, want ErrLost", err)
+				}
+				if aLost.Load() != 1 {
+					t.Fatalf("a's OnLoss called %d times, want 1", aLost.Load())
+				}
+			}
+		})
+	}
+}
+
+// TestLeaseRun: two instances running Run; exactly one holds at a time;
+// cancelling the holder's Run releases the lease and the other takes it.
+func TestLeaseRun(t *testing.T) {
+	s := jsServer(t)
+	_, akv := bucket(t, s, testTTL)
+	_, bkv := bucket(t, s, testTTL)
+	var gained atomic.Int32 // 1: a, 2: b
+	a := lease(t, akv, "a", LeaseConfig{OnGain: func() { gained.CompareAndSwap(0, 1) }})
+	b := lease(t, bkv, "b", LeaseConfig{OnGain: func() { gained.CompareAndSwap(0, 2) }})
+	actx, acancel := context.WithCancel(context.Background())
+	adone := make(chan struct{})
+	go func() { a.Run(actx, func(err error) { t.Log(err) }); close(adone) }()
+	waitFor(t, "a holds", a.Held)
+	bctx, bcancel := context.WithCancel(context.Background())
+	bdone := make(chan struct{})
+	go func() { b.Run(bctx, func(err error) { t.Log(err) }); close(bdone) }()
+	defer func() { bcancel(); <-bdone }()
+	// b keeps trying for several retries and does not take a held lease.
+	time.Sleep(5 * b.Config().Retry)
+	if b.Held() || !a.Held() {
+		t.Fatalf("a holds %v, b holds %v: want a only", a.Held(), b.Held())
+	}
+	acancel()
+	<-adone
+	if a.Held() {
+		t.Fatal("a holds after its Run ended")
+	}
+	waitFor(t, "b holds", b.Held)
+	if gained.Load() != 1 {
+		t.Fatalf("first gain by %d, want a (1)", gained.Load())
+	}
+}
+
+// waitFor polls cond until it holds or waitLimit passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,45 @@
+package engine
+
+import "sync/atomic"
+
+// Stats says how an engine has run its calls since it was made: how many
+// windows it split across its threads, how often a split window's threads
+// had to park at a barrier (a sign that another thread or process held a
+// core), and how often the contention back-off (see Engine.dispatch) made it
+// run every window whole. Counters only grow.
+type Stats struct {
+	// Calls counts Predict and Logits calls; Windows the windows computed.
+	Calls, Windows int64
+	// SplitWindows counts windows split across the threads layer by layer;
+	// the rest ran whole, one thread each.
+	SplitWindows int64
+	// Parks counts barrier waits of split windows that ended parked.
+	Parks int64
+	// Backoffs counts the back-offs; BackoffCalls the calls run whole
+	// because of them.
+	Backoffs, BackoffCalls int64
+	// BackingOff reports whether the engine is in a back-off now.
+	BackingOff bool
+	// Threads is the number of threads a call runs on.
+	Threads int
+	// BF16 reports whether the bf16 GEMM path serves (SetPrecision).
+	BF16 bool
+}
+
+// counters holds Stats' counters, written by the calling goroutine and read
+// by any (a metrics scrape runs beside the serving loop).
+type counters struct {
+	calls, windows, split, parks, backoffs, backoffCalls atomic.Int64
+	backingOff                                           atomic.Bool
+}
+
+// Stats returns the engine's counters. It is safe to call concurrently with
+// Predict.
+func (e *Engine) Stats() Stats {
+	c := &e.stats
+	return Stats{
+		Calls: c.calls.Load(), Windows: c.windows.Load(), SplitWindows: c.split.Load(),
+		Parks: c.parks.Load(), Backoffs: c.backoffs.Load(), BackoffCalls: c.backoffCalls.Load(),
+		BackingOff: c.backingOff.Load(), Threads: len(e.workers), BF16: e.Precision() == BF16,
+	}
+}

@@ -1,0 +1,420 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+)
+
+// batchNorm normalises x [B, C, L] per channel (Ioffe & Szegedy, "Batch
+// normalization", 2015): inputs x, gamma [C], beta [C], running_mean [C],
+// running_var [C]. In training it uses the batch statistics and updates the
+// running statistics in place (momentum, unbiased variance, as PyTorch);
+// otherwise it uses the running statistics.
+type batchNorm struct {
+	training bool
+	eps      float64
+	momentum float64
+	par      parallel
+	mean     []float64
+	invstd   []float64
+
+	// The statistics of the last forward pass are reused by the backward
+	// passes of the same run (gorgonia runs a node's forward before any of
+	// its gradients); gen counts forward passes, and the per-channel
+	// gradient sums are computed once per pass for the three gradients.
+	gen, sumGen int
+	sdy, sdyx   []float64
+
+	scale, shift []float32 // per-channel affine map of the last forward pass
+	rowA, rowB   []float32 // per-row partial sums
+}
+
+func (bn *batchNorm) name() string {
+	if bn.training {
+		return "batchnorm(train)"
+	}
+	return "batchnorm(eval)"
+}
+
+func (bn *batchNorm) diffWRT() []bool { return []bool{true, true, true, false, false} }
+
+func (bn *batchNorm) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 5 || len(in[0]) != 3 {
+		return nil, fmt.Errorf("want x [B,C,L] and 4 per-channel vectors, got %v", in)
+	}
+	for _, s := range in[1:] {
+		if len(s) != 1 || s[0] != in[0][1] {
+			return nil, fmt.Errorf("per-channel vector of shape %v for %d channels", s, in[0][1])
+		}
+	}
+	return in[0].Clone(), nil
+}
+
+// batchStats sets the per-channel mean and inverse standard deviation of
+// the batch and updates the running statistics. One pass over x in memory
+// order: each row's sum and sum of squares about the row's own mean (the
+// row, at most a few hundred bins, is still in cache for its second loop),
+// in float32; the rows of a channel are then combined in float64 (Chan,
+// Golub & LeVeque, "Updating formulae and a pairwise algorithm for
+// computing sample variances", 1979): M2 = sum of row M2 + l (row mean -
+// mean)^2.
+func (bn *batchNorm) batchStats(x, rm, rv []float32, nb, c, l int) {
+	if len(bn.rowA) != nb*c {
+		bn.rowA, bn.rowB = make([]float32, nb*c), make([]float32, nb*c)
+	}
+	ra, rb := bn.rowA, bn.rowB
+	bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			xr := x[r*l : (r+1)*l]
+			s := sum32(xr)
+			ra[r], rb[r] = s, sqDev32(xr, s/float32(l))
+		}
+	})
+	n := float64(nb * l)
+	for ch := 0; ch < c; ch++ {
+		var s float64
+		for b := 0; b < nb; b++ {
+			s += float64(ra[b*c+ch])
+		}
+		m := s / n
+		var ss float64
+		for b := 0; b < nb; b++ {
+			d := float64(ra[b*c+ch])/float64(l) - m
+			ss += float64(rb[b*c+ch]) + float64(l)*d*d
+		}
+		v := ss / n
+		bn.mean[ch] = m
+		bn.invstd[ch] = 1 / math.Sqrt(v+bn.eps)
+		unb := v
+		if n > 1 {
+			unb = ss / (n - 1)
+		}
+		rm[ch] = float32((1-bn.momentum)*float64(rm[ch]) + bn.momentum*m)
+		rv[ch] = float32((1-bn.momentum)*float64(rv[ch]) + bn.momentum*unb)
+	}
+}
+
+func (bn *batchNorm) forward(in []*tensor.Dense, out []float32) {
+	bn.forwardAct(in, out, false)
+}
+
+// forwardAct normalises x, followed by ReLU when relu is set: the
+// statistics (in training), then one pass writing the output. Both passes go
+// through memory in order: the rows of one channel are far apart, and
+// walking them channel by channel defeats the caches and prefetchers.
+func (bn *batchNorm) forwardAct(in []*tensor.Dense, out []float32, relu bool) {
+	s := in[0].Shape()
+	nb, c, l := s[0], s[1], s[2]
+	if len(bn.mean) != c {
+		bn.mean, bn.invstd = make([]float64, c), make([]float64, c)
+		bn.scale, bn.shift = make([]float32, c), make([]float32, c)
+	}
+	bn.gen++
+	x, g, be, rm, rv := f32(in[0]), f32(in[1]), f32(in[2]), f32(in[3]), f32(in[4])
+	if bn.training {
+		bn.batchStats(x, rm, rv, nb, c, l)
+	} else {
+		for ch := 0; ch < c; ch++ {
+			bn.mean[ch] = float64(rm[ch])
+			bn.invstd[ch] = 1 / math.Sqrt(float64(rv[ch])+bn.eps)
+		}
+	}
+	for ch := 0; ch < c; ch++ {
+		sc := float32(bn.invstd[ch]) * g[ch]
+		bn.scale[ch], bn.shift[ch] = sc, be[ch]-float32(bn.mean[ch])*sc
+	}
+	bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			sc, sh := bn.scale[r%c], bn.shift[r%c]
+			xr := x[r*l : (r+1)*l]
+			affine32(out[r*l:(r+1)*l], xr, sc, sh, relu)
+		}
+	})
+}
+
+func (bn *batchNorm) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
+	bn.backwardAct(i, in, out, gout, gin, false)
+}
+
+// relu32 is max(v, 0) without a branch (clears negative values, -0
+// included, by their sign bit).
+func relu32(v float32) float32 {
+	b := math.Float32bits(v)
+	return math.Float32frombits(b &^ uint32(int32(b)>>31))
+}
+
+// sum32 is the sum of x in float32 with four interleaved accumulators
+// (a single running sum is bound by the latency of the additions).
+func sum32(x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		v := x[j : j+4 : j+4]
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+	}
+	for ; j < len(x); j++ {
+		s0 += x[j]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// sqDev32 is the sum of (x - m)^2 in float32, four accumulators.
+func sqDev32(x []float32, m float32) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		v := x[j : j+4 : j+4]
+		d0, d1, d2, d3 := v[0]-m, v[1]-m, v[2]-m, v[3]-m
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; j < len(x); j++ {
+		d := x[j] - m
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// gradSums32 returns the sums of dy and of dy (x - m) in float32 (two
+// accumulators each), where dy is g, masked where o is not positive when o
+// is not nil. x and o are at least as long as g.
+func gradSums32(g, x, o []float32, m float32) (sdy, sdyx float32) {
+	var a0, a1, b0, b1 float32
+	x = x[:len(g)]
+	j := 0
+	if o != nil {
+		o = o[:len(g)]
+		for ; j+2 <= len(g); j += 2 {
+			gv, xv, ov := g[j:j+2:j+2], x[j:j+2:j+2], o[j:j+2:j+2]
+			v0 := math.Float32frombits(math.Float32bits(gv[0]) & posMask(ov[0]))
+			v1 := math.Float32frombits(math.Float32bits(gv[1]) & posMask(ov[1]))
+			a0 += v0
+			a1 += v1
+			b0 += v0 * (xv[0] - m)
+			b1 += v1 * (xv[1] - m)
+		}
+		for ; j < len(g); j++ {
+			v := math.Float32frombits(math.Float32bits(g[j]) & posMask(o[j]))
+			a0 += v
+			b0 += v * (x[j] - m)
+		}
+		return a0 + a1, b0 + b1
+	}
+	for ; j+2 <= len(g); j += 2 {
+		gv, xv := g[j:j+2:j+2], x[j:j+2:j+2]
+		a0 += gv[0]
+		a1 += gv[1]
+		b0 += gv[0] * (xv[0] - m)
+		b1 += gv[1] * (xv[1] - m)
+	}
+	for ; j < len(g); j++ {
+		a0 += g[j]
+		b0 += g[j] * (x[j] - m)
+	}
+	return a0 + a1, b0 + b1
+}
+
+// posMask is all ones where the forward output o of ReLU is positive, else
+// zero: ANDed with a gradient's bits it applies ReLU's derivative without a
+// branch (o >= 0, so o > 0 exactly when its bits are not zero).
+func posMask(o float32) uint32 {
+	b := math.Float32bits(o)
+	return uint32(int32(b|-b) >> 31)
+}
+
+// sums computes, once per forward pass, the per-channel sums of dy and of
+// dy * xhat (the gradients of beta and gamma), where dy is gout, masked
+// where the output out is not positive when relu is set: row sums in
+// float32 in one pass over memory, combined per channel in float64.
+func (bn *batchNorm) sums(x, out, gout []float32, nb, c, l int, relu bool) {
+	if bn.sumGen == bn.gen && len(bn.sdy) == c {
+		return
+	}
+	bn.sumGen = bn.gen
+	if len(bn.sdy) != c {
+		bn.sdy, bn.sdyx = make([]float64, c), make([]float64, c)
+	}
+	if len(bn.rowA) != nb*c {
+		bn.rowA, bn.rowB = make([]float32, nb*c), make([]float32, nb*c)
+	}
+	ra, rb := bn.rowA, bn.rowB
+	bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			m := float32(bn.mean[r%c])
+			gr := gout[r*l : (r+1)*l]
+			xr := x[r*l : (r+1)*l]
+			xr = xr[:len(gr)]
+			var or []float32
+			if relu {
+				or = out[r*l : (r+1)*l]
+			}
+			ra[r], rb[r] = gradSums32(gr, xr, or, m)
+		}
+	})
+	for ch := 0; ch < c; ch++ {
+		var sdy, sdyx float64
+		is := bn.invstd[ch]
+		for b := 0; b < nb; b++ {
+			sdy += float64(ra[b*c+ch])
+			sdyx += float64(rb[b*c+ch]) * is
+		}
+		bn.sdy[ch], bn.sdyx[ch] = sdy, sdyx
+	}
+}
+
+// backwardAct computes gradient i from the output gradient gout, with the
+// statistics of the last forward pass; with relu, gout is masked on the fly
+// where the forward output out is not positive (the derivative of the
+// fused ReLU).
+func (bn *batchNorm) backwardAct(i int, in []*tensor.Dense, out, gout, gin []float32, relu bool) {
+	s := in[0].Shape()
+	nb, c, l := s[0], s[1], s[2]
+	x, g := f32(in[0]), f32(in[1])
+	if i != 0 || bn.training {
+		bn.sums(x, out, gout, nb, c, l, relu)
+	}
+	switch i {
+	case 2: // dbeta = sum dy
+		for ch := range gin {
+			gin[ch] = float32(bn.sdy[ch])
+		}
+		return
+	case 1: // dgamma = sum dy * xhat
+		for ch := range gin {
+			gin[ch] = float32(bn.sdyx[ch])
+		}
+		return
+	}
+	// Training: dx = gamma*invstd/N * (N dy - sum dy - xhat sum(dy xhat));
+	// otherwise the running statistics are constants: dx = gamma*invstd dy.
+	n := float64(nb * l)
+	train := bn.training
+	bn.par.run(nb*c, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			ch := r % c
+			m, is := float32(bn.mean[ch]), float32(bn.invstd[ch])
+			k := g[ch] * is
+			var a, bb float32
+			if train {
+				a, bb = float32(bn.sdy[ch]/n), float32(bn.sdyx[ch]/n)
+			}
+			var or []float32
+			if relu {
+				or = out[r*l : (r+1)*l]
+			}
+			if train {
+				bnDx32(gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], x[r*l:(r+1)*l], or, k, a, m, is*bb)
+			} else {
+				scaleMasked32(gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], or, k)
+			}
+		}
+	})
+}
+
+// affine32 sets y = x*sc + sh, clamped at 0 when relu is set; unrolled by
+// four (a leaf function: the compiler keeps its few values in registers).
+func affine32(y, x []float32, sc, sh float32, relu bool) {
+	y = y[:len(x)]
+	j := 0
+	if relu {
+		for ; j+4 <= len(x); j += 4 {
+			xv, yv := x[j:j+4:j+4], y[j:j+4:j+4]
+			yv[0] = relu32(xv[0]*sc + sh)
+			yv[1] = relu32(xv[1]*sc + sh)
+			yv[2] = relu32(xv[2]*sc + sh)
+			yv[3] = relu32(xv[3]*sc + sh)
+		}
+		for ; j < len(x); j++ {
+			y[j] = relu32(x[j]*sc + sh)
+		}
+		return
+	}
+	for ; j+4 <= len(x); j += 4 {
+		xv, yv := x[j:j+4:j+4], y[j:j+4:j+4]
+		yv[0] = xv[0]*sc + sh
+		yv[1] = xv[1]*sc + sh
+		yv[2] = xv[2]*sc + sh
+		yv[3] = xv[3]*sc + sh
+	}
+	for ; j < len(x); j++ {
+		y[j] = x[j]*sc + sh
+	}
+}
+
+// bnDx32 sets d = k*(dy - a - (x - m)*c) (batch norm's input gradient with
+// c = invstd * mean(dy xhat)), where dy is g, masked where o is not
+// positive when o is not nil. All slices are at least as long as d.
+func bnDx32(d, g, x, o []float32, k, a, m, c float32) {
+	g, x = g[:len(d)], x[:len(d)]
+	j := 0
+	if o != nil {
+		o = o[:len(d)]
+		for ; j+2 <= len(d); j += 2 {
+			dv, gv, xv, ov := d[j:j+2:j+2], g[j:j+2:j+2], x[j:j+2:j+2], o[j:j+2:j+2]
+			v0 := math.Float32frombits(math.Float32bits(gv[0]) & posMask(ov[0]))
+			v1 := math.Float32frombits(math.Float32bits(gv[1]) & posMask(ov[1]))
+			dv[0] = k * (v0 - a - (xv[0]-m)*c)
+			dv[1] = k * (v1 - a - (xv[1]-m)*c)
+		}
+		for ; j < len(d); j++ {
+			v := math.Float32frombits(math.Float32bits(g[j]) & posMask(o[j]))
+			d[j] = k * (v - a - (x[j]-m)*c)
+		}
+		return
+	}
+	for ; j+4 <= len(d); j += 4 {
+		dv, gv, xv := d[j:j+4:j+4], g[j:j+4:j+4], x[j:j+4:j+4]
+		dv[0] = k * (gv[0] - a - (xv[0]-m)*c)
+		dv[1] = k * (gv[1] - a - (xv[1]-m)*c)
+		dv[2] = k * (gv[2] - a - (xv[2]-m)*c)
+		dv[3] = k * (gv[3] - a - (xv[3]-m)*c)
+	}
+	for ; j < len(d); j++ {
+		d[j] = k * (g[j] - a - (x[j]-m)*c)
+	}
+}
+
+// scaleMasked32 sets d = k*g, with g masked where o is not positive when o
+// is not nil.
+func scaleMasked32(d, g, o []float32, k float32) {
+	g = g[:len(d)]
+	if o != nil {
+		o = o[:len(d)]
+		for j, v := range g {
+			d[j] = math.Float32frombits(math.Float32bits(v)&posMask(o[j])) * k
+		}
+		return
+	}
+	for j, v := range g {
+		d[j] = v * k
+	}
+}
+
+// bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are
+// memory-bound on the encoder's large activations. Inputs as batchNorm.
+type bnReLU struct {
+	bn batchNorm
+}
+
+func (k *bnReLU) name() string    { return k.bn.name() + "+relu" }
+func (k *bnReLU) diffWRT() []bool { return k.bn.diffWRT() }
+func (k *bnReLU) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	return k.bn.outShape(in)
+}
+
+func (k *bnReLU) forward(in []*tensor.Dense, out []float32) {
+	k.bn.forwardAct(in, out, true)
+}
+
+// backward masks the output gradient where the forward output is not
+// positive, on the fly, and applies batch norm's backward.
+func (k *bnReLU) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
+	k.bn.backwardAct(i, in, out, gout, gin, true)
+}

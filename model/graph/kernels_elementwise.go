@@ -1,0 +1,141 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+)
+
+// meanLen averages x [B, C, L] over its length: [B, C] (the squeeze of
+// squeeze-and-excite, Hu et al., "Squeeze-and-excitation networks", 2018).
+type meanLen struct{}
+
+func (meanLen) name() string    { return "meanlen" }
+func (meanLen) diffWRT() []bool { return []bool{true} }
+func (meanLen) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || len(in[0]) != 3 {
+		return nil, fmt.Errorf("want x [B,C,L], got %v", in)
+	}
+	return tensor.Shape{in[0][0], in[0][1]}, nil
+}
+func (meanLen) forward(in []*tensor.Dense, out []float32) {
+	l := in[0].Shape()[2]
+	x := f32(in[0])
+	for r := range out {
+		var s float32
+		for _, v := range x[r*l : (r+1)*l] {
+			s += v
+		}
+		out[r] = s / float32(l)
+	}
+}
+func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	l := in[0].Shape()[2]
+	for r, g := range gout {
+		v := g / float32(l)
+		for j := r * l; j < (r+1)*l; j++ {
+			gin[j] = v
+		}
+	}
+}
+
+// chanScale multiplies x [B, C, L] by a per-window, per-channel scale s
+// [B, C] (the excite of squeeze-and-excite).
+type chanScale struct{}
+
+func (chanScale) name() string    { return "chanscale" }
+func (chanScale) diffWRT() []bool { return []bool{true, true} }
+func (chanScale) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 2 || len(in[0]) != 3 || len(in[1]) != 2 || in[0][0] != in[1][0] || in[0][1] != in[1][1] {
+		return nil, fmt.Errorf("want x [B,C,L] and s [B,C], got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (chanScale) forward(in []*tensor.Dense, out []float32) {
+	l := in[0].Shape()[2]
+	x, s := f32(in[0]), f32(in[1])
+	for r, sv := range s {
+		for j := r * l; j < (r+1)*l; j++ {
+			out[j] = x[j] * sv
+		}
+	}
+}
+func (chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+	l := in[0].Shape()[2]
+	x, s := f32(in[0]), f32(in[1])
+	if i == 0 {
+		for r, sv := range s {
+			for j := r * l; j < (r+1)*l; j++ {
+				gin[j] = gout[j] * sv
+			}
+		}
+		return
+	}
+	for r := range s {
+		var a float32
+		for j := r * l; j < (r+1)*l; j++ {
+			a += gout[j] * x[j]
+		}
+		gin[r] = a
+	}
+}
+
+// softplus is log(1 + e^x), a smooth stand-in for ReLU in gradient checks.
+type softplus struct{}
+
+func (softplus) name() string    { return "softplus" }
+func (softplus) diffWRT() []bool { return []bool{true} }
+func (softplus) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("want one input, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (softplus) forward(in []*tensor.Dense, out []float32) {
+	for i, v := range f32(in[0]) {
+		x := float64(v)
+		out[i] = float32(math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))))
+	}
+}
+func (softplus) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
+	for i, v := range f32(in[0]) {
+		gin[i] = gout[i] / float32(1+math.Exp(-float64(v)))
+	}
+}
+
+// relu is max(x, 0); the gradient passes where the input is positive.
+type relu struct{ par parallel }
+
+func (relu) name() string    { return "relu" }
+func (relu) diffWRT() []bool { return []bool{true} }
+func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("want one input, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (r relu) forward(in []*tensor.Dense, out []float32) {
+	x := f32(in[0])
+	r.par.run(len(x), func(lo, hi, _ int) {
+		affine32(out[lo:hi], x[lo:hi], 1, 0, true)
+	})
+}
+
+// backward passes the gradient where the forward output is positive
+// (branch-free: the signs are data, not predictable).
+func (r relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
+	r.par.run(len(gin), func(lo, hi, _ int) {
+		maskPos32(gin[lo:hi], gout[lo:hi], out[lo:hi])
+	})
+}
+
+// maskPos32 sets d = g where o > 0, else 0 (a leaf function: the bit
+// operations inline here, which they do not in closures of value-receiver
+// methods called through their pointer wrappers).
+func maskPos32(d, g, o []float32) {
+	g, o = g[:len(d)], o[:len(d)]
+	for i, v := range g {
+		d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
+	}
+}

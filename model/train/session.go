@@ -1,0 +1,282 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"rgcpred/model"
+	"rgcpred/model/graph"
+	"rgcpred/rgc"
+)
+
+// session is one training session of a run: the weights and state, the
+// training and evaluation graphs, the batch loader and the clocks.
+type session struct {
+	ctx   context.Context
+	o     *Options
+	w     *model.Weights
+	st    *state
+	tg    *graph.Graph
+	ev    *evaluator
+	ld    *loader
+	stop  context.CancelFunc // stops the loader
+	soft  []float32          // distillation targets [Batch][Classes]
+	sched OneCycle
+	res   Result
+
+	start    time.Time
+	elapsed0 float64 // training seconds of earlier sessions
+
+	// Progress lines: the last one's time and step, and the training
+	// loss's exponential moving average over emaN steps.
+	lastLog    time.Time
+	stepsAtLog int
+	trainEMA   float64
+	emaN       int
+}
+
+// newSession builds the graphs and the validation set, scores the
+// zero-input models, starts a fresh model at the zero-input model, and
+// starts the batch loader.
+func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*session, error) {
+	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0})
+	if err != nil {
+		return nil, err
+	}
+	val, err := newValSet(o.Rec, rgc.Val, o.Cells, o.ValWindows, 0xa11d)
+	if err != nil {
+		tg.Close()
+		return nil, fmt.Errorf("validation set: %w", err)
+	}
+	ev, err := newEvaluator(w, val, o.Batch, o.Threads)
+	if err != nil {
+		tg.Close()
+		return nil, err
+	}
+	// The zero-input models, scored on this run's validation set (which a
+	// resumed run may draw at another size).
+	pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
+	st.ZeroPooled, st.ZeroCell = val.zeroInputNLL(pooled, perCell)
+	if o.Resume == "" && o.Init == "" {
+		initHeadBias(w, pooled)
+	}
+	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
+		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
+	if st.Distill > 0 {
+		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
+	}
+
+	lctx, stop := context.WithCancel(ctx)
+	var teacher rgc.Predictor
+	if o.Distill > 0 {
+		teacher = o.Teacher
+	}
+	now := time.Now()
+	return &session{
+		ctx: ctx, o: o, w: w, st: st, tg: tg, ev: ev, stop: stop,
+		ld:    newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher),
+		soft:  make([]float32, o.Batch*o.Config.Classes),
+		sched: NewOneCycle(o.LR, o.Steps),
+		start: now, elapsed0: st.Elapsed, lastLog: now, stepsAtLog: st.Step,
+	}, nil
+}
+
+// close stops the loader and releases the graphs.
+func (s *session) close() {
+	s.stop()
+	s.ev.g.Close()
+	s.tg.Close()
+}
+
+// elapsed is the training time in seconds, earlier sessions included.
+func (s *session) elapsed() float64 { return s.elapsed0 + time.Since(s.start).Seconds() }
+
+// frac is the fraction of the run done: of the steps, or of the time
+// budget when there is one.
+func (s *session) frac() float64 {
+	f := float64(s.st.Step) / float64(s.o.Steps)
+	if s.st.Budget > 0 {
+		f = math.Max(f, s.elapsed()/s.st.Budget)
+	}
+	return f
+}
+
+// loop takes optimiser steps until the plan is done, early stopping
+// triggers (res.Stopped) or the context ends.
+func (s *session) loop() error {
+	o, st := s.o, s.st
+	for st.Step < o.Steps && s.frac() < 1 {
+		var b *batch
+		select {
+		case <-s.ctx.Done():
+		case b = <-s.ld.out:
+		}
+		if b == nil {
+			return nil
+		}
+		loss, lr, err := s.step(b)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", st.Step, err)
+		}
+		s.progress(loss, lr)
+		if st.Step%o.ValEvery == 0 || st.Step == o.Steps || s.frac() >= 1 {
+			stop, err := s.validate()
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("step %d: %w", st.Step, err)
+			}
+			if stop {
+				fmt.Fprintf(o.Log, "early stop at step %d: smoothed val NLL not improved for %d evaluations\n", st.Step, st.Stop.Patience)
+				s.res.Stopped = true
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// step runs one optimiser step on batch b (handing b back to the loader)
+// and returns its loss and learning rate.
+func (s *session) step(b *batch) (loss float32, lr float64, err error) {
+	o, st := s.o, s.st
+	if b.err != nil {
+		return 0, 0, b.err
+	}
+	if err := s.tg.SetInputs(b.inputs, b.rows, b.targets); err != nil {
+		return 0, 0, err
+	}
+	if a := distillWeight(st.Distill, st.DistillEnd, s.frac()); a > 0 {
+		mixTargets(s.soft, b.teacher, b.targets, a, o.Config.Classes)
+		if err := s.tg.SetTargetDist(s.soft); err != nil {
+			return 0, 0, fmt.Errorf("teacher targets: %w", err)
+		}
+	}
+	s.ld.free <- b
+	loss, err = s.tg.Run()
+	if err != nil {
+		return 0, 0, err
+	}
+	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		return 0, 0, fmt.Errorf("loss is %v (learning rate %.3g too high?)", loss, o.LR)
+	}
+	lr = s.sched.Rate(st.Step)
+	if st.Budget > 0 {
+		lr = s.sched.RateAt(s.frac())
+	}
+	st.Opt.Update(s.w, s.tg.Grad, lr)
+	st.Step++
+	st.History = append(st.History, Point{Step: st.Step, TrainLoss: float64(loss), Val: math.NaN(), LR: lr,
+		ElapsedSecs: s.elapsed()})
+	return loss, lr, nil
+}
+
+// progress updates the smoothed training loss and prints a progress line
+// every ProgressEvery and at the last planned step.
+func (s *session) progress(loss float32, lr float64) {
+	o, st := s.o, s.st
+	s.emaN++
+	s.trainEMA = 0.98*s.trainEMA + 0.02*float64(loss)
+	if time.Since(s.lastLog) < o.ProgressEvery && st.Step != o.Steps {
+		return
+	}
+	smoothed := s.trainEMA / (1 - math.Pow(0.98, float64(s.emaN)))
+	dt := time.Since(s.lastLog).Seconds()
+	sps := float64(st.Step-s.stepsAtLog) / dt
+	eta := time.Duration(float64(o.Steps-st.Step) / sps * float64(time.Second)).Round(time.Second)
+	if st.Budget > 0 {
+		eta = min(eta, time.Duration((1-s.frac())*st.Budget*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  ETA %s\n",
+		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), eta)
+	s.lastLog, s.stepsAtLog = time.Now(), st.Step
+}
+
+// validate scores the validation set, records the result, saves the
+// resume checkpoint and, when the loss improved, the best checkpoint; it
+// reports whether early stopping says to stop.
+func (s *session) validate() (stop bool, err error) {
+	o, st := s.o, s.st
+	v, err := s.ev.nll(s.ctx)
+	if err != nil {
+		return false, err
+	}
+	if len(st.History) > 0 {
+		st.History[len(st.History)-1].Val = v
+	}
+	improved := v < st.BestVal
+	if improved {
+		st.BestVal, st.BestStep = v, st.Step
+	}
+	stop = st.Stop.Observe(v, s.frac() >= 0.5)
+	fmt.Fprintf(o.Log, "step %d: val NLL %.4f (smoothed %.4f, best %.4f at step %d; zero-input %.4f/%.4f)\n",
+		st.Step, v, st.Stop.Smoothed, st.BestVal, st.BestStep, st.ZeroPooled, st.ZeroCell)
+	// The resume checkpoint goes first and records the new best: if the
+	// run stops before the best checkpoint is written, its weights are the
+	// best ones and resuming writes them (reconcileBest); a resumed run
+	// never believes in a best it cannot find on disk.
+	if err := s.saveResume(); err != nil {
+		return false, fmt.Errorf("save resume checkpoint: %w", err)
+	}
+	if o.afterResumeSave != nil {
+		if err := o.afterResumeSave(); err != nil {
+			return false, err
+		}
+	}
+	if improved {
+		ck := o.checkpoint(s.w, st, v)
+		if err := ck.Save(o.Out); err != nil {
+			return false, fmt.Errorf("save best checkpoint: %w", err)
+		}
+	}
+	return stop, nil
+}
+
+// saveResume writes the resume checkpoint: the current weights and the
+// gob-encoded training state.
+func (s *session) saveResume() error {
+	o, st := s.o, s.st
+	st.Elapsed = s.elapsed()
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(st); err != nil {
+		return fmt.Errorf("encode training state: %w", err)
+	}
+	// The current weights' validation NLL is that of the last validation,
+	// when it was at this step.
+	ck := o.checkpoint(s.w, st, 0)
+	if n := len(st.History); n > 0 && !math.IsNaN(st.History[n-1].Val) {
+		ck.Provenance.ValNLL = st.History[n-1].Val
+	}
+	ck.TrainState = buf.Bytes()
+	return ck.Save(o.Out + ".resume")
+}
+
+// finish stops the loader, saves the resume checkpoint and the loss curve,
+// and summarises the run.
+func (s *session) finish() (*Result, error) {
+	o, st, res := s.o, s.st, &s.res
+	s.stop()
+	res.Interrupted = s.ctx.Err() != nil && st.Step < o.Steps && s.frac() < 1 && !res.Stopped
+	if err := s.saveResume(); err != nil {
+		return nil, fmt.Errorf("train: save resume checkpoint: %w", err)
+	}
+	if res.Interrupted {
+		fmt.Fprintf(o.Log, "interrupted at step %d; resume with --resume %s\n", st.Step, o.Out+".resume")
+	}
+	if err := o.plotCurve(st); err != nil {
+		fmt.Fprintf(o.Log, "loss curve: %v\n", err)
+	}
+	res.Steps, res.BestVal, res.BestStep = st.Step, st.BestVal, st.BestStep
+	res.ZeroPooled, res.ZeroPerCel = st.ZeroPooled, st.ZeroCell
+	res.Elapsed = time.Duration(s.elapsed() * float64(time.Second))
+	if len(st.History) > 0 && res.Elapsed > 0 {
+		res.SamplesPerSec = float64(st.Step*o.Batch) / res.Elapsed.Seconds()
+	}
+	return res, nil
+}
