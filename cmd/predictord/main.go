@@ -38,6 +38,7 @@ import (
 	"rgcpred/internal/natsauth"
 	"rgcpred/internal/recorder"
 	"rgcpred/internal/service"
+	"rgcpred/internal/standby"
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
 )
@@ -121,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	fs.StringVar(&o.standbyGroup, "standby-group", "", "hot standby: serve as one instance of this replica group (a JetStream lease picks the one that publishes; empty: off)")
 	fs.StringVar(&o.standbyID, "standby-id", "", "this instance's id in the replica group (default: host, pid and a random suffix)")
-	fs.DurationVar(&o.standbyTTL, "standby-ttl", 2*time.Second, "hot-standby lease TTL: a lost holder is replaced within about this plus a tenth")
+	fs.DurationVar(&o.standbyTTL, "standby-ttl", standby.DefaultTTL, "hot-standby lease TTL: a lost holder is replaced within about this plus a tenth (renewals every quarter of it)")
 	fs.StringVar(&o.record, "record", "", "flight recorder: record frames, control, decisions and events in this JetStream stream (empty: off)")
 	fs.Int64Var(&o.recordMaxBytes, "record-max-bytes", 1<<30, "size limit of the --record stream (the oldest messages go first; 0: none)")
 	fs.DurationVar(&o.recordMaxAge, "record-max-age", 24*time.Hour, "age limit of the --record stream (0: none)")

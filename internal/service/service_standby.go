@@ -34,9 +34,9 @@ type StandbyConfig struct {
 	// Bucket is the JetStream key-value bucket of the leases (default
 	// DefaultStandbyBucket).
 	Bucket string
-	// TTL is the lease's time to live (default 2 s): a holder that stops
-	// renewing (killed, stalled, cut off) is replaced within about TTL plus
-	// TTL/10.
+	// TTL is the lease's time to live (default standby.DefaultTTL): a
+	// holder that stops renewing (killed, stalled, cut off) is replaced
+	// within about TTL plus TTL/10.
 	TTL time.Duration
 	// Buffer is the number of messages per device a standby keeps until it
 	// sees the holder's copy (default 16384, 16 s of one message per frame
@@ -250,7 +250,7 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		cfg.Bucket = DefaultStandbyBucket
 	}
 	if cfg.TTL <= 0 {
-		cfg.TTL = 2 * time.Second
+		cfg.TTL = standby.DefaultTTL
 	}
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 1 << 14

@@ -6,13 +6,18 @@
 // holder's messages are seen, and publish from the first message the holder
 // did not publish when they take the lease over.
 //
-// The lease is an entry of a bucket whose TTL is the lease's: the holder
-// renews it with a revision-checked update (compare-and-set), a standby
-// takes it with a create that succeeds only once the entry is gone (released,
-// or aged out after a holder stopped renewing: killed, stalled, cut off).
-// A holder stops publishing Margin before its entry can age out, by its own
-// clock, so an old holder and a new one never publish at once as long as a
-// message reaches the other instances within Margin.
+// The lease is an entry of a key-value bucket: the holder renews it with a
+// revision-checked update (compare-and-set) every Renew; a standby takes it
+// with a create once the entry is gone (released, or aged out of the
+// bucket), or with an update checked against a revision it has seen
+// unchanged for TTL by its own clock (the holder stopped renewing: killed,
+// stalled, cut off). A holder counts as holder only until TTL - Margin after
+// the start of its last successful renewal, by its own clock, and a standby
+// first sees a revision after that renewal started, so an old holder and a
+// new one never publish at once as long as a message reaches the other
+// instances within Margin. A lost holder is thus replaced within about TTL +
+// Retry, whatever the bucket's own expiry (kept at least LeaseBucketMinTTL,
+// so that a server need not expire entries at the lease's pace).
 package standby
 
 import (
@@ -26,13 +31,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// LeaseBucket creates (or updates to ttl) the key-value bucket of leases
-// named bucket: one entry per lease, kept only ttl after its last renewal.
-// File storage keeps a lease across a NATS server restart.
+// DefaultTTL is predictord's lease TTL: renewals every 15 ms, a lost
+// holder replaced within about 66 ms, inside a decision's 80-ms period.
+const DefaultTTL = 60 * time.Millisecond
+
+// LeaseBucketMinTTL is the shortest expiry LeaseBucket gives its entries.
+const LeaseBucketMinTTL = time.Second
+
+// LeaseBucket creates (or updates) the key-value bucket of leases named
+// bucket: one entry per lease, kept only max(ttl, LeaseBucketMinTTL) after
+// its last renewal. File storage keeps a lease across a NATS server
+// restart.
 func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("standby: lease bucket %s: TTL %v not positive", bucket, ttl)
 	}
+	ttl = max(ttl, LeaseBucketMinTTL)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "predictord hot-standby leases",
@@ -48,19 +62,19 @@ func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 
 // LeaseConfig configures a Lease.
 type LeaseConfig struct {
-	// KV is the lease bucket (LeaseBucket); its TTL must be TTL.
+	// KV is the lease bucket (LeaseBucket with TTL).
 	KV jetstream.KeyValue
 	// Key names the lease in the bucket (e.g. the replica group's name).
 	Key string
 	// Holder identifies this instance; every instance of a group needs its
 	// own.
 	Holder string
-	// TTL is the bucket's TTL: an entry not renewed for TTL is gone.
+	// TTL is the lease's: an entry not renewed for TTL may be taken over.
 	TTL time.Duration
 	// Renew is the holder's renewal period (default TTL/4).
 	Renew time.Duration
-	// Retry is how often a standby tries to take the lease (default
-	// TTL/10): a lost holder is replaced within about TTL + Retry.
+	// Retry is how often a standby looks at the lease and tries to take it
+	// (default TTL/10): a lost holder is replaced within about TTL + Retry.
 	Retry time.Duration
 	// Margin is how long before its entry could age out the holder stops
 	// counting as holder (default TTL/4); it must exceed the delivery time
@@ -102,8 +116,12 @@ type Lease struct {
 	rev    uint64
 	until  time.Time // end of the holding by this instance's clock
 	holder string    // the holder last seen, "" none
-	gains  uint64
-	losses uint64
+	// The other holder's revision last seen and when this instance first
+	// saw it (a revision unchanged for TTL is taken over).
+	seenRev uint64
+	seenAt  time.Time
+	gains   uint64
+	losses  uint64
 }
 
 // NewLease returns a lease of cfg, not held.
@@ -195,13 +213,22 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 		}
 		l.mu.Lock()
 		l.holder = h
-		l.mu.Unlock()
+		stale := false
 		if h != l.cfg.Holder {
+			if e.Revision() != l.seenRev {
+				l.seenRev, l.seenAt = e.Revision(), start
+			}
+			stale = start.Sub(l.seenAt) > l.cfg.TTL
+		}
+		l.mu.Unlock()
+		if h != l.cfg.Holder && !stale {
 			return false, nil
 		}
-		// The entry is this instance's own: it lost track of it (e.g. its
-		// renewal failed while the server restarted) and may reclaim it, since
-		// nobody else could have written it.
+		// The entry is this instance's own (it lost track of it, e.g. its
+		// renewal failed while the server restarted), or another holder's
+		// that has not been renewed for TTL: its holding has run out by its
+		// own clock. The update is checked against the revision seen, so a
+		// renewal that lands first wins.
 		rev, err = l.cfg.KV.Update(ctx, l.cfg.Key, l.value, e.Revision())
 	}
 	if err != nil {

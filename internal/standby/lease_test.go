@@ -143,7 +143,7 @@ func TestLeaseTakeover(t *testing.T) {
 	cases := []struct {
 		name string
 		stop func(ctx context.Context, a *Lease, anc *nats.Conn) error
-		// waitsTTL: the entry must age out before the takeover.
+		// waitsTTL: the holder's TTL must pass before the takeover.
 		waitsTTL bool
 	}{
 		{"release", func(ctx context.Context, a *Lease, _ *nats.Conn) error { return a.Release(ctx) }, false},
@@ -205,6 +205,63 @@ func TestLeaseTakeover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaseTakeoverBeforeExpiry: with a lease TTL shorter than the
+// bucket's expiry, a standby takes over a stalled holder's lease once it
+// has seen the entry's revision unchanged for the TTL, long before the
+// entry could age out, and never while the holder still counts itself the
+// holder; a holder that keeps renewing is never taken over.
+func TestLeaseTakeoverBeforeExpiry(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	s := jsServer(t)
+	_, akv := bucket(t, s, ttl)
+	_, bkv := bucket(t, s, ttl)
+	ctx := ctxT(t)
+	a := lease(t, akv, "a", LeaseConfig{TTL: ttl})
+	var aHeldAtGain atomic.Bool
+	b := lease(t, bkv, "b", LeaseConfig{TTL: ttl, OnGain: func() { aHeldAtGain.Store(a.Held()) }})
+	if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("a: acquire = %v, %v", ok, err)
+	}
+	// a renews on time for several TTLs: b never takes over.
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(b.Config().Retry) {
+		if err := a.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := b.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("b took over a renewing holder (%v, %v)", ok, err)
+		}
+	}
+	renewed := time.Now()
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// a stalls.
+	for {
+		ok, err := b.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Since(renewed) > waitLimit {
+			t.Fatal("no takeover")
+		}
+		time.Sleep(b.Config().Retry)
+	}
+	took := time.Since(renewed)
+	t.Logf("takeover %v after the holder's last renewal (lease TTL %v, bucket expiry %v)", took, ttl, LeaseBucketMinTTL)
+	if aHeldAtGain.Load() {
+		t.Fatal("b gained while a still counted itself the holder")
+	}
+	if took < ttl {
+		t.Fatalf("takeover %v after the last renewal, before the TTL %v", took, ttl)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("the stalled holder renews: %v, want ErrLost", err)
 	}
 }
 
