@@ -306,6 +306,13 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	return c, nil
 }
 
+// SetGather sets Config.Gather. Call it between frames from the goroutine
+// feeding the core (or before the first).
+func (c *Core) SetGather(n int) {
+	c.Flush()
+	c.cfg.Gather = n
+}
+
 // SetPredictor swaps the predictor (checkpoint reload); cell states are kept.
 func (c *Core) SetPredictor(p rgc.Predictor) { c.pred = p }
 

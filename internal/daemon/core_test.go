@@ -714,3 +714,51 @@ func BenchmarkWindowCopy(b *testing.B) {
 		copy(dst, src)
 	}
 }
+
+// endsRecorder records the window ends of every model call.
+type endsRecorder struct {
+	p    rgc.Predictor
+	ends [][]int
+}
+
+func (r *endsRecorder) Predict(b *rgc.Batch, out []float32) error {
+	r.ends = append(r.ends, slices.Clone(b.Ends))
+	return r.p.Predict(b, out)
+}
+
+// TestCoreSetGather: switching gathering off decides the windows gathered
+// so far at once, and from then on every model call holds windows of one
+// bin even with frames waiting.
+func TestCoreSetGather(t *testing.T) {
+	cells := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	sink := &countSink{}
+	rec := &endsRecorder{p: fakepred.New(cells)}
+	core, err := New(rec, sink, Config{Known: cells, Cells: cells, PublishSilence: true, Gather: 8, Stagger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core.Frames(synthFrames(0, 1024+40), 5) // frames wait: windows are gathered
+	if len(core.gath) == 0 {
+		t.Fatal("no window gathered with frames waiting")
+	}
+	before := sink.n
+	core.SetGather(0)
+	if len(core.gath) != 0 || sink.n == before {
+		t.Fatalf("after SetGather(0): %d windows still gathered, %d decisions sent (%d before)", len(core.gath), sink.n, before)
+	}
+	calls := len(rec.ends)
+	core.Frames(synthFrames(1024+40, 200), 5)
+	if len(core.gath) != 0 {
+		t.Fatalf("%d windows gathered with gathering off", len(core.gath))
+	}
+	if len(rec.ends) == calls {
+		t.Fatal("no model call after SetGather(0)")
+	}
+	for _, ends := range rec.ends[calls:] {
+		for _, e := range ends {
+			if e != ends[0] {
+				t.Fatalf("a call with windows ending at %v after SetGather(0), want one bin per call", ends)
+			}
+		}
+	}
+}

@@ -275,6 +275,12 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("service: standby: read lease: %w", err)
 	}
+	// Replicas match their messages by the frame whose processing produced
+	// them (standby.Pos). Gathering windows while behind groups decisions
+	// by each instance's own timing, so replicas do not gather.
+	for _, d := range s.devices {
+		d.core.SetGather(0)
+	}
 	st := &standbyState{cfg: cfg}
 	eligible := func() bool {
 		for _, d := range s.devices {
