@@ -313,6 +313,14 @@ func (c *Core) SetGather(n int) {
 	c.cfg.Gather = n
 }
 
+// SetMaxLag sets Config.MaxLag (0: never skip). Call it between frames
+// from the goroutine feeding the core (or before the first).
+func (c *Core) SetMaxLag(n int64) {
+	if n >= 0 {
+		c.cfg.MaxLag = n
+	}
+}
+
 // SetPredictor swaps the predictor (checkpoint reload); cell states are kept.
 func (c *Core) SetPredictor(p rgc.Predictor) { c.pred = p }
 

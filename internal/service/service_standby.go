@@ -275,11 +275,17 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("service: standby: read lease: %w", err)
 	}
-	// Replicas match their messages by the frame whose processing produced
-	// them (standby.Pos). Gathering windows while behind groups decisions
-	// by each instance's own timing, so replicas do not gather.
+	// Replicas must take the same decisions, and match their messages by
+	// the frame that produced them (standby.Pos). Skipping decisions under
+	// overload and gathering windows while behind both depend on each
+	// instance's own timing, so replicas do neither: an overloaded group
+	// answers late rather than differently.
 	for _, d := range s.devices {
 		d.core.SetGather(0)
+		d.core.SetMaxLag(0)
+	}
+	if s.cfg.MaxLag > 0 {
+		s.log.Warn().Int64("max_lag", s.cfg.MaxLag).Msg("standby: replicas never skip decisions: --max-lag is off in a standby group")
 	}
 	st := &standbyState{cfg: cfg}
 	eligible := func() bool {
