@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench/replay"
+	"rgcpred/evaluation"
 	"rgcpred/internal/fakepred"
 	"rgcpred/internal/service"
 	"rgcpred/rgc"
@@ -90,7 +91,7 @@ func TestReportCriterionTableAndPlot(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
 	other := &Report{ModelInfo: "other model", Points: []Point{{Cells: 1, Latency: replay.DurationSummary{N: 1, P99Ms: 0.5}}}}
-	if err := replay.WriteJSON(path, other); err != nil {
+	if err := evaluation.WriteJSON(path, other); err != nil {
 		t.Fatal(err)
 	}
 	back, err := ReadReport(path)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -181,11 +182,15 @@ func (r *Report) Print(w io.Writer) {
 	PrintComparisons(w, r.Comparisons)
 }
 
-// WriteJSON writes v as indented JSON, newline-terminated, to path.
+// WriteJSON writes v as indented JSON, newline-terminated, to path,
+// creating its directory.
 func WriteJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

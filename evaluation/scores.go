@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"rgcpred/rollout"
+
+	"gonum.org/v1/gonum/floats"
 )
 
 // MetricNames are the keys of the four metrics (docs/model.md
@@ -74,7 +76,7 @@ func TrainScores(m *rollout.Metrics, id int, generated, recorded []float64) (Cel
 		return CellScores{}, fmt.Errorf("cell %d: %w", id, err)
 	}
 	return CellScores{ClusterID: id, VanRossum: s.VanRossum, Schreiber: s.Schreiber, Pearson: s.Pearson,
-		RecordedSpikes: sum(recorded), GeneratedSpikes: sum(generated)}, nil
+		RecordedSpikes: floats.Sum(recorded), GeneratedSpikes: floats.Sum(generated)}, nil
 }
 
 // Summarise returns, for each of MetricNames, the IQM of the cells' scores
@@ -125,13 +127,4 @@ func AverageRepeats(reps [][]CellScores) []CellScores {
 		out[i].Windows = int(math.Round(w / n))
 	}
 	return out
-}
-
-// sum is the sum of x.
-func sum(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s
 }

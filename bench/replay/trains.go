@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,18 +75,6 @@ func WriteTrains(dir string, clusters []int, predicted, recorded [][]float64) er
 		if err := WriteCountsNPY(filepath.Join(dir, "recorded", TrainFileName(id)), recorded[i]); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// WriteJSON writes v as indented JSON to path.
-func WriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -176,7 +176,7 @@ func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev, onTime
 	if err := replay.WriteTrains(o.out, res.Cells, pred, recd); err != nil {
 		return err
 	}
-	return replay.WriteJSON(o.out+"/summary.json", summary{
+	return evaluation.WriteJSON(o.out+"/summary.json", summary{
 		Recording: rec.Name, Data: o.data, Split: o.split, Device: o.device, Speed: o.speed, Result: res, Metrics: ev, OnTime: onTime,
 	})
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"rgcpred/evaluation"
 
 	"rgcpred/rgc"
@@ -84,14 +81,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		to = min(to, from+opts.MaxBins)
 	}
 	f := rollout.ThresholdFile{Checkpoint: source, Recording: rec.Name, Split: split.String(), Bins: to - from, Cells: fit}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+	if err := evaluation.WriteJSON(*out, f); err != nil {
 		return err
 	}
 	var gen, recd int

@@ -14,6 +14,8 @@ import (
 	"rgcpred/rgc"
 	"rgcpred/rgc/glm"
 	"rgcpred/rgc/synth"
+
+	"gonum.org/v1/gonum/floats"
 )
 
 // runGLM implements `trainer glm`: fit the classical GLM baseline to a
@@ -139,7 +141,7 @@ func mean(x []float64) float64 {
 	if len(x) == 0 {
 		return 0
 	}
-	return sum(x) / float64(len(x))
+	return floats.Sum(x) / float64(len(x))
 }
 
 func countBelow(a, b []float64) int {
@@ -158,12 +160,4 @@ func joinFloats(x []float64) string {
 		s[i] = strconv.FormatFloat(v, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
-}
-
-func sum(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s
 }

@@ -517,23 +517,25 @@ func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64) {
 			c.due = append(c.due, i)
 		}
 	}
-	defer c.updateNextDue()
-	if len(c.due) > 0 {
-		flags := c.flagsAt(b)
-		if c.stale(b) {
-			c.Flush() // older gathered windows first (they are stale too)
-			c.skip(c.due, b, ts, flags)
-		} else {
-			for _, i := range c.due {
-				if len(c.gath) == c.cfg.MaxBatch {
-					c.Flush()
-				}
-				c.gather(i, b)
-			}
-		}
+	if len(c.due) > 0 && c.stale(b) {
+		c.Flush() // older gathered windows first (they are stale too)
+		c.skip(c.due, b, ts, c.flagsAt(b))
+		c.updateNextDue()
+		return
 	}
-	if len(c.gath) > 0 && (len(c.gath) >= c.cfg.Gather || !c.behind() || b-c.gath[0].b >= MaxGatherBins) {
-		c.Flush()
+	for _, i := range c.due {
+		if len(c.gath) == c.cfg.MaxBatch {
+			c.Flush()
+		}
+		c.gather(i, b)
+	}
+	switch {
+	case len(c.gath) > 0 && (len(c.gath) >= c.cfg.Gather || c.waiting() == 0 || b-c.gath[0].b >= MaxGatherBins):
+		c.Flush() // updates nextDue
+	case c.nextDue == 0:
+		// Only decisions move a cell's next window (Flush, skip), so
+		// nextDue needs work only after a (re)start cleared it.
+		c.updateNextDue()
 	}
 }
 
@@ -546,14 +548,15 @@ func (c *Core) flagsAt(b int64) uint8 {
 	return 0
 }
 
-// behind reports whether frames already received wait to be processed
-// after the current one (Config.Gather).
-func (c *Core) behind() bool {
+// waiting returns the number of frames received and not yet processed
+// after the current one: the rest of its message and the backlog
+// (Config.Backlog, else the one passed to Frames).
+func (c *Core) waiting() int64 {
 	backlog := c.backlog
 	if c.cfg.Backlog != nil {
 		backlog = c.cfg.Backlog()
 	}
-	return c.rem > 0 || backlog > 0
+	return c.rem + max(backlog, 0)
 }
 
 // gather prepares cell i's window ending at bin b of the ring (the
@@ -588,6 +591,9 @@ func (c *Core) gather(i int, b int64) {
 // cell's state other than its own decisions (control messages, a new
 // stream).
 func (c *Core) Flush() {
+	if len(c.gath) == 0 {
+		return
+	}
 	for len(c.gath) > 0 {
 		c.out = c.out[:0]
 		c.late = c.late[:0]
@@ -645,11 +651,7 @@ func (c *Core) stale(b int64) bool {
 	if c.cfg.MaxLag <= 0 {
 		return false
 	}
-	backlog := c.backlog
-	if c.cfg.Backlog != nil {
-		backlog = c.cfg.Backlog()
-	}
-	return c.cur-b+c.rem+max(backlog, 0) > c.cfg.MaxLag
+	return c.cur-b+c.waiting() > c.cfg.MaxLag
 }
 
 // skip steps the cells as "no spike" without running the model (overload)

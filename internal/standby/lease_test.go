@@ -171,19 +171,7 @@ func TestLeaseTakeover(t *testing.T) {
 				t.Fatal(err)
 			}
 			stopped := time.Now()
-			for {
-				ok, err := b.TryAcquire(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok {
-					break
-				}
-				if time.Since(stopped) > waitLimit {
-					t.Fatal("no takeover")
-				}
-				time.Sleep(b.Config().Retry)
-			}
+			awaitTakeover(t, ctx, b)
 			took := time.Since(stopped)
 			t.Logf("%s: takeover %v after the stop (TTL %v, retry %v)", c.name, took, testTTL, b.Config().Retry)
 			if aHeldAtGain.Load() {
@@ -238,20 +226,7 @@ func TestLeaseTakeoverBeforeExpiry(t *testing.T) {
 	if err := a.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// a stalls.
-	for {
-		ok, err := b.TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			break
-		}
-		if time.Since(renewed) > waitLimit {
-			t.Fatal("no takeover")
-		}
-		time.Sleep(b.Config().Retry)
-	}
+	awaitTakeover(t, ctx, b) // a stalls
 	took := time.Since(renewed)
 	t.Logf("takeover %v after the holder's last renewal (lease TTL %v, bucket expiry %v)", took, ttl, LeaseBucketMinTTL)
 	if aHeldAtGain.Load() {
@@ -262,6 +237,23 @@ func TestLeaseTakeoverBeforeExpiry(t *testing.T) {
 	}
 	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
 		t.Fatalf("the stalled holder renews: %v, want ErrLost", err)
+	}
+}
+
+// awaitTakeover tries to take the lease every Retry until l holds it.
+func awaitTakeover(t *testing.T, ctx context.Context, l *Lease) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(l.Config().Retry) {
+		ok, err := l.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Since(start) > waitLimit {
+			t.Fatal("no takeover")
+		}
 	}
 }
 

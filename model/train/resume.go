@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"slices"
 
@@ -137,7 +138,7 @@ func (o *AdamW) check(cfg model.Config, step int) error {
 			sizes[p.Name] = p.Size()
 		}
 	}
-	for _, name := range sortedKeys(o.M) {
+	for _, name := range slices.Sorted(maps.Keys(o.M)) { // keys in order: errors independent of map order
 		m, v := o.M[name], o.V[name]
 		size, ok := sizes[name]
 		switch {
@@ -160,17 +161,6 @@ func (o *AdamW) check(cfg model.Config, step int) error {
 		}
 	}
 	return nil
-}
-
-// sortedKeys returns m's keys in order, so errors do not depend on map
-// iteration order.
-func sortedKeys(m map[string][]float32) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // check validates the early-stopping state after step training steps: a

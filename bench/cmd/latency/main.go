@@ -27,7 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench"
-	"rgcpred/bench/replay"
+	"rgcpred/evaluation"
 	"rgcpred/internal/modelload"
 	"rgcpred/internal/plot"
 	"rgcpred/model/engine"
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string) error {
 func output(rep *bench.Report, jsonOut, svgOut, compare string) error {
 	rep.WriteTable(os.Stdout)
 	if jsonOut != "" {
-		if err := replay.WriteJSON(jsonOut, rep); err != nil {
+		if err := evaluation.WriteJSON(jsonOut, rep); err != nil {
 			return err
 		}
 		fmt.Printf("wrote %s\n", jsonOut)
