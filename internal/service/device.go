@@ -69,10 +69,14 @@ type device struct {
 	// for the JSON status (the metric's labels, per device).
 	rejectedMu sync.Mutex
 	rejectedBy map[string]uint64
-	// snap is the core's counters after the last message, for the JSON
-	// status (the core itself belongs to the processor goroutine).
+	// prev is the core's counters after the last message: the processor
+	// reads it freely and writes it under snapMu; the JSON status reads it
+	// under snapMu (the core itself belongs to the processor goroutine).
 	snapMu sync.Mutex
-	snap   daemon.Stats
+	prev   daemon.Stats
+	// The device's per-message metrics.
+	framesIn prometheus.Counter
+	lag      prometheus.Gauge
 
 	stimSubj, ctlSubj, eventSubj string
 	eventBuf                     []byte
@@ -81,7 +85,6 @@ type device struct {
 	frames stream.Frames
 	ctl    stream.Control
 	sink   sink
-	prev   daemon.Stats
 	sb     deviceStandby // hot standby (service_standby.go); zero: off
 
 	statusMu  sync.Mutex
@@ -167,6 +170,8 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		eventSubj:  stream.EventsSubject(name),
 		eventBuf:   make([]byte, 0, stream.EventLen),
 		rejectedBy: map[string]uint64{},
+		framesIn:   s.m.framesIn.WithLabelValues(name),
+		lag:        s.m.lag.WithLabelValues(name),
 	}
 	d.last.Store(-1)
 	d.first.Store(-1)
@@ -311,12 +316,12 @@ func (d *device) handle(it item) {
 			d.reject(stream.Reason(err), 1, "frames message rejected: "+err.Error())
 			return
 		}
-		d.s.m.framesIn.WithLabelValues(d.name).Add(float64(len(d.frames.Frames)))
+		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
 		d.core.Frames(&d.frames, d.queuedFrames.Load())
 		d.last.Store(d.core.LastSeq())
-		d.s.m.lag.WithLabelValues(d.name).Set(float64(max(d.queuedFrames.Load(), 0)))
+		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
 			d.reject(stream.Reason(err), 1, "control message rejected: "+err.Error())
@@ -386,9 +391,8 @@ func (d *device) syncStats() {
 	add(m.spikes, st.Spikes, p.Spikes, d.name)
 	add(m.histories, st.Histories, p.Histories, d.name)
 	add(m.resets, st.Resets, p.Resets, d.name)
-	d.prev = st
 	d.snapMu.Lock()
-	d.snap = st
+	d.prev = st
 	d.snapMu.Unlock()
 }
 

@@ -345,7 +345,7 @@ func (s *Service) Status(device string) *StatusReply {
 // jsonStatus returns the device's status counters.
 func (d *device) jsonStatus() DeviceStatus {
 	d.snapMu.Lock()
-	c := d.snap
+	c := d.prev
 	d.snapMu.Unlock()
 	d.rejectedMu.Lock()
 	by := maps.Clone(d.rejectedBy)
@@ -414,7 +414,7 @@ func (s *Service) microReset(r micro.Request, q MicroRequest) {
 		return
 	}
 	d.snapMu.Lock()
-	before := d.snap.Resets
+	before := d.prev.Resets
 	d.snapMu.Unlock()
 	select {
 	case d.raw <- &nats.Msg{Subject: d.ctlSubj, Data: payload}:
@@ -429,7 +429,7 @@ func (s *Service) microReset(r micro.Request, q MicroRequest) {
 	defer tick.Stop()
 	for {
 		d.snapMu.Lock()
-		n := d.snap.Resets
+		n := d.prev.Resets
 		d.snapMu.Unlock()
 		if n > before {
 			s.microRespond(r, &ResetReply{Instance: s.MicroID(), Device: d.name, Resets: n})
