@@ -146,21 +146,3 @@ func (c *combiner) swap(p rgc.Predictor) error {
 	}
 	return nil
 }
-
-// gather returns the windows a device's core gathers per model call while
-// behind (Config.Gather).
-func (s *Service) gather() int { return Gather(s.cfg.Gather, s.model.Load()) }
-
-// Gather applies Config.Gather's rule: the windows gathered per model call
-// while behind, for a configured value g and the model m serves.
-func Gather(g int, m *Model) int {
-	switch {
-	case g < 0:
-		return 0
-	case g > 0:
-		return g
-	case m != nil:
-		return m.Gather
-	}
-	return 0
-}
