@@ -27,7 +27,7 @@ const RealTimeP99 = 2 * time.Millisecond
 // Point is the measurement at one number of cells.
 // EngineCounters is what the inference engine did during one measurement
 // (the daemon's predictord_engine_* counters): windows computed, those split
-// across its threads, barrier waits that parked, contention back-offs and
+// across its threads, waits for a helper that parked, contention back-offs and
 // the calls they ran whole.
 type EngineCounters struct {
 	Windows      int64 `json:"windows"`

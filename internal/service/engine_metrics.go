@@ -13,7 +13,8 @@ type statser interface{ Stats() engine.Stats }
 
 // engineCollector exports the serving engine's counters (engine.Stats): how
 // many windows ran split across its threads or whole, how often a split
-// window's threads parked at a barrier, and the contention back-off. The
+// window's calling thread parked waiting for a helper, and the contention
+// back-off. The
 // counters of engines replaced by a reload are kept, so the exported
 // counters only grow.
 type engineCollector struct {
@@ -33,8 +34,8 @@ func newEngineCollector(model func() *Model) *engineCollector {
 	return &engineCollector{
 		model:        model,
 		windows:      d("windows_total", "Windows the inference engine computed, by mode: split across its threads layer by layer (a lone window: the real-time case), or whole on one thread.", "mode"),
-		parks:        d("parks_total", "Barrier waits of split windows that ended parked: a thread waited longer than its spin budget for another (contention for the cores)."),
-		backoffs:     d("backoffs_total", "Times the engine stopped splitting windows after calls with contended barriers."),
+		parks:        d("parks_total", "Waits of the calling thread for a helper's chunk of a split window that ended parked: the helper held it longer than the spin budget (contention for the cores)."),
+		backoffs:     d("backoffs_total", "Times the engine stopped splitting windows after calls whose waits for helpers parked."),
 		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
 		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
 		threads:      d("threads", "Threads the inference engine runs a call on."),

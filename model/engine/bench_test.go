@@ -62,7 +62,7 @@ func BenchmarkStages(b *testing.B) {
 			defer e.Close()
 			window := randomBatch(1, cellIDs, 2).Inputs
 			n, wk := e.net, e.workers[0]
-			p := &pass{wk: wk, a: wk.acts, part: 0, parts: 1}
+			p := &pass{wk: wk, a: wk.acts}
 			stage := func(name string, f func()) {
 				c0 := processCPU()
 				for i := 0; i < b.N; i++ {
@@ -71,7 +71,7 @@ func BenchmarkStages(b *testing.B) {
 				b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
 			}
 			for b.Loop() {
-				n.forward(p, window, 0, wk.acts.logits)
+				n.forward(p, window, 0, wk.acts.logits, false)
 			}
 			x := n.stem(p, window)
 			y := n.cnnBlocks(p, x)
@@ -87,8 +87,8 @@ func BenchmarkStages(b *testing.B) {
 // daemon runs at each frame (1-4 windows) on 1 and 2 threads, for the paper
 // CNN and the CPU preset; batch 2 also with every window split across the
 // threads (split) instead of one window per thread, and batch 1 with
-// barriers that park on channels at once (chan) or spin without bound
-// (spin) instead of spinning for spinFor, then parking.
+// waits that park at once (chan) or spin without bound (spin) instead of
+// spinning for spinFor, then parking.
 func BenchmarkSmall(b *testing.B) {
 	type variant struct {
 		batch, threads int
@@ -166,28 +166,32 @@ func BenchmarkReference(b *testing.B) {
 	}
 }
 
-// BenchmarkBarrier measures one crossing of the threads' barrier by two
-// goroutines with no work between crossings (ns/op per crossing): spinning
-// (the default spin-then-park), and parking at once (chan).
-func BenchmarkBarrier(b *testing.B) {
-	for _, mode := range []string{"spin", "chan"} {
+// BenchmarkPhase measures one phase of two one-row chunks crossed by two
+// goroutines with no work in the chunks (ns/op per phase): spinning (the
+// default spin-then-park), and parking at once (park).
+func BenchmarkPhase(b *testing.B) {
+	for _, mode := range []string{"spin", "park"} {
 		b.Run(mode, func(b *testing.B) {
-			bar := newBarrier(2)
-			if mode == "chan" {
-				bar.spin.Store(0)
+			tk := newTickets()
+			if mode == "park" {
+				tk.spin.Store(0)
 			}
 			n := b.N
+			walk := func() {
+				p := pass{tk: tk, threads: 2, synced: true}
+				for i := 0; i < n; i++ {
+					for c := p.open(2, 2, 1); c.next(); {
+					}
+					p.sync()
+				}
+			}
 			done := make(chan struct{})
 			go func() {
-				for i := 0; i < n; i++ {
-					bar.wait(1)
-				}
+				walk()
 				close(done)
 			}()
 			b.ResetTimer()
-			for i := 0; i < n; i++ {
-				bar.wait(0)
-			}
+			walk()
 			<-done
 		})
 	}

@@ -11,14 +11,18 @@
 // im2col matrix: the GEMM reads overlapping rows in place.
 //
 // Threads: a batch of n windows on t threads runs n - n%t windows whole,
-// n/t per thread, each thread with its own buffers (the best throughput);
-// each remaining window is split across all threads layer by layer: every
-// convolution's output positions, the transformer's tokens and the
-// squeeze-excite channels are divided between the threads, which meet at a
-// spinning barrier where a layer reads rows another thread wrote (about 15
-// per window). So a batch of 1 (the real-time case) uses every core. The
-// split does not change the arithmetic of any output element: results are
-// bit-identical for any thread count.
+// each on one thread with its own buffers (the best throughput), claimed
+// one at a time by whichever thread is free; each remaining window is
+// split across the threads phase by phase: the rows of every convolution,
+// the transformer's tokens and the squeeze-excite channels are cut into
+// chunks that the threads claim one at a time, and a phase that reads rows
+// another thread wrote starts once the previous one is done (about 30
+// phases per window). So a batch of 1 (the real-time case) uses every core
+// that is running, and a helper that is late (waking up, or descheduled by
+// the host) costs the caller nothing but a chunk in progress: the caller
+// never waits for a thread to arrive. The cut does not change the
+// arithmetic of any output element: results are bit-identical for any
+// thread count.
 //
 // # Backend seam
 //
@@ -67,19 +71,15 @@ type Engine struct {
 
 	workers []*worker // workers[0] runs on the calling goroutine
 	team    *team     // hands jobs to workers 1.. (nil with one thread)
-	bar     *barrier  // between the layers of a window split across threads
+	tk      *tickets  // the chunks of the calls' phases
 	wg      sync.WaitGroup
 
-	// The call in progress, read by the workers.
-	cur struct {
-		inputs []float32
-		rows   []int     // embedding row of each window of the chunk
-		out    []float32 // per-window outputs of width outW
-		outW   int
-		probs  bool
-		whole  int // windows 0..whole run one per thread, the rest split
-	}
-	rows []int // maxBatch embedding rows
+	// cur is the call in progress, as the caller runs it; shared is the
+	// copy the helpers read (with its own embedding rows), rewritten only
+	// when every helper has reported the previous job.
+	cur, shared job
+	sharedRows  []int
+	rows        []int // maxBatch embedding rows
 	// splitAll makes every window split across the threads (benchmarks
 	// compare it with one window per thread for batches of 2).
 	splitAll bool
@@ -129,7 +129,7 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		// A private copy: later changes to w (training goes on) must not
 		// reach the engine half-way.
 		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
-		rows: make([]int, maxBatch), bar: newBarrier(threads), nextBackoff: backoffCalls,
+		rows: make([]int, maxBatch), sharedRows: make([]int, maxBatch), tk: newTickets(), nextBackoff: backoffCalls,
 	}
 	for i := 0; i < threads; i++ {
 		e.workers = append(e.workers, newWorker(e.net))
@@ -153,16 +153,15 @@ func (e *Engine) helper(i int) {
 		if e.team.quit.Load() {
 			return
 		}
-		e.run(i)
+		e.run(i, &e.shared)
 		e.team.report()
 	}
 }
 
 // setSpin sets how long waiting threads poll before parking.
 func (e *Engine) setSpin(d time.Duration) {
-	e.bar.spin.Store(int64(d))
+	e.tk.spin.Store(int64(d))
 	if e.team != nil {
-		e.team.spin.Store(int64(d))
 		e.team.idle.Store(int64(d))
 	}
 }
@@ -239,46 +238,69 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 	return nil
 }
 
-// dispatch runs windows 0..n of the current chunk on the workers and waits
-// for them. With t threads, the first n - n%t windows run whole, n/t
-// consecutive ones per thread (no synchronisation inside a window: the
-// best throughput); each of the remaining n%t windows is split across all
-// threads layer by layer (rows of every GEMM, tokens of the transformer),
-// so that a batch smaller than the thread count leaves no core idle.
+// job is one chunk of a call: its windows, their embedding rows and
+// outputs, how many run whole, and the first ticket of its phases.
+type job struct {
+	inputs []float32
+	rows   []int     // embedding row of each window of the chunk
+	out    []float32 // per-window outputs of width outW
+	outW   int
+	probs  bool
+	whole  int    // windows 0..whole run whole, one thread each; the rest split
+	base   uint64 // the first ticket of the chunk's phases
+}
+
+// dispatch runs windows 0..n of the current chunk on the workers. With t
+// threads, the first n - n%t windows run whole, one per thread at a time
+// (no synchronisation inside a window: the best throughput); each of the
+// remaining n%t windows is split across all threads phase by phase (see
+// pass), so that a batch smaller than the thread count leaves no running
+// core idle.
 //
-// Splitting pays only when the threads run at the same time. When the
-// cores are oversubscribed, a thread waiting at a barrier for one that was
-// descheduled ends up parking. After contendedCalls consecutive calls whose
-// split windows parked more than twice per window, the engine runs every
-// window whole (a batch of 1 on the calling thread alone) for a backoff
-// of backoffCalls calls, then tries splitting again; each backoff that
-// ends in contention again doubles the next, up to maxBackoffCalls.
+// The helpers join a call when they have reported the previous one;
+// otherwise (a helper descheduled since) the caller runs the call alone,
+// every window whole. Splitting pays only when the threads run at the
+// same time: when a thread waiting for a partner's chunk ends up parked
+// more than twice per split window for contendedCalls consecutive calls,
+// the engine runs every window whole for a back-off of backoffCalls calls
+// (a batch of 1 on the calling thread alone), then tries splitting again;
+// each back-off that ends in contention again doubles the next, up to
+// maxBackoffCalls.
 func (e *Engine) dispatch(n int) {
 	t := len(e.workers)
-	e.cur.whole = n - n%t
+	c := &e.cur
+	c.whole = n - n%t
 	if e.splitAll {
-		e.cur.whole = 0
+		c.whole = 0
 	}
 	if e.backoff > 0 {
 		e.backoff--
-		e.cur.whole = n
+		c.whole = n
 		e.stats.backoffCalls.Add(1)
 		e.stats.backingOff.Store(e.backoff > 0)
 	}
-	split := n - e.cur.whole
 	e.stats.windows.Add(int64(n))
-	e.stats.split.Add(int64(split))
-	if e.team == nil || n == 1 && e.cur.whole == 1 {
-		e.run(0)
+	if e.team == nil || n == 1 && c.whole == 1 || !e.team.ready() {
+		// Alone: every window whole on the calling thread.
+		wk := e.workers[0]
+		p := pass{wk: wk, a: wk.acts}
+		for w := 0; w < n; w++ {
+			e.window(&p, c, w)
+		}
 		return
 	}
+	split := n - c.whole
+	e.stats.split.Add(int64(split))
+	c.base = e.tk.next.Load() // every ticket so far is claimed and done
+	e.shared = *c
+	e.shared.rows = e.sharedRows[:len(c.rows)]
+	copy(e.shared.rows, c.rows)
 	e.team.start()
-	e.run(0)
-	e.team.finish()
+	e.run(0, c)
 	if split == 0 {
 		return
 	}
-	parks := e.bar.parks.Swap(0)
+	parks := e.tk.parks.Swap(0)
 	e.stats.parks.Add(parks)
 	if parks <= int64(2*split) {
 		e.contended, e.nextBackoff = 0, backoffCalls
@@ -300,40 +322,34 @@ const (
 	maxBackoffCalls = 6400
 )
 
-// run is worker i's share of the current chunk: whole windows
-// ceil(whole*i/t)..ceil(whole*(i+1)/t), then its part of each split window.
-func (e *Engine) run(i int) {
-	c := &e.cur
+// run is worker i's share of job j: the whole windows it claims, then its
+// chunks of each split window. It returns once every window is done
+// (worker 0, the caller) or once it has nothing left to claim (a helper).
+func (e *Engine) run(i int, j *job) {
 	wk := e.workers[i]
 	t := len(e.workers)
-	whole := pass{wk: wk, a: wk.acts, part: 0, parts: 1}
-	for w := (c.whole*i + t - 1) / t; w < (c.whole*(i+1)+t-1)/t; w++ {
-		e.window(&whole, w)
+	ctl := pass{wk: wk, tk: e.tk, threads: t, lead: i == 0, end: j.base, synced: true}
+	whole := pass{wk: wk, a: wk.acts}
+	for c := ctl.windows(j.whole); c.next(); {
+		for w := c.lo; w < c.hi; w++ {
+			e.window(&whole, j, w)
+		}
 	}
-	split := pass{wk: wk, a: e.workers[0].acts, part: i, parts: t, bar: e.bar}
-	for w := c.whole; w < len(c.rows); w++ {
-		// The previous window's last readers of the shared activations
-		// (and, after the whole windows, worker 0's own pass) are done.
-		split.sync()
-		e.window(&split, w)
+	// The split windows share worker 0's activations, which its whole
+	// windows use too.
+	ctl.sync()
+	split := ctl
+	split.a = e.workers[0].acts
+	for w := j.whole; w < len(j.rows); w++ {
+		e.window(&split, j, w)
 	}
 }
 
-// window runs p's share of the forward pass of window i of the chunk; part
-// 0 writes the window's output.
-func (e *Engine) window(p *pass, i int) {
-	c := &e.cur
-	input := c.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
-	dst := c.out[i*c.outW : (i+1)*c.outW]
-	logits := p.a.logits
-	if !c.probs {
-		logits = dst
-	}
-	e.net.forward(p, input, c.rows[i], logits)
-	if p.part != 0 || !c.probs {
-		return
-	}
-	e.cfg.Probs(logits, dst)
+// window runs p's share of the forward pass of window i of job j.
+func (e *Engine) window(p *pass, j *job, i int) {
+	input := j.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
+	dst := j.out[i*j.outW : (i+1)*j.outW]
+	e.net.forward(p, input, j.rows[i], dst, j.probs)
 }
 
 // ---------------------------------------------------------------------------
@@ -542,13 +558,13 @@ type acts struct {
 	blocks []blockBuf
 	pool   []float32 // squeeze-excite: channel means
 
-	x, h   []float32    // [tokens, width] residual stream and normalised copy
-	qkv    [2][]float32 // [tokens, 3 width], alternating between layers
-	y      []float32    // [tokens, width] attention output (heads concatenated)
-	mlp    []float32    // [tokens, 4 width]
-	tmp    []float32    // [tokens, width]
-	last   []float32    // [width] final normalised last token
-	logits []float32    // head output of the window (Predict converts it)
+	x, h   []float32 // [tokens, width] residual stream and normalised copy
+	qkv    []float32 // [tokens, 3 width]
+	y      []float32 // [tokens, width] attention output (heads concatenated)
+	mlp    []float32 // [tokens, 4 width]
+	tmp    []float32 // [tokens, width]
+	last   []float32 // [width] final normalised last token
+	logits []float32 // head output of the window (Predict converts it)
 }
 
 // worker is one thread: its GEMM workspaces and small scratch, and the
@@ -576,7 +592,7 @@ func newWorker(n *network) *worker {
 		c2:   make([]float32, n.stemLen*c.StemCh),
 		pool: make([]float32, c.BlockOut),
 		x:    make([]float32, t*d), h: make([]float32, t*d),
-		qkv: [2][]float32{make([]float32, t*3*d), make([]float32, t*3*d)},
+		qkv: make([]float32, t*3*d),
 		y:   make([]float32, t*d), mlp: make([]float32, t*4*d),
 		tmp: make([]float32, t*d), last: make([]float32, d),
 		logits: make([]float32, c.HeadOut()),

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ var cellIDs = []int{12, 40, 7}
 // split layer by layer across the threads (the rows of every GEMM are the
 // same sums in the same order whichever thread computes them), for the
 // paper CNN and the CPU preset, with and without a projection, and with
-// barriers that park at once (spin 0) as well as spinning ones.
+// waits that park at once (spin 0) as well as spinning ones.
 func TestEngineThreadsAndChunksAgree(t *testing.T) {
 	type setting struct {
 		maxBatch, threads int
@@ -88,7 +89,7 @@ func TestEngineThreadsAndChunksAgree(t *testing.T) {
 		{1, 1, false, spinFor},
 		{7, 3, false, spinFor}, // 6 whole, 1 split 3 ways
 		{1, 2, false, spinFor}, // every window split 2 ways
-		{2, 3, false, 0},       // 2 windows split 3 ways, parking barriers
+		{2, 3, false, 0},       // 2 windows split 3 ways, parking waits
 		{8, 2, true, spinFor},  // everything split
 	}
 	for i, name := range []string{"gpt-a-cat-cpu", "gpt-b-logmix-cpu", "gpt-a-cat"} {
@@ -278,11 +279,12 @@ func TestEngineCopiesWeights(t *testing.T) {
 	}
 }
 
-// TestEngineContentionBackoff: barriers that park at once (spin budget 0,
-// as when the partner thread is always descheduled) make the engine run
-// windows whole after contendedCalls calls, for backoffCalls calls, with
-// unchanged outputs; it then splits again, and backs off twice as long when
-// the contention persists.
+// TestEngineContentionBackoff: split calls whose waits for a partner's
+// chunk parked more than twice per window (parks added to the counter
+// during the call, as a helper descheduled mid-chunk makes them) make the
+// engine run windows whole after contendedCalls calls, for backoffCalls
+// calls, with unchanged outputs; it then splits again, and backs off twice
+// as long when the contention persists.
 func TestEngineContentionBackoff(t *testing.T) {
 	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 11)
 	b := randomBatch(1, cellIDs, 12)
@@ -291,24 +293,32 @@ func TestEngineContentionBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	e.setSpin(0)
+	const parked = 3 // parks per contended call
+	call := func(out []float32, contended bool) {
+		t.Helper()
+		for !e.team.ready() { // the helper joins every call
+			runtime.Gosched()
+		}
+		if contended {
+			e.tk.parks.Add(parked)
+		}
+		if err := e.Predict(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
 	split := make([]float32, rgc.NumClasses)
 	for i := 0; i < contendedCalls; i++ {
 		if e.Stats().Backoffs != 0 {
 			t.Fatalf("back-off after %d contended calls, want %d", i, contendedCalls)
 		}
-		if err := e.Predict(b, split); err != nil {
-			t.Fatal(err)
-		}
+		call(split, true)
 	}
 	if e.Stats().Backoffs != 1 || e.backoff != backoffCalls {
-		t.Fatalf("after %d split calls with parking barriers: %d backoffs, %d calls left, want 1 and %d", contendedCalls, e.Stats().Backoffs, e.backoff, backoffCalls)
+		t.Fatalf("after %d contended split calls: %d backoffs, %d calls left, want 1 and %d", contendedCalls, e.Stats().Backoffs, e.backoff, backoffCalls)
 	}
 	whole := make([]float32, rgc.NumClasses)
 	for i := 0; i < backoffCalls; i++ {
-		if err := e.Predict(b, whole); err != nil {
-			t.Fatal(err)
-		}
+		call(whole, false)
 	}
 	if e.backoff != 0 || e.Stats().Backoffs != 1 {
 		t.Fatalf("after %d whole calls: %d calls left, %d backoffs, want 0 and 1", backoffCalls, e.backoff, e.Stats().Backoffs)
@@ -320,21 +330,19 @@ func TestEngineContentionBackoff(t *testing.T) {
 	}
 	// Splitting again meets contention again: a back-off twice as long.
 	for i := 0; i < contendedCalls; i++ {
-		if err := e.Predict(b, whole); err != nil {
-			t.Fatal(err)
-		}
+		call(whole, true)
 	}
 	if e.Stats().Backoffs != 2 || e.backoff != 2*backoffCalls {
 		t.Errorf("split retried after the back-off: %d backoffs, %d calls left, want 2 and %d", e.Stats().Backoffs, e.backoff, 2*backoffCalls)
 	}
 	// The counters the daemon exports: every call counted, the split ones
-	// parked (spin 0: every wait parks), the back-off's calls run whole.
+	// parked, the back-off's calls run whole.
 	calls := int64(2*contendedCalls + backoffCalls)
 	want := Stats{Calls: calls, Windows: calls, SplitWindows: 2 * contendedCalls, Backoffs: 2,
 		BackoffCalls: backoffCalls, BackingOff: true, Threads: 2}
 	got := e.Stats()
-	if got.Parks < int64(2*contendedCalls) {
-		t.Errorf("%d parks counted over %d split windows with spin 0, want at least one each", got.Parks, 2*contendedCalls)
+	if got.Parks < parked*2*contendedCalls {
+		t.Errorf("%d parks counted over %d contended calls, want at least %d", got.Parks, 2*contendedCalls, parked*2*contendedCalls)
 	}
 	got.Parks = 0
 	if got != want {

@@ -7,85 +7,188 @@ import (
 	"rgcpred/model"
 )
 
-// pass is one thread's share of the forward pass of one window: part part
-// of parts (0 of 1 for a window run whole), over the window's activations a
-// with the thread's own workspaces wk.
+// pass is one thread's walk through the forward pass of one window, over
+// the window's activations a with the thread's own workspaces wk. A window
+// run whole (tk nil) is one thread's alone; a window split across threads
+// is walked by every thread of the call, each doing the chunks of each
+// phase it claims from tk (see tickets).
 type pass struct {
-	wk          *worker
-	a           *acts
-	part, parts int
-	bar         *barrier // nil when parts == 1
+	wk      *worker
+	a       *acts
+	tk      *tickets // nil: the whole window on this thread
+	threads int      // threads of the call: sets how finely phases are cut
+	lead    bool     // the caller's thread (its waits measure contention)
+	// The current phase's tickets base..end; synced is set once the
+	// phase is complete (sync), and a new phase may only open then.
+	base, end uint64
+	synced    bool
 }
 
-// rows returns this part's share lo..hi of n rows (positions or tokens).
-// The boundaries are multiples of 4 (a whole number of the SGEMM kernels'
-// smallest row tiles) near the even split. Each output row of a GEMM is the
-// same sum in the same order whichever tile computes it, so the split
+// Chunking: a phase of n rows is cut into up to chunksPerThread chunks per
+// thread of at least minChunkRows rows each (squeeze-excite channels: at
+// least minChunkCols), so that a thread which stalls holds little work
+// and the rows fall evenly between threads whatever their speed.
+const (
+	chunksPerThread = 2
+	minChunkRows    = 16
+	minChunkCols    = 16
+)
+
+// chunks is one thread's share of a phase, claimed chunk by chunk:
+//
+//	for c := p.rows(n); c.next(); {
+//		... rows c.lo..c.hi ...
+//	}
+//	p.sync()
+type chunks struct {
+	p      *pass
+	n, cut int  // rows, chunks
+	align  int  // chunk boundaries are multiples of align
+	held   bool // ticket t is claimed and not finished
+	lo, hi int  // the rows of the chunk claimed
+}
+
+// rows opens a phase over n rows (positions or tokens). The chunk
+// boundaries are multiples of 4 (a whole number of the SGEMM kernels'
+// smallest row tiles) near an even cut. Each output row of a GEMM is the
+// same sum in the same order whichever tile computes it, so the cut
 // changes no bit of the result.
-func (p *pass) rows(n int) (lo, hi int) {
-	at := func(part int) int {
-		if part == p.parts {
-			return n
+func (p *pass) rows(n int) chunks {
+	return p.open(n, p.cut(n/minChunkRows), 4)
+}
+
+// cols opens a phase over n channels.
+func (p *pass) cols(n int) chunks {
+	return p.open(n, p.cut(n/minChunkCols), 1)
+}
+
+// windows opens a phase of n windows, one per chunk.
+func (p *pass) windows(n int) chunks {
+	return p.open(n, max(1, n), 1)
+}
+
+// one opens a phase of a single chunk (rows 0..1), done by whichever
+// thread claims it.
+func (p *pass) one() chunks {
+	return p.open(1, 1, 1)
+}
+
+// cut is the number of chunks of a phase that has room for at most most.
+func (p *pass) cut(most int) int {
+	return max(1, min(chunksPerThread*p.threads, most))
+}
+
+// open opens a phase of n rows in cut chunks whose boundaries are
+// multiples of align (a window run whole: one chunk).
+func (p *pass) open(n, cut, align int) chunks {
+	if p.tk == nil {
+		return chunks{p: p, n: n, cut: 1, align: align}
+	}
+	if !p.synced {
+		panic("engine: phase opened before the previous phase completed")
+	}
+	p.base, p.synced = p.end, false
+	p.end += uint64(cut)
+	return chunks{p: p, n: n, cut: cut, align: align}
+}
+
+// next finishes the chunk held (if any) and claims the next one, setting
+// lo and hi; false when the phase has no chunk left to claim.
+func (c *chunks) next() bool {
+	p := c.p
+	if p.tk == nil {
+		if c.held {
+			return false
 		}
-		return min(n, (n*part/p.parts+2)/4*4)
+		c.held, c.lo, c.hi = true, 0, c.n
+		return true
 	}
-	return at(p.part), at(p.part + 1)
+	if c.held {
+		p.tk.finish(p.end)
+		c.held = false
+	}
+	t, ok := p.tk.claim(p.end)
+	if !ok {
+		return false
+	}
+	j := int(t - p.base)
+	c.held = true
+	c.lo, c.hi = c.at(j), c.at(j+1)
+	return true
 }
 
-// cols returns this part's share lo..hi of n channels.
-func (p *pass) cols(n int) (lo, hi int) {
-	return n * p.part / p.parts, n * (p.part + 1) / p.parts
+// at is the first row of chunk j.
+func (c *chunks) at(j int) int {
+	if j == c.cut {
+		return c.n
+	}
+	return min(c.n, (c.n*j/c.cut+c.align/2)/c.align*c.align)
 }
 
-// sync waits until every part of the window has reached the same point,
-// before reading rows that other parts wrote.
+// sync waits until every chunk of the phase is done, before reading rows
+// that other threads wrote.
 func (p *pass) sync() {
-	if p.parts > 1 {
-		p.bar.wait(p.part)
+	if p.tk == nil {
+		return
 	}
+	if p.tk.wait(p.end) {
+		if p.lead {
+			p.tk.parks.Add(1)
+		} else {
+			p.tk.helperParks.Add(1)
+		}
+	}
+	p.synced = true
 }
 
-// forward computes this part's share of the head outputs of one window
-// (rgc.WindowLen floats, [InRows, bins] row-major) for the cell on
-// embedding row cell, head(gpt(cnn(input) + embed(cell))); part 0 writes
-// logits (Config.HeadOut floats). Shapes in comments are [positions,
-// channels] (channels-last) for the CNN and [tokens, features] for the
-// transformer; paper sizes for gpt-a.
-func (n *network) forward(p *pass, window []float32, cell int, logits []float32) {
+// forward computes p's share of the outputs of one window (rgc.WindowLen
+// floats, [InRows, bins] row-major) for the cell on embedding row cell,
+// head(gpt(cnn(input) + embed(cell))): the Config.Classes class
+// probabilities into out when probs is set, else the Config.HeadOut raw
+// head outputs. Shapes in comments are [positions, channels]
+// (channels-last) for the CNN and [tokens, features] for the transformer;
+// paper sizes for gpt-a.
+func (n *network) forward(p *pass, window []float32, cell int, out []float32, probs bool) {
 	x := n.stem(p, window) // [512, 16]
 	x = n.cnnBlocks(p, x)  // [64, 64]
 	n.gpt(p, x, cell)      // residual stream a.x [64, 64]
-	if p.part == 0 {
-		n.headLast(p, logits) // [81]
+	for c := p.one(); c.next(); {
+		n.output(p, out, probs) // [81]
 	}
+	p.sync()
 }
 
 // stem runs conv1 and conv2 of the CNN encoder (docs/model.md
-// section 2.1) and returns their output [512, 16] (this part's rows written).
+// section 2.1) and returns their output [512, 16].
 func (n *network) stem(p *pass, window []float32) []float32 {
 	c, a, work := n.cfg, p.a, p.wk.work
 	// Input [5, 1024] -> channels-last [1024, 5], zero-padded by conv1.pad
 	// (10) positions on each side (the padding rows are never written).
 	pad := n.conv1.pad
-	lo, hi := p.rows(n.bins)
-	for r := 0; r < c.InRows; r++ {
-		row := window[r*n.bins : (r+1)*n.bins]
-		dst := a.in[pad*c.InRows+r:]
-		for j := lo; j < hi; j++ {
-			dst[j*c.InRows] = row[j]
+	for ch := p.rows(n.bins); ch.next(); {
+		for r := 0; r < c.InRows; r++ {
+			row := window[r*n.bins : (r+1)*n.bins]
+			dst := a.in[pad*c.InRows+r:]
+			for j := ch.lo; j < ch.hi; j++ {
+				dst[j*c.InRows] = row[j]
+			}
 		}
 	}
 	p.sync() // conv1 reads its neighbours' input positions
 
 	// conv1 (k21, stride 2) + bn1 + ReLU: [1024, 5] -> [512, 16], written
 	// inside conv2's zero padding.
-	lo, hi = p.rows(n.stemLen)
 	c1 := a.c1[n.conv2.pad*c.StemCh:]
-	n.conv1.apply(a.in, lo, hi, c1, true, work)
+	for ch := p.rows(n.stemLen); ch.next(); {
+		n.conv1.apply(a.in, ch.lo, ch.hi, c1, true, work)
+	}
 	p.sync()
 
 	// conv2 (k21, stride 1) + bn2 + ReLU: [512, 16] -> [512, 16].
-	n.conv2.apply(a.c1, lo, hi, a.c2, true, work)
+	for ch := p.rows(n.stemLen); ch.next(); {
+		n.conv2.apply(a.c1, ch.lo, ch.hi, a.c2, true, work)
+	}
+	p.sync()
 	return a.c2
 }
 
@@ -102,29 +205,44 @@ func (n *network) cnnBlocks(p *pass, x []float32) []float32 {
 // and leaves the residual stream in a.x [T, d].
 func (n *network) gpt(p *pass, x []float32, cell int) {
 	// The CNN output [64 positions, 64 channels] is read as 64 tokens of 64
-	// features (this part's tokens are the rows it wrote). gpt-b projects
-	// them to the model width.
+	// features. gpt-b projects them to the model width.
 	T, d := n.tokens, n.width
-	lo, hi := p.rows(T)
 	h := p.a.x // residual stream [T, d]
-	if n.proj != nil {
-		n.proj.apply(hi-lo, x[lo*n.cfg.BlockOut:], n.cfg.BlockOut, h[lo*d:], d, p.wk.work)
-	} else {
-		copy(h[lo*d:hi*d], x[lo*d:hi*d])
-	}
-
-	// x += pos_emb[j] + cell_emb[cell]
 	ce := n.cellEmb[cell*d : (cell+1)*d]
-	for j := lo; j < hi; j++ {
-		row := h[j*d : (j+1)*d]
-		pe := n.posEmb[j*d : (j+1)*d]
-		for f := range row {
-			row[f] += pe[f] + ce[f]
+	for ch := p.rows(T); ch.next(); {
+		lo, hi := ch.lo, ch.hi
+		if n.proj != nil {
+			n.proj.apply(hi-lo, x[lo*n.cfg.BlockOut:], n.cfg.BlockOut, h[lo*d:], d, p.wk.work)
+		} else {
+			copy(h[lo*d:hi*d], x[lo*d:hi*d])
+		}
+		// x += pos_emb[j] + cell_emb[cell]
+		for j := lo; j < hi; j++ {
+			row := h[j*d : (j+1)*d]
+			pe := n.posEmb[j*d : (j+1)*d]
+			for f := range row {
+				row[f] += pe[f] + ce[f]
+			}
 		}
 	}
+	p.sync()
 
 	for l := range n.layers {
-		n.layers[l].forward(n, p, p.a.qkv[l%2], l == len(n.layers)-1)
+		n.layers[l].forward(n, p, l == len(n.layers)-1)
+	}
+}
+
+// output applies the final layer norm ln_f and the head to the last token
+// of the residual stream, and writes the class probabilities (probs) or
+// the raw head outputs to out.
+func (n *network) output(p *pass, out []float32, probs bool) {
+	logits := p.a.logits
+	if !probs {
+		logits = out
+	}
+	n.headLast(p, logits)
+	if probs {
+		n.cfg.Probs(logits, out)
 	}
 }
 
@@ -137,91 +255,109 @@ func (n *network) headLast(p *pass, logits []float32) {
 	n.head.apply(1, p.a.last, d, logits, len(logits), p.wk.work)
 }
 
-// forward runs this part's share of one bottleneck block on x [lIn, in]
-// and returns its output [lOut, out] (a slice of buf).
+// forward runs p's share of one bottleneck block on x [lIn, in] and
+// returns its output [lOut, out] (a slice of buf).
 func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
 	wk := p.wk
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
-	// zero padding. It reads only this part's rows of x.
-	lo, hi := p.rows(b.lIn)
+	// zero padding.
 	h1 := buf.h1[b.conv2.pad*b.mid:]
-	b.conv1.apply(x, lo, hi, h1, true, wk.work)
+	for ch := p.rows(b.lIn); ch.next(); {
+		b.conv1.apply(x, ch.lo, ch.hi, h1, true, wk.work)
+	}
 	p.sync() // conv2 reads its neighbours' rows of h1
 
-	// conv2 (k7, stride s) + bn2 + ReLU: [lIn, mid] -> [lOut, mid].
-	lo, hi = p.rows(b.lOut)
-	b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
-
-	// conv3 (1x1) + bn3: [lOut, mid] -> [lOut, out].
-	b.conv3.apply(buf.h2, lo, hi, buf.h3, false, wk.work)
-
+	// conv2 (k7, stride s) + bn2 + ReLU: [lIn, mid] -> [lOut, mid], then
+	// conv3 (1x1) + bn3: [lOut, mid] -> [lOut, out] on the same rows.
 	// Shortcut: 1x1 conv (stride s) + bn when the shape changes, else x.
 	sc := x
 	if b.shortcut != nil {
-		b.shortcut.apply(x, lo, hi, buf.sc, false, wk.work)
 		sc = buf.sc
+	}
+	for ch := p.rows(b.lOut); ch.next(); {
+		b.conv2.apply(buf.h1, ch.lo, ch.hi, buf.h2, true, wk.work)
+		b.conv3.apply(buf.h2, ch.lo, ch.hi, buf.h3, false, wk.work)
+		if b.shortcut != nil {
+			b.shortcut.apply(x, ch.lo, ch.hi, buf.sc, false, wk.work)
+		}
 	}
 	p.sync() // the pooling reads every row of h3
 
 	// Squeeze-excite (Hu et al., 2018): gate each channel by
-	// sigmoid(fc2(relu(fc1(mean over positions)))). Each part sums its
-	// channels over all positions; every part then computes the (tiny)
+	// sigmoid(fc2(relu(fc1(mean over positions)))). The means are cut by
+	// channel; every thread that then gates rows computes the (tiny)
 	// gates itself.
-	c0, c1 := p.cols(b.out)
-	pool := p.a.pool[c0:c1]
-	clear(pool)
-	for l := 0; l < b.lOut; l++ {
-		addTo(pool, buf.h3[l*b.out+c0:])
+	for ch := p.cols(b.out); ch.next(); {
+		pool := p.a.pool[ch.lo:ch.hi]
+		clear(pool)
+		for l := 0; l < b.lOut; l++ {
+			addTo(pool, buf.h3[l*b.out+ch.lo:])
+		}
+		scaleAdd(pool, 1/float32(b.lOut), 0)
 	}
-	scaleAdd(pool, 1/float32(b.lOut), 0)
 	p.sync() // the gates read every channel's mean
-	b.se1.matvec(p.a.pool, wk.seHid, b.se1w)
-	relu(wk.seHid)
-	b.se2.matvec(wk.seHid, wk.seGate, b.se2w)
-	for ch, v := range wk.seGate {
-		wk.seGate[ch] = sigmoid(v)
-	}
 
 	// out = ReLU(h3 * gate + shortcut)
 	out := buf.out
 	gate := wk.seGate[:b.out]
-	for l := lo; l < hi; l++ {
-		r := l * b.out
-		gateRelu(out[r:r+b.out], buf.h3[r:], gate, sc[r:])
+	gated := false
+	for ch := p.rows(b.lOut); ch.next(); {
+		if !gated {
+			b.se1.matvec(p.a.pool, wk.seHid, b.se1w)
+			relu(wk.seHid)
+			b.se2.matvec(wk.seHid, wk.seGate, b.se2w)
+			for i, v := range gate {
+				gate[i] = sigmoid(v)
+			}
+			gated = true
+		}
+		for l := ch.lo; l < ch.hi; l++ {
+			r := l * b.out
+			gateRelu(out[r:r+b.out], buf.h3[r:], gate, sc[r:])
+		}
 	}
+	p.sync()
 	return out
 }
 
-// forward runs this part's share of one transformer block on the residual
-// stream a.x [T, d], with qkv as the block's [T, 3d] buffer (consecutive
-// blocks alternate between two, so that one part's next q, k, v never
-// overwrite keys another part is still reading). Each part owns the tokens
-// p.rows(T) and computes everything for them; only attention reads other
-// tokens' keys and values. In the last block only the last token's output
-// is needed (the head reads nothing else): part 0 alone runs attention and
-// the MLP for that token.
-func (ly *layer) forward(n *network, p *pass, qkv []float32, lastOnly bool) {
-	T, d, hd := n.tokens, n.width, n.headDim
+// forward runs p's share of one transformer block on the residual stream
+// a.x [T, d]. In the last block only the last token's output is needed
+// (the head reads nothing else): attention and the MLP run for that token
+// alone.
+func (ly *layer) forward(n *network, p *pass, lastOnly bool) {
+	T, d := n.tokens, n.width
 	a, wk := p.a, p.wk
-	x := a.x
+	x, qkv := a.x, a.qkv
 
-	// ln1, then q, k, v for this part's tokens: [T, d] -> [T, 3d], columns
-	// [q | k | v], head h in columns h*hd..(h+1)*hd of each.
-	lo, hi := p.rows(T)
-	for j := lo; j < hi; j++ {
-		layerNorm(x[j*d:(j+1)*d], a.h[j*d:(j+1)*d], ly.ln1w, ly.ln1b)
+	// ln1, then q, k, v: [T, d] -> [T, 3d], columns [q | k | v], head h
+	// in columns h*hd..(h+1)*hd of each.
+	for ch := p.rows(T); ch.next(); {
+		for j := ch.lo; j < ch.hi; j++ {
+			layerNorm(x[j*d:(j+1)*d], a.h[j*d:(j+1)*d], ly.ln1w, ly.ln1b)
+		}
+		ly.qkv.apply(ch.hi-ch.lo, a.h[ch.lo*d:], d, qkv[ch.lo*3*d:], 3*d, wk.work)
 	}
-	ly.qkv.apply(hi-lo, a.h[lo*d:], d, qkv[lo*3*d:], 3*d, wk.work)
 	p.sync() // attention reads every token's k and v
 
-	// Queries q0..q1 of this part.
-	q0, q1 := lo, hi
+	// Queries q0..q1 of each chunk: all tokens, or the last alone.
+	var queries chunks
+	first := 0
 	if lastOnly {
-		if p.part != 0 {
-			return
-		}
-		q0, q1 = T-1, T
+		queries, first = p.one(), T-1
+	} else {
+		queries = p.rows(T)
 	}
+	for ch := queries; ch.next(); {
+		ly.attendMLP(n, p, qkv, first+ch.lo, first+ch.hi)
+	}
+	p.sync()
+}
+
+// attendMLP runs causal self-attention, its projection and the MLP for
+// queries q0..q1, adding both to the residual stream a.x.
+func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
+	d, hd := n.width, n.headDim
+	a, wk := p.a, p.wk
 	nq := q1 - q0
 	if nq == 0 {
 		return
@@ -246,7 +382,7 @@ func (ly *layer) forward(n *network, p *pass, qkv []float32, lastOnly bool) {
 	// x += y W_proj + b
 	tmp := a.tmp[q0*d : q1*d]
 	ly.proj.apply(nq, y, d, tmp, d, wk.work)
-	xs := x[q0*d : q1*d]
+	xs := a.x[q0*d : q1*d]
 	addTo(xs, tmp)
 
 	// ln2, MLP: x += gelu(h W_fc + b) W_proj + b

@@ -3,17 +3,20 @@ package engine
 import "sync/atomic"
 
 // Stats says how an engine has run its calls since it was made: how many
-// windows it split across its threads, how often a split window's threads
-// had to park at a barrier (a sign that another thread or process held a
-// core), and how often the contention back-off (see Engine.dispatch) made it
-// run every window whole. Counters only grow.
+// windows it split across its threads, how often the calling thread had to
+// park waiting for a helper's chunk of a split window (a sign that another
+// thread or process held the helper's core), and how often the contention
+// back-off (see Engine.dispatch) made it run every window whole. Counters
+// only grow.
 type Stats struct {
 	// Calls counts Predict and Logits calls; Windows the windows computed.
 	Calls, Windows int64
 	// SplitWindows counts windows split across the threads layer by layer;
 	// the rest ran whole, one thread each.
 	SplitWindows int64
-	// Parks counts barrier waits of split windows that ended parked.
+	// Parks counts the calling thread's waits for the end of a split
+	// window's phase that ended parked: a helper held a chunk for longer
+	// than the spin budget.
 	Parks int64
 	// Backoffs counts the back-offs; BackoffCalls the calls run whole
 	// because of them.

@@ -8,19 +8,22 @@ import (
 )
 
 // Synchronisation of the engine's threads. A window split across threads
-// meets a barrier between layers about 15 times per window, each layer
-// taking 5-60 us, so a barrier must usually cost well under a microsecond:
-// a waiting thread first spins on an atomic counter. When the machine is
-// oversubscribed, the thread it waits for may be descheduled for a whole
-// time slice, and spinning would then burn the very core that thread needs:
-// so after spinFor the waiter parks on a condition variable and the last
-// thread to arrive wakes it (a spin-then-block barrier). Between calls the helpers
-// likewise poll for the next job for spinFor, then park, so an idle engine
-// burns no CPU.
+// is a sequence of phases (a layer, or a few layers that read only their
+// own rows), and each phase's rows are cut into chunks that the threads
+// claim one at a time from a shared ticket counter (tickets): whoever is
+// running takes the next chunk, so a thread that is late (still waking, or
+// descheduled by the host) costs its partners nothing but the chunk it
+// holds, and the caller never waits for a helper that has not arrived. A
+// thread passes the end of a phase once every chunk of it is done, which
+// takes one atomic load when it did the last chunk itself: waiting, it
+// first spins (a chunk takes 1-20 us), then parks on a condition variable
+// that the thread finishing the phase's last chunk signals. Between calls
+// the helpers likewise poll for the next job for spinFor, then park, so an
+// idle engine burns no CPU.
 
-// spinFor is how long a waiting thread polls before parking. It covers the
-// usual skew between the threads at a barrier (uneven row splits, cache
-// misses) on a quiet machine.
+// spinFor is how long a waiting thread polls before parking. It covers a
+// partner's chunk in progress (a few to a few tens of microseconds) on a
+// quiet machine.
 const spinFor = 100 * time.Microsecond
 
 // spinner polls a condition for a bounded time.
@@ -61,9 +64,9 @@ func (s *spinner) more() bool {
 // (from an earlier event) is harmless: the waiter tests released() again.
 //
 // A per-thread flag and a token channel (the waker clearing the flag after
-// publishing the event) would not do: a waiter that left one barrier by
+// publishing the event) would not do: a waiter that left one phase by
 // spinning and re-armed its flag for the next could take the token a late
-// waker of the previous barrier sent, and the threads would lose step.
+// waker of the previous phase sent, and the threads would lose step.
 type sleepers struct {
 	n    atomic.Int32
 	mu   sync.Mutex
@@ -93,103 +96,119 @@ func (s *sleepers) wake() {
 	s.mu.Unlock()
 }
 
-// barrier is a reusable spin-then-block barrier for parties threads.
-type barrier struct {
-	parties int32
-	arrived atomic.Int32
-	phase   atomic.Uint32
-	// spin is the polling budget (ns) of a waiter before it parks
-	// (spinFor; benchmarks compare 0, parking at once, and pure spinning).
+// tickets deals out the chunks of a call's phases. Tickets are numbered
+// across the engine's life: the call's first phase owns tickets base..base+n0,
+// the next one the following n1, and so on, where every thread derives the
+// same chunk counts from the same phase sizes. A thread claims the next
+// ticket of its current phase with a compare-and-swap, so no ticket is
+// claimed twice and none of a later phase before its phase is open; done
+// counts finished tickets, so a phase ending at ticket end is complete once
+// done >= end (a ticket of a later phase can only be claimed after that).
+type tickets struct {
+	next atomic.Uint64 // the next unclaimed ticket
+	done atomic.Uint64 // tickets finished
+	// spin is the polling budget (ns) of a thread waiting for a phase's
+	// last chunks before it parks (spinFor; benchmarks compare 0, parking
+	// at once, and pure spinning).
 	spin  atomic.Int64
 	sleep sleepers
-	parks atomic.Int64 // waits that ended parked (contention)
+	// parks counts the caller's waits for a phase that ended parked: a
+	// helper held a chunk for longer than spinFor (contention);
+	// helperParks the helpers' (the caller was slow or descheduled).
+	parks, helperParks atomic.Int64
 }
 
-func newBarrier(parties int) *barrier {
-	b := &barrier{parties: int32(parties)}
-	b.spin.Store(int64(spinFor))
-	b.sleep.init()
-	return b
+func newTickets() *tickets {
+	tk := &tickets{}
+	tk.spin.Store(int64(spinFor))
+	tk.sleep.init()
+	return tk
 }
 
-// wait returns once all parties have called wait; part is the caller's
-// index (0..parties-1), kept for the callers' symmetry. Writes made before
-// wait by any party are visible to every party after it (sync/atomic
-// operations are sequentially consistent, and so is the mutex).
-func (b *barrier) wait(part int) {
-	_ = part
-	ph := b.phase.Load()
-	if b.arrived.Add(1) == b.parties {
-		// Every other party is waiting for phase ph+1, so none can
-		// arrive at the next crossing before the reset below.
-		b.arrived.Store(0)
-		b.phase.Add(1)
-		b.sleep.wake()
-		return
-	}
-	s := spinner{budget: time.Duration(b.spin.Load())}
-	for b.phase.Load() == ph {
-		if !s.more() {
-			b.parks.Add(1)
-			b.sleep.wait(func() bool { return b.phase.Load() != ph })
-			return
+// claim returns the next unclaimed ticket below end, or false when every
+// ticket below end is claimed.
+func (tk *tickets) claim(end uint64) (uint64, bool) {
+	for {
+		t := tk.next.Load()
+		if t >= end {
+			return 0, false
+		}
+		if tk.next.CompareAndSwap(t, t+1) {
+			return t, true
 		}
 	}
 }
 
-// team hands jobs to the helper goroutines 1..helpers and waits for them.
+// finish records one finished ticket of the phase ending at end, and wakes
+// the parked threads when it was the phase's last.
+func (tk *tickets) finish(end uint64) {
+	if tk.done.Add(1) == end {
+		tk.sleep.wake()
+	}
+}
+
+// wait returns once every ticket below end is finished, and reports
+// whether it had to park. Writes made by a thread before finishing a
+// ticket are visible to every thread after wait (sync/atomic operations
+// are sequentially consistent, and so is the mutex).
+func (tk *tickets) wait(end uint64) (parked bool) {
+	if tk.done.Load() >= end {
+		return false
+	}
+	s := spinner{budget: time.Duration(tk.spin.Load())}
+	for tk.done.Load() < end {
+		if !s.more() {
+			tk.sleep.wait(func() bool { return tk.done.Load() >= end })
+			return true
+		}
+	}
+	return false
+}
+
+// team hands jobs to the helper goroutines 1..helpers. The caller does
+// not wait for them: it finishes a call on its own when they are late (the
+// tickets), and hands out the next job only once every helper has reported
+// the previous one (idle), running the call alone otherwise, so that a job
+// description is never rewritten while a helper may still read it.
 type team struct {
 	helpers int32
 	gen     atomic.Uint32 // bumped once per job, and by close
 	done    atomic.Int32  // helpers finished with the current job
 	quit    atomic.Bool
-	// Helpers waiting for a job, and the caller of finish waiting for the
-	// helpers (separate, so that neither's wake-ups disturb the other).
-	idleSleep, finishSleep sleepers
-	// spin is the polling budget (ns) of finish before parking (as
-	// barrier.spin); idle that of a helper waiting for the next job.
-	spin, idle atomic.Int64
+	// Helpers waiting for a job.
+	idleSleep sleepers
+	// idle is the polling budget (ns) of a helper waiting for the next
+	// job before it parks.
+	idle atomic.Int64
 }
 
 func newTeam(helpers int) *team {
 	t := &team{helpers: int32(helpers)}
-	t.spin.Store(int64(spinFor))
+	t.done.Store(int32(helpers)) // no job outstanding
 	t.idle.Store(int64(spinFor))
 	t.idleSleep.init()
-	t.finishSleep.init()
 	return t
 }
 
+// ready reports whether every helper has reported the last job, so that
+// the next may be published.
+func (t *team) ready() bool { return t.done.Load() >= t.helpers }
+
 // start publishes a new job (the caller has written its description
-// before) and wakes the parked helpers. The previous job must be finished.
+// before) and wakes the parked helpers. The team must be ready.
 func (t *team) start() {
 	t.done.Store(0)
 	t.gen.Add(1)
 	t.idleSleep.wake()
 }
 
-// finish waits until every helper has reported the current job done.
-func (t *team) finish() {
-	n := t.helpers
-	s := spinner{budget: time.Duration(t.spin.Load())}
-	for t.done.Load() < n {
-		if !s.more() {
-			t.finishSleep.wait(func() bool { return t.done.Load() >= n })
-			return
-		}
-	}
-}
-
-// report tells finish that one helper is done with the current job.
-func (t *team) report() {
-	if t.done.Add(1) == t.helpers {
-		t.finishSleep.wake()
-	}
-}
+// report tells the caller that one helper is done with the current job
+// and will read its description no more.
+func (t *team) report() { t.done.Add(1) }
 
 // next blocks helper h (0-based) until the job after generation seen is
 // published and returns its generation: it polls for t.idle, then parks.
-// (Only one job is published at a time: start waits for finish.)
+// (Only one job is published at a time: start waits for ready.)
 func (t *team) next(h int, seen uint32) uint32 {
 	_ = h
 	s := spinner{budget: time.Duration(t.idle.Load())}

@@ -43,36 +43,71 @@ func jitter(rng *rand.Rand) {
 	}
 }
 
-// TestBarrierStress: parties cross the barrier many times, parking at once
-// (spin 0) or after a short spin, with random yields and sleeps between
-// crossings, under GOMAXPROCS 1 and 2. After crossing k every party must
-// have arrived at crossing k (no early release) and none may be past
-// crossing k+1; the test fails (with stacks) instead of hanging.
-func TestBarrierStress(t *testing.T) {
+// TestTicketsStress: threads walk the same long sequence of phases of
+// random sizes (as the threads of a split window do), claiming chunks,
+// with random yields and sleeps (a thread falling behind and joining late),
+// under GOMAXPROCS 1 and 2, waiting parked at once or after a short spin.
+// Every chunk must be claimed by exactly one thread, no chunk of a phase
+// before the previous phase is done, and every chunk of a phase must be
+// done when sync returns; the test fails (with stacks) instead of hanging.
+func TestTicketsStress(t *testing.T) {
 	for _, procs := range []int{1, 2} {
-		for _, parties := range []int{2, 3} {
+		for _, threads := range []int{2, 3} {
 			for _, spin := range []time.Duration{0, 2 * time.Microsecond, spinFor} {
-				t.Run(fmt.Sprintf("procs%d/parties%d/spin%v", procs, parties, spin), func(t *testing.T) {
+				t.Run(fmt.Sprintf("procs%d/threads%d/spin%v", procs, threads, spin), func(t *testing.T) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 					defer watchdog(t, 60*time.Second)()
-					const rounds = 2000
-					b := newBarrier(parties)
-					b.spin.Store(int64(spin))
-					at := make([]atomic.Int64, parties) // crossing each party arrived at
+					const phases = 1500
+					rng := rand.New(rand.NewPCG(7, uint64(threads)))
+					sizes := make([]int, phases)
+					for k := range sizes {
+						sizes[k] = 1 + rng.IntN(80)
+					}
+					tk := newTickets()
+					tk.spin.Store(int64(spin))
+					// claims[k][r] counts the claims of row r of phase k,
+					// done[k][r] is set when its chunk's work is over.
+					claims := make([][]atomic.Int32, phases)
+					done := make([][]atomic.Bool, phases)
+					for k, n := range sizes {
+						claims[k] = make([]atomic.Int32, n)
+						done[k] = make([]atomic.Bool, n)
+					}
 					var bad atomic.Value
+					fail := func(format string, args ...any) {
+						bad.CompareAndSwap(nil, fmt.Sprintf(format, args...))
+					}
 					var wg sync.WaitGroup
-					for p := 0; p < parties; p++ {
+					for th := 0; th < threads; th++ {
 						wg.Add(1)
 						go func() {
 							defer wg.Done()
-							rng := rand.New(rand.NewPCG(uint64(p), 3))
-							for k := int64(1); k <= rounds; k++ {
+							rng := rand.New(rand.NewPCG(uint64(th), 8))
+							p := pass{tk: tk, threads: threads, synced: true}
+							for k, n := range sizes {
 								jitter(rng)
-								at[p].Store(k)
-								b.wait(p)
-								for q := range at {
-									if v := at[q].Load(); v < k || v > k+1 {
-										bad.CompareAndSwap(nil, fmt.Sprintf("party %d past crossing %d sees party %d at %d", p, k, q, v))
+								for c := p.rows(n); c.next(); {
+									if k > 0 {
+										for r := range done[k-1] {
+											if !done[k-1][r].Load() {
+												fail("thread %d claimed rows %d..%d of phase %d before row %d of phase %d was done", th, c.lo, c.hi, k, r, k-1)
+											}
+										}
+									}
+									for r := c.lo; r < c.hi; r++ {
+										if claims[k][r].Add(1) != 1 {
+											fail("row %d of phase %d claimed twice", r, k)
+										}
+									}
+									jitter(rng)
+									for r := c.lo; r < c.hi; r++ {
+										done[k][r].Store(true)
+									}
+								}
+								p.sync()
+								for r := range done[k] {
+									if !done[k][r].Load() {
+										fail("thread %d past phase %d with its row %d not done", th, k, r)
 									}
 								}
 							}
@@ -82,16 +117,23 @@ func TestBarrierStress(t *testing.T) {
 					if msg := bad.Load(); msg != nil {
 						t.Fatal(msg)
 					}
+					for k := range claims {
+						for r := range claims[k] {
+							if c := claims[k][r].Load(); c != 1 {
+								t.Fatalf("row %d of phase %d claimed %d times, want 1", r, k, c)
+							}
+						}
+					}
 				})
 			}
 		}
 	}
 }
 
-// TestTeamStress: the caller hands many jobs to the helpers (parking at
-// once or after a short spin, with random yields and sleeps); every helper
-// must run each job exactly once, and finish must return only after all
-// did.
+// TestTeamStress: the caller publishes many jobs (only when every helper
+// has reported the previous one, as dispatch does) while helpers park at
+// once or after a short spin, with random yields and sleeps; every helper
+// must run each published job exactly once, in order.
 func TestTeamStress(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		for _, helpers := range []int{1, 2} {
@@ -99,9 +141,8 @@ func TestTeamStress(t *testing.T) {
 				t.Run(fmt.Sprintf("procs%d/helpers%d/spin%v", procs, helpers, spin), func(t *testing.T) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 					defer watchdog(t, 60*time.Second)()
-					const jobs = 2000
+					const calls = 3000
 					tm := newTeam(helpers)
-					tm.spin.Store(int64(spin))
 					tm.idle.Store(int64(spin))
 					var job atomic.Int64 // the current job, published before start
 					ran := make([]atomic.Int64, helpers)
@@ -128,17 +169,25 @@ func TestTeamStress(t *testing.T) {
 						}()
 					}
 					rng := rand.New(rand.NewPCG(9, 5))
-					for j := int64(1); j <= jobs; j++ {
-						job.Store(j)
-						tm.start()
-						jitter(rng)
-						tm.finish()
-						for h := range ran {
-							if r := ran[h].Load(); r != j {
-								t.Fatalf("finish of job %d returned with helper %d at %d jobs", j, h, r)
-							}
+					var published int64
+					for range calls {
+						if tm.ready() {
+							published++
+							job.Store(published)
+							tm.start()
 						}
 						jitter(rng)
+					}
+					for !tm.ready() {
+						runtime.Gosched()
+					}
+					for h := range ran {
+						if r := ran[h].Load(); r != published {
+							t.Errorf("helper %d ran %d jobs, want the %d published", h, r, published)
+						}
+					}
+					if published < calls/50 {
+						t.Errorf("%d of %d calls published: the team is rarely ready", published, calls)
 					}
 					tm.quit.Store(true)
 					tm.start()
@@ -155,7 +204,7 @@ func TestTeamStress(t *testing.T) {
 // TestEngineStress is the daemon's pattern on a loaded machine: many calls
 // of batch sizes 1, 2, 3, 4 and 64 in random order on 2 and 3 threads,
 // with the contention back-off switching windows between whole and split
-// at random, barriers parking at once or spinning, random pauses between
+// at random, waits parking at once or spinning, random pauses between
 // calls, and GOMAXPROCS 1 and 2. Every output must equal the 1-thread
 // engine's bit for bit, and the test fails (with stacks) instead of
 // hanging.
