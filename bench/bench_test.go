@@ -3,10 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench/replay"
@@ -109,6 +111,30 @@ func TestReportCriterionTableAndPlot(t *testing.T) {
 	}
 }
 
+func TestHistOver(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lat_seconds", Buckets: []float64{0.001, 0.002, 0.004}}, []string{"device"})
+	reg.MustRegister(h)
+	for _, v := range []float64{0.0005, 0.0015, 0.002, 0.003} {
+		h.WithLabelValues("a").Observe(v)
+	}
+	h.WithLabelValues("b").Observe(0.01)
+	for _, tc := range []struct {
+		name  string
+		bound float64
+		want  float64
+	}{
+		{"lat_seconds", 0.002, 0.4}, // 0.003 and 0.01 of 5
+		{"lat_seconds", 0.001, 0.8},
+		{"lat_seconds", 0.003, -1}, // no bucket there
+		{"other", 0.002, -1},
+	} {
+		if got := histOver(reg, tc.name, tc.bound); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("histOver(%s, %v) = %v, want %v", tc.name, tc.bound, got, tc.want)
+		}
+	}
+}
+
 // TestRunSmall runs the whole benchmark briefly with a fake model: every
 // point has latency samples for every decision, predictions counted by the
 // daemon, and a second device once the cells exceed the model's.
@@ -136,6 +162,10 @@ func TestRunSmall(t *testing.T) {
 		}
 		if p.Predictions == 0 || p.Latency.N != int(p.Decisions) || p.Decisions < int64(p.Predictions)-int64(p.DaemonSkipped)-int64(p.Cells) {
 			t.Fatalf("point %d: %d predictions, %d decisions, %d latency samples", i, p.Predictions, p.Decisions, p.Latency.N)
+		}
+		// Inside the daemon a decision takes no longer than end to end.
+		if p.DaemonOverBound < 0 || p.DaemonOverBound > p.OverBound+1e-9 || p.OverBound > 1 {
+			t.Fatalf("point %d: %v of the decisions over the bound end to end, %v inside the daemon", i, p.OverBound, p.DaemonOverBound)
 		}
 		if p.CPU <= 0 || p.MeanBatch < 1 || p.MeanPredictMs <= 0 {
 			t.Fatalf("point %d: cpu %v, mean batch %v, mean call %v ms", i, p.CPU, p.MeanBatch, p.MeanPredictMs)

@@ -68,6 +68,15 @@ type Point struct {
 	// Latency is the frame-to-decision latency over every decision: from
 	// publishing the frame that completed a window to receiving the decision.
 	Latency replay.DurationSummary `json:"latency"`
+	// OverBound is the share of the decisions whose latency exceeded the
+	// real-time bound (RealTimeP99); DaemonOverBound the share whose time
+	// inside the daemon did, from a frame message's arrival to the
+	// decision's publication (its decision-latency histogram; -1 when the
+	// histogram has no bucket at the bound). The difference is the
+	// transport's: the device's and the daemon's NATS clients, the server,
+	// and the goroutines and threads that carry a message between them.
+	OverBound       float64 `json:"over_bound_share"`
+	DaemonOverBound float64 `json:"daemon_over_bound_share"`
 	// Predictions is the number of windows predicted (from the daemon's
 	// counters); PredictionsPerSec per wall-clock second.
 	Predictions       uint64  `json:"predictions"`
@@ -214,14 +223,15 @@ func pos(v float64) float64 {
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
 		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %8s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "parks", "backoffs", "real time")
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %8s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "parks", "backoffs", "real time")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6d %8d %9v\n",
-			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6d %8d %9v\n",
+			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, 100*p.OverBound, share(p.DaemonOverBound),
 			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.Parks, p.Engine.Backoffs, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
+	fmt.Fprintf(w, ">bound: share of decisions later than %v end to end; daemon: share whose time inside the daemon alone (frame message in, decision out) exceeded it\n", RealTimeP99)
 	if floor := r.FloorMs(); floor > 0 {
 		fmt.Fprintf(w, "cost floor %.3f ms of CPU per window (%.1f MFLOP at %.0f GFLOP/s on one core);", floor, float64(r.FLOPsPerWindow)/1e6, r.PeakGFLOPs)
 		for _, p := range r.Points {
@@ -229,6 +239,14 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w, " (process CPU per prediction over the floor: model, daemon, NATS and devices)")
 	}
+}
+
+// share formats a share as a percentage ("-" when unknown, below 0).
+func share(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", 100*v)
 }
 
 // FloorMs is the least CPU time a window can cost, in ms: its FLOPs at the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -272,6 +273,8 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		maxLag = max(maxLag, r.Pace.MaxLag)
 	}
 	p.Latency = lat.Summary()
+	p.OverBound = lat.Over(RealTimeP99)
+	p.DaemonOverBound = histOver(reg, "predictord_decision_latency_seconds", RealTimeP99.Seconds())
 	p.Lateness = late.Summary()
 	p.PaceMaxLagMs = float64(maxLag) / float64(time.Millisecond)
 	p.Predictions = uint64(counterSum(reg, "predictord_predictions_total"))
@@ -342,6 +345,37 @@ func histMean(reg *prometheus.Registry, name string) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// histOver returns the share of the observations of the named histogram in
+// reg above bound, read off the bucket whose upper bound is bound (-1 when
+// there is no such bucket or no observation).
+func histOver(reg *prometheus.Registry, name string, bound float64) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return -1
+	}
+	var n, in uint64
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			n += h.GetSampleCount()
+			for _, b := range h.GetBucket() {
+				if math.Abs(b.GetUpperBound()-bound) <= 1e-9*bound {
+					in += b.GetCumulativeCount()
+					found = true
+				}
+			}
+		}
+	}
+	if !found || n == 0 {
+		return -1
+	}
+	return 1 - float64(in)/float64(n)
 }
 
 // counterSum adds up every series of the named counter in reg.

@@ -34,6 +34,20 @@ type DurationSummary struct {
 	MaxMs  float64 `json:"max_ms"`
 }
 
+// Over returns the share of the samples above bound (0 without samples).
+func (d *Durations) Over(bound time.Duration) float64 {
+	if len(d.samples) == 0 {
+		return 0
+	}
+	n := 0
+	for _, x := range d.samples {
+		if x > bound {
+			n++
+		}
+	}
+	return float64(n) / float64(len(d.samples))
+}
+
 // Summary returns the mean and the nearest-rank percentiles (the smallest
 // sample with at least q of the samples at or below it) of the samples; all
 // zero without samples.

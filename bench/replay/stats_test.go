@@ -27,6 +27,24 @@ func TestDurationsSummary(t *testing.T) {
 	}
 }
 
+func TestDurationsOver(t *testing.T) {
+	var d Durations
+	if got := d.Over(time.Millisecond); got != 0 {
+		t.Fatalf("empty: %v over, want 0", got)
+	}
+	for i := 1; i <= 1000; i++ { // 1..1000 µs
+		d.Add(time.Duration(i) * time.Microsecond)
+	}
+	for _, tc := range []struct {
+		bound time.Duration
+		want  float64
+	}{{0, 1}, {time.Microsecond, 0.999}, {990 * time.Microsecond, 0.01}, {time.Millisecond, 0}} {
+		if got := d.Over(tc.bound); !near(got, tc.want) {
+			t.Errorf("Over(%v) = %v, want %v", tc.bound, got, tc.want)
+		}
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func TestLateTracker(t *testing.T) {
