@@ -260,7 +260,7 @@ type job struct {
 // The helpers join a call when they have reported the previous one;
 // otherwise (a helper descheduled since) the caller runs the call alone,
 // every window whole. Splitting pays only when the threads run at the
-// same time: when a thread waiting for a partner's chunk ends up parked
+// same time: when the caller, waiting for a helper's chunk, ends up parked
 // more than twice per split window for contendedCalls consecutive calls,
 // the engine runs every window whole for a back-off of backoffCalls calls
 // (a batch of 1 on the calling thread alone), then tries splitting again;
