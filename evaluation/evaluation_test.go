@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/model"
+	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 )
@@ -210,5 +212,38 @@ func TestWriteTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckpointSpecPrecision: a checkpoint spec opens its engine in the
+// environment's arithmetic (bf16 on any CPU), and refuses an unknown one.
+func TestCheckpointSpecPrecision(t *testing.T) {
+	const ckpt = "../models/gpt-a-cat-cpu.ckpt"
+	ck, err := model.LoadCheckpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := ck.CellIDs[:2]
+	for _, tc := range []struct {
+		prec engine.Precision
+		want engine.Precision
+		err  bool
+	}{{"", engine.FP32, false}, {engine.FP32, engine.FP32, false}, {engine.BF16, engine.BF16, false}, {"fp8", "", true}} {
+		sp := CheckpointSpec([]string{ckpt}, ids, 4, 1, tc.prec)
+		p, closeFn, err := sp.Open[0]()
+		if tc.err {
+			if err == nil {
+				closeFn()
+				t.Errorf("precision %q: no error", tc.prec)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("precision %q: %v", tc.prec, err)
+		}
+		if got := p.(*engine.Engine).Precision(); got != tc.want {
+			t.Errorf("precision %q: engine runs %s, want %s", tc.prec, got, tc.want)
+		}
+		closeFn()
 	}
 }

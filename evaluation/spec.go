@@ -40,6 +40,10 @@ type SpecEnv struct {
 	// Batch and Threads configure the inference engine of checkpoints
 	// (Threads 0: all cores).
 	Batch, Threads int
+	// Precision is the arithmetic checkpoints run in: float32 ("" or
+	// engine.FP32), or engine.BF16 on any CPU (Engine.ForceBF16), to
+	// reproduce a daemon serving in bf16.
+	Precision engine.Precision
 }
 
 // ParseSpec builds the model a spec names:
@@ -67,7 +71,7 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		for i, c := range env.Cells {
 			ids[i] = env.Rec.Cells[c].ClusterID
 		}
-		return CheckpointSpec(paths, ids, env.Batch, env.Threads), nil
+		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision), nil
 	}
 	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH or ckpt:PATH[,PATH...]", spec)
 }
@@ -113,13 +117,25 @@ func GLMSpec(rec *rgc.Recording, path string) ModelSpec {
 }
 
 // CheckpointSpec is a checkpoint model with one file per repeat, run by the
-// inference engine on the cells with cluster ids ids, named after its
-// first file.
-func CheckpointSpec(paths []string, ids []int, batch, threads int) ModelSpec {
+// inference engine in arithmetic prec (as SpecEnv.Precision) on the cells
+// with cluster ids ids, named after its first file.
+func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.Precision) ModelSpec {
 	sp := ModelSpec{Name: checkpointName(paths), Kind: "checkpoint", Paths: paths}
 	for _, p := range paths {
 		sp.Open = append(sp.Open, func() (rgc.Predictor, func(), error) {
-			return OpenCheckpoint(p, ids, batch, threads)
+			pr, closeFn, err := OpenCheckpoint(p, ids, batch, threads)
+			if err != nil {
+				return nil, nil, err
+			}
+			switch prec {
+			case "", engine.FP32:
+			case engine.BF16:
+				pr.(*engine.Engine).ForceBF16()
+			default:
+				closeFn()
+				return nil, nil, fmt.Errorf("checkpoint %s: unknown precision %q", p, prec)
+			}
+			return pr, closeFn, nil
 		})
 	}
 	return sp

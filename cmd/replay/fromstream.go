@@ -25,26 +25,46 @@ type auditOptions struct {
 
 func (a *auditOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.stream, "from-stream", "", "audit a session predictord recorded (--record STREAM) on --nats-url: re-run its frames and control messages for --device through --ckpt and check that every decision equals the recorded one; --data is not needed")
-	fs.StringVar(&a.precision, "precision", "fp32", "with --from-stream: the recorded daemon's --precision")
+	fs.StringVar(&a.precision, "precision", "", "with --from-stream: the arithmetic to re-run the model in, fp32 or bf16 (default: the recorded session's; bf16 runs on any CPU, natively or on portable kernels with the same bits)")
 	fs.StringVar(&a.policy, "policy", "", "with --from-stream: the spike policy (default: the recorded session's)")
 }
 
 // fromStream runs the audit and prints its report; it fails unless every
 // replayed decision equals the recorded one.
 func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
-	prec, err := engine.ParsePrecision(o.audit.precision)
-	if err != nil {
-		return fmt.Errorf("--precision: %w", err)
+	var prec engine.Precision
+	if o.audit.precision != "" {
+		var err error
+		if prec, err = engine.ParsePrecision(o.audit.precision); err != nil {
+			return fmt.Errorf("--precision: %w", err)
+		}
 	}
 	var policy rollout.Policy
+	var err error
 	if o.audit.policy != "" {
 		if policy, err = rollout.ParsePolicy(o.audit.policy); err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
 	}
-	mdl, err := bench.LoadEngine(o.ckpt, 0, o.threads, prec)
+	mdl, err := bench.LoadEngine(o.ckpt, 0, o.threads, engine.FP32)
 	if err != nil {
 		return err
+	}
+	eng, _ := mdl.Predictor.(*engine.Engine)
+	arith := func(p engine.Precision) error {
+		switch {
+		case p == engine.FP32:
+		case p == engine.BF16 && eng != nil:
+			eng.ForceBF16()
+		default:
+			return fmt.Errorf("cannot re-run the model in %q", p)
+		}
+		return nil
+	}
+	if prec != "" {
+		if err := arith(prec); err != nil {
+			return fmt.Errorf("--precision: %w", err)
+		}
 	}
 	defer func() {
 		if mdl.Close != nil {
@@ -63,6 +83,12 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	rep, err := recorder.Audit(ctx, recorder.StreamSource(js, o.audit.stream, o.device), recorder.AuditConfig{
 		Predictor: mdl.Predictor,
 		Core:      daemon.Config{Known: mdl.Cells, Policy: policy},
+		Precision: func(p string) error {
+			if prec != "" {
+				return nil // --precision given
+			}
+			return arith(engine.Precision(p))
+		},
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,16 @@ func TestFromStreamAudit(t *testing.T) {
 	}
 	q := rec.QualityClusterIDs()
 	ids := []int{q[0], q[5], q[11]}
+	for _, prec := range []engine.Precision{engine.FP32, engine.BF16} {
+		t.Run(string(prec), func(t *testing.T) { auditSession(t, ids, prec) })
+	}
+}
+
+// auditSession records a session of a daemon computing in prec (bf16
+// forced, so that it runs on any CPU) and audits it with the recorded
+// precision, which must pass, and with another spike policy or the other
+// precision, which must fail.
+func auditSession(t *testing.T, ids []int, prec engine.Precision) {
 	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +49,11 @@ func TestFromStreamAudit(t *testing.T) {
 	svc, err := service.New(service.Config{
 		Devices: []string{"dev0"}, ModelPath: ckpt, Cells: ids, Stagger: true, PublishSilence: true, MaxLag: 40,
 		Load: func(path string, maxBatch int) (*service.Model, error) {
-			return bench.LoadEngine(path, maxBatch, 1, engine.FP32)
+			m, err := bench.LoadEngine(path, maxBatch, 1, engine.FP32)
+			if err == nil && prec == engine.BF16 {
+				m.Predictor.(*engine.Engine).ForceBF16()
+			}
+			return m, err
 		},
 		Log: zerolog.Nop(),
 	})
@@ -94,10 +108,19 @@ func TestFromStreamAudit(t *testing.T) {
 		}
 	}
 	t.Log(report)
-	if !strings.Contains(report, "decisions") {
-		t.Errorf("audit report %q says nothing of decisions", report)
+	if !strings.Contains(report, "decisions") || !strings.Contains(report, "precision "+string(prec)) {
+		t.Errorf("audit report %q says nothing of decisions or of the precision %s", report, prec)
 	}
 	if report, err := audit("--policy", "sample:3"); err == nil {
 		t.Errorf("audit with another spike policy passed:\n%s", report)
+	}
+	// The decisions carry their probabilities, which the two arithmetics
+	// round differently: an audit in the other one must fail.
+	other := engine.BF16
+	if prec == engine.BF16 {
+		other = engine.FP32
+	}
+	if report, err := audit("--precision", string(other)); err == nil {
+		t.Errorf("audit of a %s session in %s passed:\n%s", prec, other, report)
 	}
 }

@@ -33,6 +33,11 @@ type AuditConfig struct {
 	// MaxMismatches is the number of differences the report lists (default
 	// 20); all are counted.
 	MaxMismatches int
+	// Precision, when set, is called with the recorded session's
+	// arithmetic (Session.Precision) before any decision is replayed, to
+	// make Predictor compute the same way; it is not called when the
+	// recording has no session header or the header names none.
+	Precision func(p string) error
 }
 
 // Mismatch is one difference between the recording and the replay.
@@ -89,8 +94,12 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "audit %s\n", verdict)
 	if r.Session != nil {
-		fmt.Fprintf(&b, "session: model %s, %d cells, stagger %v, silence %v, max lag %d, started %s\n", r.Session.Model,
-			len(r.Session.Cells), r.Session.Stagger, r.Session.PublishSilence, r.Session.MaxLag, r.Session.Started.Format(time.RFC3339))
+		prec := r.Session.Precision
+		if prec == "" {
+			prec = "unrecorded"
+		}
+		fmt.Fprintf(&b, "session: model %s, %d cells, stagger %v, silence %v, max lag %d, precision %s, started %s\n", r.Session.Model,
+			len(r.Session.Cells), r.Session.Stagger, r.Session.PublishSilence, r.Session.MaxLag, prec, r.Session.Started.Format(time.RFC3339))
 	}
 	fmt.Fprintf(&b, "replayed %d frames in %d messages, %d control messages (%d frames messages before the first stream start skipped)\n",
 		r.Frames, r.FramesMsgs, r.Controls, r.SkippedHead)
@@ -141,6 +150,11 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 	}
 	if cfg.Core, err = coreConfig(cfg.Core, sc.session); err != nil {
 		return nil, err
+	}
+	if s := sc.session; cfg.Precision != nil && s != nil && s.Precision != "" {
+		if err := cfg.Precision(s.Precision); err != nil {
+			return nil, fmt.Errorf("recorder: audit: the recorded session's precision %s: %w", s.Precision, err)
+		}
 	}
 	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped))}, scan: sc,
 		recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}}

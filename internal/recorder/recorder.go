@@ -103,6 +103,10 @@ type Session struct {
 	// Policy is the spike policy (rollout.Policy.String(), which
 	// rollout.ParsePolicy reads back; "" for the median).
 	Policy string `json:"policy,omitempty"`
+	// Precision is the arithmetic of the model's convolutions and linear
+	// layers when the session began (engine.Precision: "fp32" or "bf16";
+	// "" when the model does not say).
+	Precision string `json:"precision,omitempty"`
 	// Started is when the daemon began recording.
 	Started time.Time `json:"started"`
 }

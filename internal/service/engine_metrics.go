@@ -39,7 +39,7 @@ func newEngineCollector(model func() *Model) *engineCollector {
 		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
 		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
 		threads:      d("threads", "Threads the inference engine runs a call on."),
-		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, parity check passed), 0 for fp32."),
+		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, the default, with the CPU's instructions and the parity check passed), 0 for fp32."),
 	}
 }
 

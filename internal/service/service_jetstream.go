@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/internal/recorder"
+	"rgcpred/model/engine"
 	"rgcpred/rollout"
 )
 
@@ -70,9 +71,14 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	if _, err := recorder.Ensure(ctx, js, cfg); err != nil {
 		return fmt.Errorf("service: %w", err)
 	}
-	name := s.cfg.ModelPath
-	if m := s.model.Load(); m != nil && m.Name != "" {
-		name = m.Name + " (" + s.cfg.ModelPath + ")"
+	name, prec := s.cfg.ModelPath, ""
+	if m := s.model.Load(); m != nil {
+		if m.Name != "" {
+			name = m.Name + " (" + s.cfg.ModelPath + ")"
+		}
+		if p, ok := m.Predictor.(interface{ Precision() engine.Precision }); ok {
+			prec = string(p.Precision())
+		}
 	}
 	for _, d := range cfg.Devices {
 		if !slices.Contains(s.cfg.Devices, d) {
@@ -80,7 +86,7 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 		}
 		err := recorder.WriteSession(ctx, js, d, recorder.Session{Model: name, Cells: slices.Clone(s.cells),
 			All: slices.Clone(s.all), Stagger: s.cfg.Stagger, PublishSilence: s.cfg.PublishSilence,
-			MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Started: time.Now().UTC()})
+			MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Precision: prec, Started: time.Now().UTC()})
 		if err != nil {
 			return fmt.Errorf("service: %w", err)
 		}

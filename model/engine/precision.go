@@ -117,8 +117,15 @@ func (p *Parity) compare(p32, p16 []float32) {
 	}
 }
 
+// ForceBF16 makes the engine run bf16 on any CPU, without a parity check:
+// natively where the CPU has AVX512_BF16, else on sgemm's portable bf16
+// kernels, which give the same bits more slowly than float32. It is for
+// re-running what a bf16 daemon computed (an audit of a recorded session
+// on another machine), not for serving.
+func (e *Engine) ForceBF16() { e.net.setBF16(true) }
+
 // Precision returns the arithmetic the engine runs: BF16 only after a
-// successful SetPrecision(BF16, ...).
+// successful SetPrecision(BF16, ...) or ForceBF16.
 func (e *Engine) Precision() Precision {
 	if e.net.conv1.w16 != nil {
 		return BF16

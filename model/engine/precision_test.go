@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -228,5 +229,59 @@ func TestParityOK(t *testing.T) {
 		if got := tc.p.OK(); got != tc.want {
 			t.Errorf("%v: OK() = %v, want %v", tc.p, got, tc.want)
 		}
+	}
+}
+
+// TestForceBF16: on any CPU (the portable kernels where AVX512_BF16 is
+// missing) ForceBF16 runs the bf16 path: outputs within the parity
+// tolerance of float32 but not equal to them, the same bits on 1 and 2
+// threads, and where the CPU runs bf16 natively the same bits as an engine
+// that passed SetPrecision(BF16).
+func TestForceBF16(t *testing.T) {
+	ck := loadShipped(t, "gpt-a-cat-cpu")
+	batch := realWindows(t, ck, 5)
+	n := batch.Len() * rgc.NumClasses
+	run := func(threads int, set func(e *Engine)) []float32 {
+		t.Helper()
+		e, err := New(ck, 8, threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		set(e)
+		out := make([]float32, n)
+		if err := e.Predict(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	fp32 := run(1, func(*Engine) {})
+	forced := run(1, func(e *Engine) {
+		e.ForceBF16()
+		if e.Precision() != BF16 {
+			t.Fatalf("Precision() = %v after ForceBF16", e.Precision())
+		}
+	})
+	same, worst := true, 0.0
+	for i := range forced {
+		same = same && forced[i] == fp32[i]
+		worst = max(worst, math.Abs(float64(forced[i]-fp32[i])))
+	}
+	if same || worst > BF16MaxProbDiff {
+		t.Fatalf("forced bf16 against fp32: identical %v, largest difference %v (want different, within %v)", same, worst, BF16MaxProbDiff)
+	}
+	if two := run(2, func(e *Engine) { e.ForceBF16() }); !slices.Equal(two, forced) {
+		t.Fatal("forced bf16 differs between 1 and 2 threads")
+	}
+	if !sgemm.BF16Native() {
+		return
+	}
+	checked := run(1, func(e *Engine) {
+		if got, par, err := e.SetPrecision(BF16, batch); err != nil || got != BF16 {
+			t.Fatalf("SetPrecision(bf16) = %v (%v), %v", got, par, err)
+		}
+	})
+	if !slices.Equal(checked, forced) {
+		t.Fatal("forced bf16 differs from bf16 after its parity check")
 	}
 }
