@@ -44,7 +44,7 @@ type chunks struct {
 	p      *pass
 	n, cut int  // rows, chunks
 	align  int  // chunk boundaries are multiples of align
-	held   bool // ticket t is claimed and not finished
+	held   bool // a chunk is claimed and not finished
 	lo, hi int  // the rows of the chunk claimed
 }
 
@@ -131,12 +131,8 @@ func (p *pass) sync() {
 	if p.tk == nil {
 		return
 	}
-	if p.tk.wait(p.end) {
-		if p.lead {
-			p.tk.parks.Add(1)
-		} else {
-			p.tk.helperParks.Add(1)
-		}
+	if p.tk.wait(p.end) && p.lead {
+		p.tk.parks.Add(1)
 	}
 	p.synced = true
 }

@@ -113,9 +113,9 @@ type tickets struct {
 	spin  atomic.Int64
 	sleep sleepers
 	// parks counts the caller's waits for a phase that ended parked: a
-	// helper held a chunk for longer than spinFor (contention);
-	// helperParks the helpers' (the caller was slow or descheduled).
-	parks, helperParks atomic.Int64
+	// helper held a chunk for longer than spinFor (contention). A
+	// helper's waits are not counted: they cost the caller nothing.
+	parks atomic.Int64
 }
 
 func newTickets() *tickets {
