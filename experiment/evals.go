@@ -112,8 +112,7 @@ func (x *exp) evalRun(ctx context.Context, i int, r *RunState) (*evalRecord, err
 		return nil, fmt.Errorf("evaluate run %s: %w", r.Name, err)
 	}
 	if computed && !slices.Contains(r.Evaluations, name) {
-		r.Evaluations = append(r.Evaluations, name)
-		if err := x.save(); err != nil {
+		if err := x.commit(func() { r.Evaluations = append(r.Evaluations, name) }); err != nil {
 			return nil, err
 		}
 	}

@@ -34,22 +34,29 @@ type Options struct {
 	// On a terminal the progress of a run is one line rewritten in place;
 	// elsewhere it comes as plain lines.
 	Out io.Writer
-	// ProgressEvery is the interval between progress lines when Out is not
-	// a terminal (0: 10 s); lines also come at every validation.
+	// ProgressEvery is the interval between a run's progress lines when Out
+	// is not a terminal (0: 10 s); lines also come at every validation.
 	ProgressEvery time.Duration
+	// Jobs is the number of runs that train at once (0 or 1: one at a
+	// time), each with Plan.Threads compute goroutines. It is a scheduling
+	// choice, not part of the plan: every run is deterministic given its
+	// seed, the plan and Plan.Threads, so the results do not depend on it.
+	// Jobs x Plan.Threads should not exceed the machine's cores.
+	Jobs int
 
-	// hook, when set, is called on the training goroutine at every step
-	// ("step"), committed segment boundary ("boundary") and finished run
-	// ("trained") with the run's name and step; tests interrupt runs there.
+	// hook, when set, is called on a run's training goroutine at every
+	// step ("step"), committed segment boundary ("boundary") and finished
+	// run ("trained") with the run's name and step; tests interrupt runs
+	// there. With Jobs > 1 it is called from several goroutines at once.
 	hook func(event, run string, step int)
 }
 
 // Run runs the experiment in o.Dir: it trains every run of the grid that
-// has not finished (continuing interrupted runs from their last segment
-// boundary), evaluates every run and the baselines on the split (cached),
-// and writes the results (results-SPLIT.json, figure-SPLIT.png and .svg)
-// and prints the table to o.Out. When ctx ends first it returns an error
-// wrapping ctx's; running it again continues.
+// has not finished, up to o.Jobs at once (continuing interrupted runs from
+// their last segment boundary), then evaluates every run and the baselines
+// on the split (cached), writes the results (results-SPLIT.json,
+// figure-SPLIT.png and .svg) and prints the table to o.Out. When ctx ends
+// first it returns an error wrapping ctx's; running it again continues.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	x, unlock, err := open(o)
 	if err != nil {
@@ -82,17 +89,16 @@ type exp struct {
 	tty   bool
 	every time.Duration
 	start time.Time
+	jobs  int // runs that train at once, at least 1
 
-	mu sync.Mutex // guards the progress state below
-	// cur is the run being trained: its grid index, latest step and
-	// validation, where this session started it and when.
-	cur struct {
-		i, step, from int
-		val, best     float64
-		since         time.Time
-	}
-	doneSteps  int     // steps gained by runs finished or left in this session
-	doneWall   float64 // the wall time they took, s
+	// mu guards the manifest (man and its runs: a run's state is written
+	// only by the goroutine that trains or evaluates it, under mu, and read
+	// by others under mu), its writes, the output and the progress state
+	// below.
+	mu         sync.Mutex
+	flying     map[int]*flight // the runs in training, by grid index
+	trainStart time.Time       // when this invocation started training
+	doneSteps  int             // steps gained by runs finished or left in this invocation
 	evalsTotal int
 	evalsDone  int
 	evalSecs   float64 // wall time of the evaluations computed in this session
@@ -107,8 +113,8 @@ func open(o Options) (*exp, func(), error) {
 	if o.Dir == "" {
 		return nil, nil, errors.New("experiment: no directory")
 	}
-	x := &exp{dir: o.Dir, plan: o.Plan, evs: o.Eval, out: o.Out, every: o.ProgressEvery, start: time.Now(), hook: o.hook}
-	x.cur.i = -1
+	x := &exp{dir: o.Dir, plan: o.Plan, evs: o.Eval, out: o.Out, every: o.ProgressEvery, start: time.Now(), hook: o.hook,
+		jobs: max(o.Jobs, 1), flying: map[int]*flight{}}
 	x.plan.Configs = slices.Clone(o.Plan.Configs)
 	x.plan.Seeds = slices.Clone(o.Plan.Seeds)
 	if x.out == nil {
@@ -238,7 +244,17 @@ func (x *exp) loadManifest(command []string) error {
 }
 
 // save writes the manifest.
-func (x *exp) save() error {
+func (x *exp) save() error { return x.commit(nil) }
+
+// commit applies change (if any) to the manifest's state and writes the
+// manifest, under x.mu: concurrent runs change their own RunState through
+// it, and the writes are serialised.
+func (x *exp) commit(change func()) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if change != nil {
+		change()
+	}
 	if err := x.man.save(x.dir); err != nil {
 		return fmt.Errorf("experiment: %w", err)
 	}
@@ -254,13 +270,11 @@ func (x *exp) run(ctx context.Context) (*Results, error) {
 		x.dir, x.rec.Name, len(x.cells), x.plan.Cells, len(x.plan.Configs), len(x.plan.Seeds), len(x.grid),
 		x.plan.Budget.String(x.plan.Batch), x.split)
 	x.evalsTotal = len(x.grid) + len(x.baselines())
+	if err := x.trainAll(ctx); err != nil {
+		return nil, err
+	}
 	evals := make(map[string]*evalRecord, len(x.grid))
 	for i, r := range x.grid {
-		if r.Status != StatusTrained {
-			if err := x.trainRun(ctx, i, r); err != nil {
-				return nil, err
-			}
-		}
 		ev, err := x.evalRun(ctx, i, r)
 		if err != nil {
 			return nil, err
@@ -285,152 +299,54 @@ func (x *exp) run(ctx context.Context) (*Results, error) {
 	return res, nil
 }
 
-// logf prints a line of its own, after ending a terminal status line.
-func (x *exp) logf(format string, args ...any) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.endStatus()
-	fmt.Fprintf(x.out, format+"\n", args...)
-}
-
-// endStatus ends a terminal status line, if one is showing.
-func (x *exp) endStatus() {
-	if x.dirty {
-		fmt.Fprintln(x.out)
-		x.dirty = false
+// trainAll trains the runs of the grid that have not finished, up to
+// x.jobs at once, taking them in grid order. When ctx ends, every run in
+// training stops at its own safe point (as trainRun does) and no other
+// starts; when a run fails, the others are stopped and its error returned.
+func (x *exp) trainAll(ctx context.Context) error {
+	var todo []int
+	for i, r := range x.grid {
+		if r.Status != StatusTrained {
+			todo = append(todo, i)
+		}
 	}
-}
-
-// runStarted notes that run i starts (or continues) training.
-func (x *exp) runStarted(i int, r *RunState) {
-	x.mu.Lock()
-	x.cur.i, x.cur.step, x.cur.from, x.cur.since = i, r.BoundaryStep, r.BoundaryStep, time.Now()
-	x.cur.val, x.cur.best = 0, 0
-	x.mu.Unlock()
-	what := "training"
-	if r.BoundaryStep > 0 {
-		what = fmt.Sprintf("continuing from step %d", r.BoundaryStep)
+	jobs := min(x.jobs, len(todo))
+	inner, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	next := make(chan int)
+	errs := make([]error, len(x.grid))
+	var wg sync.WaitGroup
+	for range jobs {
+		wg.Go(func() {
+			for i := range next {
+				if inner.Err() != nil {
+					continue
+				}
+				if err := x.trainRun(inner, i, x.grid[i]); err != nil {
+					errs[i] = err
+					stop(err)
+				}
+			}
+		})
 	}
-	x.logf("run %d/%d %s seed %d: %s", i+1, len(x.grid), r.Config, r.Seed, what)
-}
-
-// runFinished notes that run i has finished training.
-func (x *exp) runFinished(i int, r *RunState) {
-	x.mu.Lock()
-	x.doneSteps += r.Steps - x.cur.from
-	x.doneWall += time.Since(x.cur.since).Seconds()
-	x.cur.i = -1
-	x.mu.Unlock()
-	how := ""
-	if r.Stopped {
-		how = ", stopped early"
+feed:
+	for _, i := range todo {
+		select {
+		case next <- i:
+		case <-inner.Done():
+			break feed
+		}
 	}
-	x.logf("run %d/%d %s seed %d: trained, %d steps%s, best val NLL %.4f at step %d, %s training (%s wall)",
-		i+1, len(x.grid), r.Config, r.Seed, r.Steps, how, r.BestVal, r.BestStep,
-		seconds(r.TrainSeconds), seconds(r.WallSeconds))
-	x.event("trained", r, r.Steps)
-}
-
-// stepProgress records that run i has taken step; wall is the run's wall
-// time so far.
-func (x *exp) stepProgress(i int, r *RunState, step int, wall float64) {
-	x.mu.Lock()
-	x.cur.step = step
-	if x.tty && time.Since(x.shown) >= 200*time.Millisecond || !x.tty && time.Since(x.shown) >= x.every {
-		x.showStatus(i, r, wall)
-	}
-	x.mu.Unlock()
-	x.event("step", r, step)
-}
-
-// event calls the test hook, if any.
-func (x *exp) event(name string, r *RunState, step int) {
-	if x.hook != nil {
-		x.hook(name, r.Name, step)
-	}
-}
-
-// valProgress records a validation of run i.
-func (x *exp) valProgress(i int, r *RunState, step int, val, wall float64) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.cur.step, x.cur.val = step, val
-	if x.cur.best == 0 || val < x.cur.best {
-		x.cur.best = val
-	}
-	x.showStatus(i, r, wall)
-}
-
-// showStatus shows run i's progress: a line rewritten in place on a
-// terminal, else a plain line.
-func (x *exp) showStatus(i int, r *RunState, wall float64) {
-	x.shown = time.Now()
-	steps := x.plan.Budget.steps(x.plan.Batch)
-	var b strings.Builder
-	fmt.Fprintf(&b, "run %d/%d %s seed %d: step %d", i+1, len(x.grid), r.Config, r.Seed, x.cur.step)
-	if steps != noStepCap {
-		fmt.Fprintf(&b, "/%d", steps)
-	}
-	if x.cur.val > 0 {
-		fmt.Fprintf(&b, ", val NLL %.4f (best %.4f)", x.cur.val, x.cur.best)
-	}
-	fmt.Fprintf(&b, ", run %s, elapsed %s", seconds(wall), seconds(time.Since(x.start).Seconds()))
-	if eta, ok := x.eta(); ok {
-		fmt.Fprintf(&b, ", ETA %s", seconds(eta))
-	}
-	if x.tty {
-		fmt.Fprintf(x.out, "\r%s\033[K", b.String())
-		x.dirty = true
-	} else {
-		fmt.Fprintln(x.out, b.String())
-	}
-}
-
-// eta estimates the seconds left in the whole experiment: the steps left
-// at the step rate of this session (restarts and validations included),
-// or the time budgets left, plus the evaluations left at their mean time.
-func (x *exp) eta() (float64, bool) {
-	steps := x.plan.Budget.steps(x.plan.Batch)
-	var left float64
-	if x.plan.Budget.Kind() == "time" {
-		budget := time.Duration(x.plan.Budget.Time).Seconds()
-		for j, r := range x.grid {
-			switch {
-			case r.Status == StatusTrained:
-			case j == x.cur.i:
-				left += max(budget-time.Since(x.cur.since).Seconds(), 0)
-			default:
-				left += budget
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		// Interrupted: the first run's error, as the runs left them.
+		for _, err := range errs {
+			if err != nil {
+				return err
 			}
 		}
-	} else {
-		gained, wall := x.doneSteps, x.doneWall
-		if x.cur.i >= 0 {
-			gained += x.cur.step - x.cur.from
-			wall += time.Since(x.cur.since).Seconds()
-		}
-		if gained <= 0 {
-			return 0, false
-		}
-		var stepsLeft int
-		for j, r := range x.grid {
-			switch {
-			case r.Status == StatusTrained:
-			case j == x.cur.i:
-				stepsLeft += steps - x.cur.step
-			default:
-				stepsLeft += steps - r.BoundaryStep
-			}
-		}
-		left = float64(stepsLeft) * wall / float64(gained)
+		return ctx.Err()
 	}
-	if x.evalsTimed > 0 {
-		left += float64(x.evalsTotal-x.evalsDone) * x.evalSecs / float64(x.evalsTimed)
-	}
-	return left, true
-}
-
-// seconds formats a number of seconds as a duration rounded to the second.
-func seconds(s float64) string {
-	return (time.Duration(s*float64(time.Second)) + time.Second/2).Truncate(time.Second).String()
+	return context.Cause(inner) // nil, or the first failing run's error
 }

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"rgcpred/evaluation"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,10 +107,14 @@ func loadWeights(t *testing.T, path string) map[string][]float32 {
 }
 
 // once wraps an interruption rule so that each (event, run, step) it
-// matches interrupts only once: a restarted run retraces its steps.
+// matches interrupts only once: a restarted run retraces its steps. It is
+// safe for concurrent use, as the hook of concurrent runs.
 func once(match func(event, run string, step int) bool) func(event, run string, step int) bool {
+	var mu sync.Mutex
 	seen := map[string]bool{}
 	return func(event, run string, step int) bool {
+		mu.Lock()
+		defer mu.Unlock()
 		key := fmt.Sprint(event, run, step)
 		if !match(event, run, step) || seen[key] {
 			return false

@@ -105,7 +105,8 @@ func (f segmentFiles) restore(step int) (string, error) {
 
 // trainRun trains run r (index i of the grid) to the end of its budget,
 // segment by segment, continuing from its last boundary. It returns the
-// context's error when ctx ends first.
+// context's error when ctx ends first. Runs train concurrently: each has
+// its own directory, and r is changed only through x.commit.
 func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 	f := segmentFiles{dir: x.runDir(r)}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
@@ -122,20 +123,26 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 	}
 	wall0, start := r.WallSeconds, time.Now()
 	wall := func() float64 { return wall0 + time.Since(start).Seconds() }
-	if r.Status == StatusPending {
-		r.Status = StatusTraining
-	}
-	if err := x.save(); err != nil {
+	if err := x.commit(func() {
+		if r.Status == StatusPending {
+			r.Status = StatusTraining
+		}
+	}); err != nil {
 		return err
 	}
 	x.runStarted(i, r)
+	// left saves the wall time of a run stopped before its end.
+	left := func(err error) error {
+		x.runLeft(i, -1)
+		return errors.Join(err, x.commit(func() { r.WallSeconds = wall() }))
+	}
 	for {
 		if err := ctx.Err(); err != nil {
-			r.WallSeconds = wall()
-			return errors.Join(err, x.save())
+			return left(err)
 		}
 		resume, err := f.restore(r.BoundaryStep)
 		if err != nil {
+			x.runLeft(i, -1)
 			return fmt.Errorf("run %s: %w", r.Name, err)
 		}
 		segCtx, cancel := context.WithCancel(ctx)
@@ -156,24 +163,25 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 			err = lw.err
 		}
 		if err != nil {
-			r.WallSeconds = wall()
-			return errors.Join(fmt.Errorf("run %s: %w", r.Name, err), x.save())
+			return left(fmt.Errorf("run %s: %w", r.Name, err))
 		}
 		if lw.committed {
 			continue // the next segment, from the new boundary
 		}
 		if res.Interrupted || ctx.Err() != nil {
-			r.WallSeconds = wall()
-			return errors.Join(ctx.Err(), x.save())
+			return left(ctx.Err())
 		}
-		r.Status = StatusTrained
-		r.Steps, r.BestStep, r.BestVal, r.Stopped = res.Steps, res.BestStep, res.BestVal, res.Stopped
-		r.Samples = int64(res.Steps) * int64(x.plan.Batch)
-		r.TrainSeconds, r.WallSeconds = res.Elapsed.Seconds(), wall()
-		if err := x.save(); err != nil {
+		if err := x.commit(func() {
+			r.Status = StatusTrained
+			r.Steps, r.BestStep, r.BestVal, r.Stopped = res.Steps, res.BestStep, res.BestVal, res.Stopped
+			r.Samples = int64(res.Steps) * int64(x.plan.Batch)
+			r.TrainSeconds, r.WallSeconds = res.Elapsed.Seconds(), wall()
+		}); err != nil {
+			x.runLeft(i, -1)
 			return err
 		}
 		if err := f.removeBoundaries(-1); err != nil {
+			x.runLeft(i, -1)
 			return fmt.Errorf("run %s: %w", r.Name, err)
 		}
 		x.runFinished(i, r)
@@ -308,9 +316,7 @@ func (l *segmentLog) boundary(step int) error {
 	default:
 		return fmt.Errorf("boundary: %w", err)
 	}
-	l.r.BoundaryStep = at
-	l.r.WallSeconds = l.wall()
-	if err := l.x.save(); err != nil {
+	if err := l.x.commit(func() { l.r.BoundaryStep, l.r.WallSeconds = at, l.wall() }); err != nil {
 		return fmt.Errorf("boundary: %w", err)
 	}
 	if err := l.files.removeBoundaries(at); err != nil {

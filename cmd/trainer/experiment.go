@@ -60,9 +60,10 @@ func runExperiment(ctx context.Context, args []string) error {
 	var compares listFlag
 	fs.Var(&compares, "compare", "extra paired comparison A:B (A - B per cell) of configurations or baselines (glm, zero); repeatable")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines when stdout is not a terminal")
+	jobs := fs.Int("jobs", 1, "runs that train at once, each with --threads compute goroutines (a scheduling choice, not part of the plan: results do not depend on it; keep jobs x threads within the cores); allowed with --resume")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: trainer experiment --dir DIR [--configs A,B,...] [--seeds 1,2,3 | --repeats N] [--steps N | --samples N | --time D] [flags]
-       trainer experiment --resume DIR [--split test] [evaluation flags]
+       trainer experiment --resume DIR [--split test] [--jobs N] [evaluation flags]
 
 Train a grid of configurations x seeds at a matched budget, evaluate every run on a
 split (NLL, Van Rossum, Schreiber, smoothed Pearson; per-cell scores averaged over
@@ -78,7 +79,10 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	o := experiment.Options{Dir: *dir, Command: append([]string{"trainer", "experiment"}, args...),
-		Out: os.Stdout, ProgressEvery: *progress}
+		Out: os.Stdout, ProgressEvery: *progress, Jobs: *jobs}
+	if *jobs < 1 {
+		return fmt.Errorf("--jobs %d: want at least 1", *jobs)
+	}
 	if *resume != "" {
 		if *dir != "" && *dir != *resume {
 			return fmt.Errorf("--dir %s and --resume %s differ", *dir, *resume)

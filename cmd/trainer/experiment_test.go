@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,7 @@ func TestExperimentCommandErrors(t *testing.T) {
 		{[]string{"--resume", filepath.Join(dir, "none")}, "manifest"},
 		{[]string{"--dir", dir, "--data", filepath.Join(dir, "nodata")}, "nodata"},
 		{[]string{"--dir", dir, "extra"}, "unexpected arguments"},
+		{[]string{"--dir", dir, "--jobs", "0"}, "--jobs 0: want at least 1"},
 	} {
 		_, err := captureStdout(t, func() error { return runExperiment(context.Background(), tc.args) })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -38,7 +40,8 @@ func TestExperimentCommandErrors(t *testing.T) {
 }
 
 // TestExperimentCommand runs a one-run experiment through the command, then
-// continues it with --resume on the test split.
+// continues it with --resume on the test split (with --jobs, which --resume
+// accepts).
 func TestExperimentCommand(t *testing.T) {
 	data := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
 	dir := filepath.Join(t.TempDir(), "exp")
@@ -70,7 +73,7 @@ func TestExperimentCommand(t *testing.T) {
 	}
 
 	out, err = captureStdout(t, func() error {
-		return runExperiment(context.Background(), []string{"--resume", dir, "--split", "test"})
+		return runExperiment(context.Background(), []string{"--resume", dir, "--split", "test", "--jobs", "2"})
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -80,5 +83,11 @@ func TestExperimentCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "results-test.json")); err != nil {
 		t.Error(err)
+	}
+	if m, err = experiment.LoadManifest(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(m.LastCommand, "--jobs") || slices.Contains(m.Command, "--jobs") {
+		t.Errorf("manifest commands %q, last %q: want --jobs in the last only", m.Command, m.LastCommand)
 	}
 }
