@@ -16,8 +16,8 @@
 // split across the threads phase by phase: the rows of every convolution,
 // the transformer's tokens and the squeeze-excite channels are cut into
 // chunks that the threads claim one at a time, and a phase that reads rows
-// another thread wrote starts once the previous one is done (26 phases per
-// window for gpt-a, 34 for gpt-b). So a batch of 1 (the real-time case) uses every core
+// another thread wrote starts once the previous one is done (25 phases per
+// window for gpt-a, 33 for gpt-b). So a batch of 1 (the real-time case) uses every core
 // that is running, and a helper that is late (waking up, or descheduled by
 // the host) costs the caller nothing but a chunk in progress: the caller
 // never waits for a thread to arrive. The cut does not change the
