@@ -28,11 +28,18 @@ import (
 
 	"rgcpred/bench"
 	"rgcpred/evaluation"
+	"rgcpred/internal/fakepred"
 	"rgcpred/internal/modelload"
 	"rgcpred/internal/plot"
+	"rgcpred/internal/service"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 )
+
+// NoModel as --ckpt serves a hash of each window (internal/fakepred) in
+// place of a model: what remains of the latency is the daemon's and the
+// transport's.
+const NoModel = "none"
 
 func parseCounts(s string) ([]int, error) {
 	var out []int
@@ -49,7 +56,7 @@ func parseCounts(s string) ([]int, error) {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
-	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the daemon serves")
+	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the daemon serves ("+NoModel+": a hash of each window instead of a model, microseconds per window, to measure the daemon and the transport alone)")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
 	cells := fs.String("cells", "1,5,10,20,40,60,80,120", "cell counts to measure")
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
@@ -99,8 +106,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--precision: %w", err)
 	}
-	mdl, err := bench.LoadEngine(*ckpt, *maxBatch, *threads, prec)
-	if err != nil {
+	var mdl *service.Model
+	if *ckpt == NoModel {
+		if *reloadEvery > 0 {
+			return fmt.Errorf("--reload-every: --ckpt %s has nothing to reload", NoModel)
+		}
+		ids := rec.QualityClusterIDs()
+		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, Name: "none: a hash per window (the daemon and the transport alone)"}
+	} else if mdl, err = bench.LoadEngine(*ckpt, *maxBatch, *threads, prec); err != nil {
 		return err
 	}
 

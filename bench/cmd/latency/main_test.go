@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"path/filepath"
+	"rgcpred/bench"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -14,5 +18,27 @@ func TestParseCounts(t *testing.T) {
 		if _, err := parseCounts(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestNoModel: --ckpt none serves a hash of each window, so the run
+// measures the daemon and the transport alone; it has nothing to reload.
+func TestNoModel(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	if err := run(context.Background(), []string{"--data", "../../../data/chicken-17-08-21", "--ckpt", NoModel,
+		"--cells", "2", "--seconds", "0.3", "--json", path, "--svg", ""}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := bench.ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 1 || rep.Points[0].Decisions == 0 || rep.Points[0].Predictions == 0 || !strings.HasPrefix(rep.ModelInfo, "none") {
+		t.Fatalf("report %+v", rep)
+	}
+	err = run(context.Background(), []string{"--data", "../../../data/chicken-17-08-21", "--ckpt", NoModel, "--reload-every", "1s", "--json", "", "--svg", ""})
+	if err == nil || !strings.Contains(err.Error(), "nothing to reload") {
+		t.Fatalf("--reload-every with no model: %v", err)
 	}
 }
