@@ -38,9 +38,4 @@ func configOf(m *service.Model) (model.Config, bool) {
 }
 
 // precisionOf returns the arithmetic of a model served by the engine.
-func precisionOf(m *service.Model) engine.Precision {
-	if e, ok := m.Predictor.(interface{ Precision() engine.Precision }); ok {
-		return e.Precision()
-	}
-	return engine.FP32
-}
+func precisionOf(m *service.Model) engine.Precision { return engine.PrecisionOf(m.Predictor) }

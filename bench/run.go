@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench/replay"
@@ -323,23 +324,29 @@ func engineCounters(reg *prometheus.Registry) EngineCounters {
 	return c
 }
 
+// series returns every series of the named metric in reg (none when the
+// registry cannot be read).
+func series(reg *prometheus.Registry, name string) []*dto.Metric {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()
+		}
+	}
+	return nil
+}
+
 // histMean returns the mean of every observation of the named histogram in
 // reg (0 without observations).
 func histMean(reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
 	var sum float64
 	var n uint64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetHistogram().GetSampleSum()
-			n += m.GetHistogram().GetSampleCount()
-		}
+	for _, m := range series(reg, name) {
+		sum += m.GetHistogram().GetSampleSum()
+		n += m.GetHistogram().GetSampleCount()
 	}
 	if n == 0 {
 		return 0
@@ -351,24 +358,15 @@ func histMean(reg *prometheus.Registry, name string) float64 {
 // reg above bound, read off the bucket whose upper bound is bound (-1 when
 // there is no such bucket or no observation).
 func histOver(reg *prometheus.Registry, name string, bound float64) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return -1
-	}
 	var n, in uint64
 	found := false
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			n += h.GetSampleCount()
-			for _, b := range h.GetBucket() {
-				if math.Abs(b.GetUpperBound()-bound) <= 1e-9*bound {
-					in += b.GetCumulativeCount()
-					found = true
-				}
+	for _, m := range series(reg, name) {
+		h := m.GetHistogram()
+		n += h.GetSampleCount()
+		for _, b := range h.GetBucket() {
+			if math.Abs(b.GetUpperBound()-bound) <= 1e-9*bound {
+				in += b.GetCumulativeCount()
+				found = true
 			}
 		}
 	}
@@ -380,18 +378,9 @@ func histOver(reg *prometheus.Registry, name string, bound float64) float64 {
 
 // counterSum adds up every series of the named counter in reg.
 func counterSum(reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
 	var s float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			s += m.GetCounter().GetValue()
-		}
+	for _, m := range series(reg, name) {
+		s += m.GetCounter().GetValue()
 	}
 	return s
 }

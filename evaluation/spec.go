@@ -41,7 +41,7 @@ type SpecEnv struct {
 	// (Threads 0: all cores).
 	Batch, Threads int
 	// Precision is the arithmetic checkpoints run in: float32 ("" or
-	// engine.FP32), or engine.BF16 on any CPU (Engine.ForceBF16), to
+	// engine.FP32), or engine.BF16 on any CPU (Engine.Force), to
 	// reproduce a daemon serving in bf16.
 	Precision engine.Precision
 }
@@ -127,13 +127,11 @@ func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.P
 			if err != nil {
 				return nil, nil, err
 			}
-			switch prec {
-			case "", engine.FP32:
-			case engine.BF16:
-				pr.(*engine.Engine).ForceBF16()
-			default:
-				closeFn()
-				return nil, nil, fmt.Errorf("checkpoint %s: unknown precision %q", p, prec)
+			if prec != "" {
+				if err := pr.(*engine.Engine).Force(prec); err != nil {
+					closeFn()
+					return nil, nil, fmt.Errorf("checkpoint %s: %w", p, err)
+				}
 			}
 			return pr, closeFn, nil
 		})

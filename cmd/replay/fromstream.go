@@ -32,13 +32,6 @@ func (a *auditOptions) register(fs *flag.FlagSet) {
 // fromStream runs the audit and prints its report; it fails unless every
 // replayed decision equals the recorded one.
 func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
-	var prec engine.Precision
-	if o.audit.precision != "" {
-		var err error
-		if prec, err = engine.ParsePrecision(o.audit.precision); err != nil {
-			return fmt.Errorf("--precision: %w", err)
-		}
-	}
 	var policy rollout.Policy
 	var err error
 	if o.audit.policy != "" {
@@ -50,27 +43,25 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng, _ := mdl.Predictor.(*engine.Engine)
-	arith := func(p engine.Precision) error {
-		switch {
-		case p == engine.FP32:
-		case p == engine.BF16 && eng != nil:
-			eng.ForceBF16()
-		default:
-			return fmt.Errorf("cannot re-run the model in %q", p)
-		}
-		return nil
-	}
-	if prec != "" {
-		if err := arith(prec); err != nil {
-			return fmt.Errorf("--precision: %w", err)
-		}
-	}
 	defer func() {
 		if mdl.Close != nil {
 			_ = mdl.Close()
 		}
 	}()
+	eng := mdl.Predictor.(*engine.Engine)
+	// The arithmetic: --precision, else the recorded session's.
+	var fromSession func(p string) error
+	if o.audit.precision != "" {
+		prec, err := engine.ParsePrecision(o.audit.precision)
+		if err == nil {
+			err = eng.Force(prec)
+		}
+		if err != nil {
+			return fmt.Errorf("--precision: %w", err)
+		}
+	} else {
+		fromSession = func(p string) error { return eng.Force(engine.Precision(p)) }
+	}
 	nc, err := nats.Connect(o.natsURL, nats.Name("replay audit"))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", o.natsURL, err)
@@ -83,12 +74,7 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	rep, err := recorder.Audit(ctx, recorder.StreamSource(js, o.audit.stream, o.device), recorder.AuditConfig{
 		Predictor: mdl.Predictor,
 		Core:      daemon.Config{Known: mdl.Cells, Policy: policy},
-		Precision: func(p string) error {
-			if prec != "" {
-				return nil // --precision given
-			}
-			return arith(engine.Precision(p))
-		},
+		Precision: fromSession,
 	})
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func auditSession(t *testing.T, ids []int, prec engine.Precision) {
 		Load: func(path string, maxBatch int) (*service.Model, error) {
 			m, err := bench.LoadEngine(path, maxBatch, 1, engine.FP32)
 			if err == nil && prec == engine.BF16 {
-				m.Predictor.(*engine.Engine).ForceBF16()
+				err = m.Predictor.(*engine.Engine).Force(engine.BF16)
 			}
 			return m, err
 		},

@@ -76,9 +76,7 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 		if m.Name != "" {
 			name = m.Name + " (" + s.cfg.ModelPath + ")"
 		}
-		if p, ok := m.Predictor.(interface{ Precision() engine.Precision }); ok {
-			prec = string(p.Precision())
-		}
+		prec = string(engine.PrecisionOf(m.Predictor))
 	}
 	for _, d := range cfg.Devices {
 		if !slices.Contains(s.cfg.Devices, d) {

@@ -149,7 +149,7 @@ func (e *Engine) helper(i int) {
 	defer e.wg.Done()
 	var seen uint32
 	for {
-		seen = e.team.next(i-1, seen)
+		seen = e.team.next(seen)
 		if e.team.quit.Load() {
 			return
 		}

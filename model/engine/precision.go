@@ -117,15 +117,31 @@ func (p *Parity) compare(p32, p16 []float32) {
 	}
 }
 
-// ForceBF16 makes the engine run bf16 on any CPU, without a parity check:
+// Force makes the engine run in p on any CPU, without a parity check: BF16
 // natively where the CPU has AVX512_BF16, else on sgemm's portable bf16
 // kernels, which give the same bits more slowly than float32. It is for
-// re-running what a bf16 daemon computed (an audit of a recorded session
-// on another machine), not for serving.
-func (e *Engine) ForceBF16() { e.net.setBF16(true) }
+// re-running what a daemon computed in p (an audit of a recorded session,
+// an offline evaluation on another machine), not for serving.
+func (e *Engine) Force(p Precision) error {
+	switch p {
+	case FP32, BF16:
+		e.net.setBF16(p == BF16)
+		return nil
+	}
+	return fmt.Errorf("engine: unknown precision %q", p)
+}
+
+// PrecisionOf returns the arithmetic of a predictor: its Precision() for an
+// Engine (or any predictor that says), FP32 for others.
+func PrecisionOf(p rgc.Predictor) Precision {
+	if e, ok := p.(interface{ Precision() Precision }); ok {
+		return e.Precision()
+	}
+	return FP32
+}
 
 // Precision returns the arithmetic the engine runs: BF16 only after a
-// successful SetPrecision(BF16, ...) or ForceBF16.
+// successful SetPrecision(BF16, ...) or Force(BF16).
 func (e *Engine) Precision() Precision {
 	if e.net.conv1.w16 != nil {
 		return BF16

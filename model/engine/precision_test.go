@@ -233,7 +233,7 @@ func TestParityOK(t *testing.T) {
 }
 
 // TestForceBF16: on any CPU (the portable kernels where AVX512_BF16 is
-// missing) ForceBF16 runs the bf16 path: outputs within the parity
+// missing) Force(BF16) runs the bf16 path: outputs within the parity
 // tolerance of float32 but not equal to them, the same bits on 1 and 2
 // threads, and where the CPU runs bf16 natively the same bits as an engine
 // that passed SetPrecision(BF16).
@@ -257,9 +257,8 @@ func TestForceBF16(t *testing.T) {
 	}
 	fp32 := run(1, func(*Engine) {})
 	forced := run(1, func(e *Engine) {
-		e.ForceBF16()
-		if e.Precision() != BF16 {
-			t.Fatalf("Precision() = %v after ForceBF16", e.Precision())
+		if err := e.Force(BF16); err != nil || e.Precision() != BF16 || PrecisionOf(e) != BF16 {
+			t.Fatalf("Force(bf16): %v; Precision() = %v", err, e.Precision())
 		}
 	})
 	same, worst := true, 0.0
@@ -270,8 +269,19 @@ func TestForceBF16(t *testing.T) {
 	if same || worst > BF16MaxProbDiff {
 		t.Fatalf("forced bf16 against fp32: identical %v, largest difference %v (want different, within %v)", same, worst, BF16MaxProbDiff)
 	}
-	if two := run(2, func(e *Engine) { e.ForceBF16() }); !slices.Equal(two, forced) {
+	if two := run(2, func(e *Engine) { _ = e.Force(BF16) }); !slices.Equal(two, forced) {
 		t.Fatal("forced bf16 differs between 1 and 2 threads")
+	}
+	if back := run(1, func(e *Engine) {
+		_ = e.Force(BF16)
+		if err := e.Force(FP32); err != nil || e.Precision() != FP32 {
+			t.Fatalf("Force(fp32) after bf16: %v", err)
+		}
+	}); !slices.Equal(back, fp32) {
+		t.Fatal("Force(fp32) after Force(bf16) differs from fp32")
+	}
+	if err := run1Err(ck); err == nil {
+		t.Fatal("Force accepted an unknown precision")
 	}
 	if !sgemm.BF16Native() {
 		return
@@ -284,4 +294,14 @@ func TestForceBF16(t *testing.T) {
 	if !slices.Equal(checked, forced) {
 		t.Fatal("forced bf16 differs from bf16 after its parity check")
 	}
+}
+
+// run1Err forces an unknown precision on a fresh engine.
+func run1Err(ck *model.Checkpoint) error {
+	e, err := New(ck, 1, 1)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	return e.Force("fp8")
 }

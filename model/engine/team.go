@@ -206,11 +206,10 @@ func (t *team) start() {
 // and will read its description no more.
 func (t *team) report() { t.done.Add(1) }
 
-// next blocks helper h (0-based) until the job after generation seen is
+// next blocks a helper until the job after generation seen is
 // published and returns its generation: it polls for t.idle, then parks.
 // (Only one job is published at a time: start waits for ready.)
-func (t *team) next(h int, seen uint32) uint32 {
-	_ = h
+func (t *team) next(seen uint32) uint32 {
 	s := spinner{budget: time.Duration(t.idle.Load())}
 	for t.gen.Load() == seen {
 		if !s.more() {

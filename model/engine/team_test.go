@@ -155,7 +155,7 @@ func TestTeamStress(t *testing.T) {
 							rng := rand.New(rand.NewPCG(uint64(h), 4))
 							var seen uint32
 							for {
-								seen = tm.next(h, seen)
+								seen = tm.next(seen)
 								if tm.quit.Load() {
 									return
 								}
