@@ -1,7 +1,6 @@
 package sgemm
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 )
@@ -121,24 +120,7 @@ func BF16Native() bool { return bf16Asm }
 // spoil neighbouring outputs (a padding product 0*Inf is NaN).
 func GemmPackedBiasBF16(m int, a []float32, lda int, b *PackedBF16, bias []float32, relu bool, c []float32, ldc int, work []float32) {
 	k, n := b.k, b.n
-	checkMatOverlap("A", false, m, k, a, lda)
-	checkMat("C", false, m, n, c, ldc)
-	if len(bias) < n {
-		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
-	}
-	if len(work) < WorkSizeBF16() {
-		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), WorkSizeBF16()))
-	}
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		for i := 0; i < m; i++ {
-			copy(c[i*ldc:i*ldc+n], bias)
-		}
-		if relu {
-			reluC(m, n, c, ldc)
-		}
+	if biasTrivial(m, k, n, a, lda, bias, relu, c, ldc, work, WorkSizeBF16()) {
 		return
 	}
 	nA := bf16MC * bf16KC / 2

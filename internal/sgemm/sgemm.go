@@ -433,24 +433,7 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 // which saves a pass over C. work must have at least WorkSize() elements.
 func GemmPackedBias(m int, a []float32, lda int, b *PackedB, bias []float32, relu bool, c []float32, ldc int, work []float32) {
 	k, n := b.k, b.n
-	checkMatOverlap("A", false, m, k, a, lda)
-	checkMat("C", false, m, n, c, ldc)
-	if len(bias) < n {
-		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
-	}
-	if len(work) < WorkSize() {
-		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), WorkSize()))
-	}
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		for i := 0; i < m; i++ {
-			copy(c[i*ldc:i*ldc+n], bias)
-		}
-		if relu {
-			reluC(m, n, c, ldc)
-		}
+	if biasTrivial(m, k, n, a, lda, bias, relu, c, ldc, work, WorkSize()) {
 		return
 	}
 	mc := mcBlock()
@@ -468,6 +451,34 @@ func GemmPackedBias(m int, a []float32, lda int, b *PackedB, bias []float32, rel
 			macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, bb, relu && pc+kb == k)
 		}
 	}
+}
+
+// biasTrivial checks the arguments of a packed GEMM with bias (A m x k,
+// C m x n, the workspace at least need floats) and does the products that
+// need no kernel: none when m or n is 0, C = bias (then ReLU) when k is 0.
+// It reports whether it did.
+func biasTrivial(m, k, n int, a []float32, lda int, bias []float32, relu bool, c []float32, ldc int, work []float32, need int) bool {
+	checkMatOverlap("A", false, m, k, a, lda)
+	checkMat("C", false, m, n, c, ldc)
+	if len(bias) < n {
+		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
+	}
+	if len(work) < need {
+		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), need))
+	}
+	if m == 0 || n == 0 {
+		return true
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			copy(c[i*ldc:i*ldc+n], bias)
+		}
+		if relu {
+			reluC(m, n, c, ldc)
+		}
+		return true
+	}
+	return false
 }
 
 // checkMatOverlap is checkMat allowing overlapping rows (ld < cols) for an
