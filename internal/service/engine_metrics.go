@@ -23,7 +23,7 @@ type engineCollector struct {
 	mu      sync.Mutex
 	retired engine.Stats // sums over the replaced engines
 
-	windows, parks, backoffs, backoffCalls, backingOff, threads, bf16 *prometheus.Desc
+	windows, reused, parks, backoffs, backoffCalls, backingOff, threads, bf16 *prometheus.Desc
 }
 
 // newEngineCollector returns the collector of the engine model() returns.
@@ -34,6 +34,7 @@ func newEngineCollector(model func() *Model) *engineCollector {
 	return &engineCollector{
 		model:        model,
 		windows:      d("windows_total", "Windows the inference engine computed, by mode: split across its threads layer by layer (a lone window: the real-time case), or whole on one thread.", "mode"),
+		reused:       d("reused_windows_total", "Windows that carried the CNN stem's and first block's rows over from their cell's previous window instead of computing them (bit for bit the same; model/engine SetReuse)."),
 		parks:        d("parks_total", "Waits of the calling thread for a helper's chunk of a split window that ended parked: the helper held it longer than the spin budget (contention for the cores)."),
 		backoffs:     d("backoffs_total", "Times the engine stopped splitting windows after calls whose waits for helpers parked."),
 		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
@@ -74,6 +75,7 @@ func (c *engineCollector) swap(swap func() *Model) *Model {
 	r := &c.retired
 	r.Windows += st.Windows
 	r.SplitWindows += st.SplitWindows
+	r.ReusedWindows += st.ReusedWindows
 	r.Parks += st.Parks
 	r.Backoffs += st.Backoffs
 	r.BackoffCalls += st.BackoffCalls
@@ -82,7 +84,7 @@ func (c *engineCollector) swap(swap func() *Model) *Model {
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.windows, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16} {
+	for _, d := range []*prometheus.Desc{c.windows, c.reused, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16} {
 		ch <- d
 	}
 }
@@ -103,6 +105,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	split := st.SplitWindows + r.SplitWindows
 	counter(c.windows, split, "split")
 	counter(c.windows, st.Windows+r.Windows-split, "whole")
+	counter(c.reused, st.ReusedWindows+r.ReusedWindows)
 	counter(c.parks, st.Parks+r.Parks)
 	counter(c.backoffs, st.Backoffs+r.Backoffs)
 	counter(c.backoffCalls, st.BackoffCalls+r.BackoffCalls)

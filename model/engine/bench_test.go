@@ -70,13 +70,14 @@ func BenchmarkStages(b *testing.B) {
 				}
 				b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
 			}
+			pl := &plan{rows: &e.plans[0]} // every row, no carry-over
 			for b.Loop() {
-				n.forward(p, window, 0, wk.acts.logits, false)
+				n.forward(p, window, 0, pl, wk.acts.logits, false)
 			}
-			x := n.stem(p, window)
-			y := n.cnnBlocks(p, x)
-			stage("stem", func() { n.stem(p, window) })
-			stage("blocks", func() { n.cnnBlocks(p, x) })
+			x := n.stem(p, window, pl.rows)
+			y := n.cnnBlocks(p, x, pl)
+			stage("stem", func() { n.stem(p, window, pl.rows) })
+			stage("blocks", func() { n.cnnBlocks(p, x, pl) })
 			stage("gpt", func() { n.gpt(p, y, 0) })
 			stage("head", func() { n.headLast(p, wk.acts.logits) })
 		})
@@ -148,6 +149,43 @@ func BenchmarkSmall(b *testing.B) {
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
 				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
 			})
+		}
+	}
+}
+
+// BenchmarkReuse measures batch-1 calls whose windows move 80 bins on from
+// their cell's last (the daemon after "no spike"), carrying block 0's rows
+// over (reuse) or computing every row (whole), on 1 and 2 threads.
+func BenchmarkReuse(b *testing.B) {
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		w := randomWeights(b, name, len(cellIDs), 1)
+		for _, threads := range []int{1, 2} {
+			for _, mode := range []string{"whole", "reuse"} {
+				b.Run(fmt.Sprintf("%s/threads%d/%s", name, threads, mode), func(b *testing.B) {
+					e, err := NewFromWeights(w, cellIDs, 1, threads)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer e.Close()
+					e.SetReuse(mode == "reuse")
+					m := newMover(e, 3000)
+					for range 3 {
+						m.next(b)
+					}
+					lat := make([]time.Duration, 0, 1<<16)
+					b.ReportAllocs()
+					for b.Loop() {
+						t0 := time.Now()
+						m.next(b)
+						if len(lat) < cap(lat) {
+							lat = append(lat, time.Since(t0))
+						}
+					}
+					slices.Sort(lat)
+					b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
+					b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+				})
+			}
 		}
 	}
 }

@@ -80,6 +80,15 @@ type Engine struct {
 	cur, shared job
 	sharedRows  []int
 	rows        []int // maxBatch embedding rows
+	sharedPlans []plan
+	winPlans    []plan // maxBatch plans of the call's windows
+
+	// Carrying block 0 over from a cell's previous window (reuse.go):
+	// the rows each shift computes, the rows kept per embedding row (nil:
+	// off) and the number of the current call.
+	plans []rowPlan
+	cells []cellRows
+	call  uint64
 	// splitAll makes every window split across the threads (benchmarks
 	// compare it with one window per thread for batches of 2).
 	splitAll bool
@@ -130,7 +139,10 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		// reach the engine half-way.
 		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
 		rows: make([]int, maxBatch), sharedRows: make([]int, maxBatch), tk: newTickets(), nextBackoff: backoffCalls,
+		winPlans: make([]plan, maxBatch), sharedPlans: make([]plan, maxBatch),
 	}
+	e.plans = e.net.rowPlans()
+	e.SetReuse(true)
 	for i := 0; i < threads; i++ {
 		e.workers = append(e.workers, newWorker(e.net))
 	}
@@ -228,8 +240,13 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 			}
 			e.rows[i-lo] = r
 		}
+		e.call++
+		for i := lo; i < hi; i++ {
+			e.winPlans[i-lo] = e.plan(b.Inputs[i*rgc.WindowLen:(i+1)*rgc.WindowLen], b.Ends[i], e.rows[i-lo], e.call)
+		}
 		e.cur.inputs = b.Inputs[lo*rgc.WindowLen : hi*rgc.WindowLen]
 		e.cur.rows = e.rows[:hi-lo]
+		e.cur.plans = e.winPlans[:hi-lo]
 		e.cur.out = out[lo*outW : hi*outW]
 		e.cur.outW = outW
 		e.cur.probs = probs
@@ -243,6 +260,7 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 type job struct {
 	inputs []float32
 	rows   []int     // embedding row of each window of the chunk
+	plans  []plan    // how each window runs its stem and block 0
 	out    []float32 // per-window outputs of width outW
 	outW   int
 	probs  bool
@@ -295,6 +313,8 @@ func (e *Engine) dispatch(n int) {
 	e.shared = *c
 	e.shared.rows = e.sharedRows[:len(c.rows)]
 	copy(e.shared.rows, c.rows)
+	e.shared.plans = e.sharedPlans[:len(c.plans)]
+	copy(e.shared.plans, c.plans)
 	e.team.start()
 	e.run(0, c)
 	if split == 0 {
@@ -349,7 +369,7 @@ func (e *Engine) run(i int, j *job) {
 func (e *Engine) window(p *pass, j *job, i int) {
 	input := j.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
 	dst := j.out[i*j.outW : (i+1)*j.outW]
-	e.net.forward(p, input, j.rows[i], dst, j.probs)
+	e.net.forward(p, input, j.rows[i], &j.plans[i], dst, j.probs)
 }
 
 // ---------------------------------------------------------------------------
@@ -397,12 +417,30 @@ func (c *conv) apply(in []float32, lo, hi int, out []float32, relu bool, work []
 	if hi <= lo {
 		return
 	}
+	c.applyTo(in, lo, hi, out[lo*c.cout:], relu, work)
+}
+
+// applyTo is apply with output position lo written to row 0 of dst.
+func (c *conv) applyTo(in []float32, lo, hi int, dst []float32, relu bool, work []float32) {
 	ld := c.stride * c.cin
 	if c.w16 != nil {
-		sgemm.GemmPackedBiasBF16(hi-lo, in[lo*ld:], ld, c.w16, c.bias, relu, out[lo*c.cout:], c.cout, work)
+		sgemm.GemmPackedBiasBF16(hi-lo, in[lo*ld:], ld, c.w16, c.bias, relu, dst, c.cout, work)
 		return
 	}
-	sgemm.GemmPackedBias(hi-lo, in[lo*ld:], ld, c.w, c.bias, relu, out[lo*c.cout:], c.cout, work)
+	sgemm.GemmPackedBias(hi-lo, in[lo*ld:], ld, c.w, c.bias, relu, dst, c.cout, work)
+}
+
+// applyRing is apply into a ring of n rows whose row base holds output
+// position 0 (position o goes to row (base+o) mod n).
+func (c *conv) applyRing(in []float32, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
+	wrap := n - base // the first position that wraps to row 0
+	if lo < wrap && lo < hi {
+		c.applyTo(in, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
+	}
+	if hi > wrap {
+		a := max(lo, wrap)
+		c.applyTo(in, a, hi, ring[(a-wrap)*c.cout:], relu, work)
+	}
 }
 
 // linear is y = x W + b with W [in, out].

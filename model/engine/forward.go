@@ -143,11 +143,12 @@ func (p *pass) sync() {
 // probabilities into out when probs is set, else the Config.HeadOut raw
 // head outputs. Shapes in comments are [positions, channels]
 // (channels-last) for the CNN and [tokens, features] for the transformer;
-// paper sizes for gpt-a.
-func (n *network) forward(p *pass, window []float32, cell int, out []float32, probs bool) {
-	x := n.stem(p, window) // [512, 16]
-	x = n.cnnBlocks(p, x)  // [64, 64]
-	n.gpt(p, x, cell)      // residual stream a.x [64, 64]
+// paper sizes for gpt-a. pl says which rows of the stem and block 0 the
+// window computes and where block 0 keeps its rows (reuse.go).
+func (n *network) forward(p *pass, window []float32, cell int, pl *plan, out []float32, probs bool) {
+	x := n.stem(p, window, pl.rows) // [512, 16]
+	x = n.cnnBlocks(p, x, pl)       // [64, 64]
+	n.gpt(p, x, cell)               // residual stream a.x [64, 64]
 	for c := p.one(); c.next(); {
 		n.output(p, out, probs) // [81]
 	}
@@ -155,8 +156,9 @@ func (n *network) forward(p *pass, window []float32, cell int, out []float32, pr
 }
 
 // stem runs conv1 and conv2 of the CNN encoder (docs/model.md
-// section 2.1) and returns their output [512, 16].
-func (n *network) stem(p *pass, window []float32) []float32 {
+// section 2.1) on the rows rp.c1 and rp.c2 and returns their output
+// [512, 16].
+func (n *network) stem(p *pass, window []float32, rp *rowPlan) []float32 {
 	c, a, work := n.cfg, p.a, p.wk.work
 	// Input [5, 1024] -> channels-last [1024, 5], zero-padded by conv1.pad
 	// (10) positions on each side (the padding rows are never written).
@@ -175,26 +177,59 @@ func (n *network) stem(p *pass, window []float32) []float32 {
 	// conv1 (k21, stride 2) + bn1 + ReLU: [1024, 5] -> [512, 16], written
 	// inside conv2's zero padding.
 	c1 := a.c1[n.conv2.pad*c.StemCh:]
-	for ch := p.rows(n.stemLen); ch.next(); {
-		n.conv1.apply(a.in, ch.lo, ch.hi, c1, true, work)
+	for ch := p.rows(rp.c1.total()); ch.next(); {
+		for k := range rp.c1.n {
+			lo, hi := rp.c1.part(k, ch.lo, ch.hi)
+			n.conv1.apply(a.in, lo, hi, c1, true, work)
+		}
 	}
 	p.sync()
 
 	// conv2 (k21, stride 1) + bn2 + ReLU: [512, 16] -> [512, 16].
-	for ch := p.rows(n.stemLen); ch.next(); {
-		n.conv2.apply(a.c1, ch.lo, ch.hi, a.c2, true, work)
+	for ch := p.rows(rp.c2.total()); ch.next(); {
+		for k := range rp.c2.n {
+			lo, hi := rp.c2.part(k, ch.lo, ch.hi)
+			n.conv2.apply(a.c1, lo, hi, a.c2, true, work)
+		}
 	}
 	p.sync()
 	return a.c2
 }
 
 // cnnBlocks runs the 4 bottleneck blocks: [512, 16] -> [256, 64] ->
-// [128, 64] -> [64, 64] -> [64, 64].
-func (n *network) cnnBlocks(p *pass, x []float32) []float32 {
+// [128, 64] -> [64, 64] -> [64, 64]; block 0 on the rows and into the
+// buffers pl says.
+func (n *network) cnnBlocks(p *pass, x []float32, pl *plan) []float32 {
 	for i := range n.blocks {
-		x = n.blocks[i].forward(p, &p.a.blocks[i], x)
+		b, buf := &n.blocks[i], &p.a.blocks[i]
+		br := blockRows{h1: all(b.lIn), out: all(b.lOut), h3: buf.h3, sc: buf.sc}
+		if i == 0 {
+			br.h1, br.out = pl.rows.h1, pl.rows.out
+			if k := pl.keep; k != nil {
+				br.h3, br.sc, br.base = k.h3, k.sc, k.base
+			}
+		}
+		x = b.forward(p, buf, x, &br)
 	}
 	return x
+}
+
+// blockRows says which rows a block computes (of h1, and of its output
+// positions) and where it keeps its h3 and shortcut rows: a ring of lOut
+// rows whose row base holds position 0 (a window's own buffers, base 0,
+// or the rows kept for its cell).
+type blockRows struct {
+	h1, out spans
+	h3, sc  []float32
+	base    int
+}
+
+// ring is the row of output position l.
+func (br *blockRows) ring(l, n int) int {
+	if r := br.base + l; r < n {
+		return r
+	}
+	return br.base + l - n
 }
 
 // gpt runs the transformer stem (GPT-2, pre-layer-norm) on the CNN output x
@@ -252,29 +287,39 @@ func (n *network) headLast(p *pass, logits []float32) {
 }
 
 // forward runs p's share of one bottleneck block on x [lIn, in] and
-// returns its output [lOut, out] (a slice of buf).
-func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
+// returns its output [lOut, out] (a slice of buf), computing the rows br
+// says (the others of br.h3 and br.sc hold the window's values already).
+func (b *block) forward(p *pass, buf *blockBuf, x []float32, br *blockRows) []float32 {
 	wk := p.wk
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
 	// zero padding.
 	h1 := buf.h1[b.conv2.pad*b.mid:]
-	for ch := p.rows(b.lIn); ch.next(); {
-		b.conv1.apply(x, ch.lo, ch.hi, h1, true, wk.work)
+	for ch := p.rows(br.h1.total()); ch.next(); {
+		for k := range br.h1.n {
+			lo, hi := br.h1.part(k, ch.lo, ch.hi)
+			b.conv1.apply(x, lo, hi, h1, true, wk.work)
+		}
 	}
 	p.sync() // conv2 reads its neighbours' rows of h1
 
 	// conv2 (k7, stride s) + bn2 + ReLU: [lIn, mid] -> [lOut, mid], then
 	// conv3 (1x1) + bn3: [lOut, mid] -> [lOut, out] on the same rows.
 	// Shortcut: 1x1 conv (stride s) + bn when the shape changes, else x.
-	sc := x
+	h3, sc := br.h3, x
 	if b.shortcut != nil {
-		sc = buf.sc
+		sc = br.sc
 	}
-	for ch := p.rows(b.lOut); ch.next(); {
-		b.conv2.apply(buf.h1, ch.lo, ch.hi, buf.h2, true, wk.work)
-		b.conv3.apply(buf.h2, ch.lo, ch.hi, buf.h3, false, wk.work)
-		if b.shortcut != nil {
-			b.shortcut.apply(x, ch.lo, ch.hi, buf.sc, false, wk.work)
+	for ch := p.rows(br.out.total()); ch.next(); {
+		for k := range br.out.n {
+			lo, hi := br.out.part(k, ch.lo, ch.hi)
+			if hi <= lo {
+				continue
+			}
+			b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
+			b.conv3.applyRing(buf.h2, lo, hi, h3, br.base, b.lOut, false, wk.work)
+			if b.shortcut != nil {
+				b.shortcut.applyRing(x, lo, hi, sc, br.base, b.lOut, false, wk.work)
+			}
 		}
 	}
 	p.sync() // the pooling reads every row of h3
@@ -287,7 +332,7 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
 		pool := p.a.pool[ch.lo:ch.hi]
 		clear(pool)
 		for l := 0; l < b.lOut; l++ {
-			addTo(pool, buf.h3[l*b.out+ch.lo:])
+			addTo(pool, h3[br.ring(l, b.lOut)*b.out+ch.lo:])
 		}
 		scaleAdd(pool, 1/float32(b.lOut), 0)
 	}
@@ -308,8 +353,8 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32) []float32 {
 			gated = true
 		}
 		for l := ch.lo; l < ch.hi; l++ {
-			r := l * b.out
-			gateRelu(out[r:r+b.out], buf.h3[r:], gate, sc[r:])
+			r, q := l*b.out, br.ring(l, b.lOut)*b.out
+			gateRelu(out[r:r+b.out], h3[q:], gate, sc[q:])
 		}
 	}
 	p.sync()

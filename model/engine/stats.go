@@ -21,6 +21,9 @@ type Stats struct {
 	// Backoffs counts the back-offs; BackoffCalls the calls run whole
 	// because of them.
 	Backoffs, BackoffCalls int64
+	// ReusedWindows counts windows that carried block 0's rows over from
+	// their cell's previous window (see SetReuse).
+	ReusedWindows int64
 	// BackingOff reports whether the engine is in a back-off now.
 	BackingOff bool
 	// Threads is the number of threads a call runs on.
@@ -32,8 +35,8 @@ type Stats struct {
 // counters holds Stats' counters, written by the calling goroutine and read
 // by any (a metrics scrape runs beside the serving loop).
 type counters struct {
-	calls, windows, split, parks, backoffs, backoffCalls atomic.Int64
-	backingOff                                           atomic.Bool
+	calls, windows, split, parks, backoffs, backoffCalls, reused atomic.Int64
+	backingOff                                                   atomic.Bool
 }
 
 // Stats returns the engine's counters. It is safe to call concurrently with
@@ -43,6 +46,7 @@ func (e *Engine) Stats() Stats {
 	return Stats{
 		Calls: c.calls.Load(), Windows: c.windows.Load(), SplitWindows: c.split.Load(),
 		Parks: c.parks.Load(), Backoffs: c.backoffs.Load(), BackoffCalls: c.backoffCalls.Load(),
-		BackingOff: c.backingOff.Load(), Threads: len(e.workers), BF16: e.Precision() == BF16,
+		ReusedWindows: c.reused.Load(),
+		BackingOff:    c.backingOff.Load(), Threads: len(e.workers), BF16: e.Precision() == BF16,
 	}
 }
