@@ -167,17 +167,21 @@ func (n *network) rowPlans() []rowPlan {
 	}
 }
 
-// cellRows is what the engine keeps of a cell's last window: the window,
-// and block 0's h3 and shortcut rows, in a ring of lOut rows whose row base
-// holds position 0.
+// keptPerCell is the number of windows whose rows the engine keeps per
+// cell: one per stream the cell's windows come from (a daemon serving the
+// same cells to two devices, say), the least recently used replaced.
+const keptPerCell = 2
+
+// cellRows is what the engine keeps of one of a cell's windows: the
+// window, and block 0's h3 and shortcut rows, in a ring of lOut rows whose
+// row base holds position 0. Its buffers are allocated on first use.
 type cellRows struct {
 	win    []float32 // rgc.WindowLen
 	end    int       // the window's Batch.Ends
 	bf16   bool      // the arithmetic h3 and sc were computed in
-	filled bool
 	base   int
 	h3, sc []float32 // [lOut, out] each
-	call   uint64    // the last call that planned a window of the cell
+	call   uint64    // the last call that used the rows (0: never)
 }
 
 // plan is how one window of a call runs its stem and block 0.
@@ -186,42 +190,54 @@ type plan struct {
 	keep *cellRows // nil: block 0's rows go to the window's own buffers
 }
 
-// newCellRows allocates the carried rows of every embedding row.
-func (n *network) newCellRows() []cellRows {
-	b0 := &n.blocks[0]
-	cs := make([]cellRows, n.cfg.NumCells)
-	for i := range cs {
-		cs[i] = cellRows{win: make([]float32, rgc.WindowLen),
-			h3: make([]float32, b0.lOut*b0.out), sc: make([]float32, b0.lOut*b0.out)}
-	}
-	return cs
-}
-
-// plan decides how window (ending at bin end, on embedding row row) runs,
-// and records it as the cell's last window. Call is the number of the call
-// (windows of one cell after the first in a call compute everything, and
-// leave the cell's rows alone).
+// plan decides how window (ending at bin end, on embedding row row) runs
+// in call number call (counting from 1): it carries rows over from one of
+// the cell's kept windows if the window is that one moved on, and keeps
+// its own rows in place of that one, or of the least recently used. Each
+// kept window serves one window per call; a window of a cell whose kept
+// windows a call has used up computes everything and keeps nothing.
 func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 	full := plan{rows: &e.plans[0]}
 	if e.cells == nil {
 		return full
 	}
-	c := &e.cells[row]
-	if c.call == call {
-		return full
-	}
-	c.call = call
 	bf := e.Precision() == BF16
-	p := plan{rows: &e.plans[0], keep: c}
 	s := e.net.reuseStride()
-	if d := end - c.end; c.filled && c.bf16 == bf && d > 0 && d%s == 0 && d/s < len(e.plans) &&
-		sameShifted(window, c.win, d, e.net.bins) {
-		p.rows = &e.plans[d/s]
-		c.base = (c.base + d/s) % e.net.blocks[0].lOut
+	var keep *cellRows
+	u := 0
+	kept := e.cells[row*keptPerCell : (row+1)*keptPerCell]
+	for i := range kept {
+		c := &kept[i]
+		if c.call == call || c.call == 0 || c.bf16 != bf {
+			continue
+		}
+		if d := end - c.end; d > 0 && d%s == 0 && d/s < len(e.plans) && sameShifted(window, c.win, d, e.net.bins) {
+			keep, u = c, d/s
+			break
+		}
+	}
+	if keep == nil {
+		for i := range kept {
+			if c := &kept[i]; c.call != call && (keep == nil || c.call < keep.call) {
+				keep = c
+			}
+		}
+		if keep == nil {
+			return full
+		}
+	}
+	if keep.win == nil {
+		b0 := &e.net.blocks[0]
+		keep.win = make([]float32, rgc.WindowLen)
+		keep.h3, keep.sc = make([]float32, b0.lOut*b0.out), make([]float32, b0.lOut*b0.out)
+	}
+	p := plan{rows: &e.plans[u], keep: keep}
+	if u > 0 {
+		keep.base = (keep.base + u) % e.net.blocks[0].lOut
 		e.stats.reused.Add(1)
 	}
-	copy(c.win, window)
-	c.end, c.bf16, c.filled = end, bf, true
+	copy(keep.win, window)
+	keep.end, keep.bf16, keep.call = end, bf, call
 	return p
 }
 
@@ -251,14 +267,15 @@ func sameBits(a, b []float32) bool {
 
 // SetReuse turns carrying block 0's rows over from a cell's previous window
 // on or off (on by default; see the package documentation). Outputs are the
-// same either way; off frees the rows kept per cell (about 150 KB per
-// embedding row). Like Predict, it is not safe for concurrent use.
+// same either way. The rows kept take about 150 KB per cell and stream
+// (allocated on a cell's first window, at most keptPerCell per cell); off
+// frees them. Like Predict, it is not safe for concurrent use.
 func (e *Engine) SetReuse(on bool) {
 	if !on || len(e.plans) < 2 {
 		e.cells = nil
 		return
 	}
 	if e.cells == nil {
-		e.cells = e.net.newCellRows()
+		e.cells = make([]cellRows, keptPerCell*e.cfg.NumCells)
 	}
 }

@@ -110,6 +110,10 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 		}
 		s := newStream(total, cellIDs, uint64(i))
 		ends := map[int]int{}
+		// The ends of the windows the engine keeps per cell, and when each
+		// was last used: a window carries rows over from either.
+		type keptEnd struct{ end, used int }
+		kept := map[int]*[keptPerCell]keptEnd{}
 		var wantReused int64
 		n := tc.maxBatch
 		b := &rgc.Batch{Inputs: make([]float32, n*rgc.WindowLen), Cells: make([]int, n), Ends: make([]int, n)}
@@ -119,12 +123,28 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 				id := cellIDs[(step+j)%len(cellIDs)]
 				if end, ok := ends[id]; ok {
 					ends[id] = end + d
-					if d > 0 && d%stride == 0 && d/stride <= most {
-						wantReused++
-					}
 				} else {
 					ends[id] = rgc.WindowBins + 1000 + 13*j
+					kept[id] = &[keptPerCell]keptEnd{}
 				}
+				k := kept[id]
+				slot := -1
+				for q, ke := range k {
+					if dd := ends[id] - ke.end; ke.used > 0 && dd > 0 && dd%stride == 0 && dd/stride <= most {
+						slot = q
+						wantReused++
+						break
+					}
+				}
+				if slot < 0 {
+					slot = 0
+					for q := range k {
+						if k[q].used < k[slot].used {
+							slot = q
+						}
+					}
+				}
+				k[slot] = keptEnd{ends[id], step + 1}
 				b.Cells[j], b.Ends[j] = id, ends[id]
 				s.window(b.Inputs[j*rgc.WindowLen:(j+1)*rgc.WindowLen], id, ends[id])
 			}
@@ -150,9 +170,10 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 
 // TestReuseOnlyWhatMatches: a window carries nothing over when its Ends
 // says it moved on but its bins say otherwise (the previous window was of
-// another stream), when its cell already has a window earlier in the call,
-// or when the engine's arithmetic changed since its cell's last window;
-// outputs stay those computed whole.
+// another stream), when the cell's kept windows serve other windows of the
+// call, or when the engine's arithmetic changed since its cell's last
+// window; two streams of one cell each carry their own rows over; outputs
+// stay those computed whole.
 func TestReuseOnlyWhatMatches(t *testing.T) {
 	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 4)
 	full, err := NewFromWeights(w, cellIDs, 4, 1)
@@ -211,6 +232,15 @@ func TestReuseOnlyWhatMatches(t *testing.T) {
 	e.SetReuse(true)
 	call(t, 0, []*stream{other}, []int{5560})
 	call(t, 1, []*stream{other}, []int{5640})
+	// Two streams of the cell in turn (one cell served to two devices):
+	// each carries its rows over from its own last window.
+	e.SetReuse(false)
+	e.SetReuse(true)
+	call(t, 0, []*stream{s}, []int{6000})
+	call(t, 0, []*stream{other}, []int{6000})
+	call(t, 1, []*stream{s}, []int{6080})
+	call(t, 1, []*stream{other}, []int{6080})
+	call(t, 2, []*stream{s, other}, []int{6160, 6160})
 }
 
 // TestRowPlans: the rows a shift of 80 bins computes in the paper's
