@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"rgcpred/internal/sgemm"
+	"rgcpred/model"
 	"rgcpred/model/ref"
 	"rgcpred/rgc"
 )
@@ -155,39 +157,53 @@ func BenchmarkSmall(b *testing.B) {
 
 // BenchmarkReuse measures batch-1 calls whose windows move 80 bins on from
 // their cell's last (the daemon after "no spike"), carrying block 0's rows
-// over (reuse) or computing every row (whole), on 1 and 2 threads.
+// over (reuse) or computing every row (whole), on 1 and 2 threads, in fp32
+// and (where the CPU has AVX512_BF16) bf16.
 func BenchmarkReuse(b *testing.B) {
+	precs := []Precision{FP32}
+	if sgemm.BF16Native() {
+		precs = append(precs, BF16)
+	}
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		w := randomWeights(b, name, len(cellIDs), 1)
-		for _, threads := range []int{1, 2} {
-			for _, mode := range []string{"whole", "reuse"} {
-				b.Run(fmt.Sprintf("%s/threads%d/%s", name, threads, mode), func(b *testing.B) {
-					e, err := NewFromWeights(w, cellIDs, 1, threads)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer e.Close()
-					e.SetReuse(mode == "reuse")
-					m := newMover(e, 3000)
-					for range 3 {
-						m.next(b)
-					}
-					lat := make([]time.Duration, 0, 1<<16)
-					b.ReportAllocs()
-					for b.Loop() {
-						t0 := time.Now()
-						m.next(b)
-						if len(lat) < cap(lat) {
-							lat = append(lat, time.Since(t0))
-						}
-					}
-					slices.Sort(lat)
-					b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
-					b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
-				})
+		for _, prec := range precs {
+			for _, threads := range []int{1, 2} {
+				for _, mode := range []string{"whole", "reuse"} {
+					b.Run(fmt.Sprintf("%s/%s/threads%d/%s", name, prec, threads, mode), func(b *testing.B) {
+						benchReuse(b, w, prec, threads, mode == "reuse")
+					})
+				}
 			}
 		}
 	}
+}
+
+func benchReuse(b *testing.B, w *model.Weights, prec Precision, threads int, reuse bool) {
+	e, err := NewFromWeights(w, cellIDs, 1, threads)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.Force(prec); err != nil {
+		b.Fatal(err)
+	}
+	e.SetReuse(reuse)
+	m := newMover(e, 3000)
+	for range 3 {
+		m.next(b)
+	}
+	lat := make([]time.Duration, 0, 1<<16)
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		m.next(b)
+		if len(lat) < cap(lat) {
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
+	b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
 }
 
 // BenchmarkReference is the float64 reference forward pass (model/ref):
@@ -239,28 +255,34 @@ func BenchmarkPhase(b *testing.B) {
 // frame), batch 1, so that the helper threads sleep between calls and each
 // call pays their wake-up. Reports the median and 99th percentile latency.
 func BenchmarkPaced(b *testing.B) {
+	prec := FP32
+	if sgemm.BF16Native() {
+		prec = BF16 // predictord's default where the CPU has it
+	}
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		w := randomWeights(b, name, len(cellIDs), 1)
 		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/batch1/threads%d", name, threads), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s/batch1/threads%d", name, prec, threads), func(b *testing.B) {
 				e, err := NewFromWeights(w, cellIDs, 1, threads)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer e.Close()
+				if err := e.Force(prec); err != nil {
+					b.Fatal(err)
+				}
 				// The helpers sleep after spinFor between calls; polling
 				// across the whole gap buys nothing here (docs/results.md).
-				batch := randomBatch(1, cellIDs, 2)
-				out := make([]float32, rgc.NumClasses)
+				// Each window moves 80 bins on from its cell's last, as
+				// in the daemon after "no spike".
+				m := newMover(e, 3000)
 				lat := make([]time.Duration, 0, 1<<16)
 				next := time.Now()
 				for b.Loop() {
 					next = next.Add(time.Millisecond)
 					time.Sleep(time.Until(next))
 					t0 := time.Now()
-					if err := e.Predict(batch, out); err != nil {
-						b.Fatal(err)
-					}
+					m.next(b)
 					if len(lat) < cap(lat) {
 						lat = append(lat, time.Since(t0))
 					}
