@@ -24,6 +24,13 @@
 // arithmetic of any output element: results are bit-identical for any
 // thread count.
 //
+// Carry-over: a window that is its cell's previous window moved on by a
+// multiple of 4 bins (the daemon's and the rollout's next window) takes
+// the stem's and block 0's rows it shares with that window from it, checked
+// bit for bit on the bins, and computes only those near its two ends
+// (reuse.go, docs/engine.md "Carrying block 0 over"); outputs are the
+// same bits either way.
+//
 // # Backend seam
 //
 // The daemon, the rollout and the evaluator depend only on rgc.Predictor
