@@ -116,7 +116,7 @@ func BenchmarkSmall(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer e.Close()
-				e.splitAll = v.mode == "split"
+				e.splitAll, e.wakeParked = v.mode == "split", true
 				switch v.mode {
 				case "chan":
 					e.setSpin(0)
@@ -252,8 +252,9 @@ func BenchmarkPhase(b *testing.B) {
 }
 
 // BenchmarkPaced is the daemon's situation: one call every millisecond (a
-// frame), batch 1, so that the helper threads sleep between calls and each
-// call pays their wake-up. Reports the median and 99th percentile latency.
+// frame), batch 1, so that the helper threads park between calls: the
+// engine runs the window alone, or (wake) wakes the helper to split it.
+// Reports the median and 99th percentile latency.
 func BenchmarkPaced(b *testing.B) {
 	prec := FP32
 	if sgemm.BF16Native() {
@@ -261,13 +262,21 @@ func BenchmarkPaced(b *testing.B) {
 	}
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		w := randomWeights(b, name, len(cellIDs), 1)
-		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/%s/batch1/threads%d", name, prec, threads), func(b *testing.B) {
-				e, err := NewFromWeights(w, cellIDs, 1, threads)
+		for _, v := range []struct {
+			threads int
+			wake    bool
+		}{{1, false}, {2, false}, {2, true}} {
+			label := fmt.Sprintf("%s/%s/batch1/threads%d", name, prec, v.threads)
+			if v.wake {
+				label += "/wake" // a parked helper is woken to split the window
+			}
+			b.Run(label, func(b *testing.B) {
+				e, err := NewFromWeights(w, cellIDs, 1, v.threads)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer e.Close()
+				e.wakeParked = v.wake
 				if err := e.Force(prec); err != nil {
 					b.Fatal(err)
 				}

@@ -13,7 +13,9 @@
 // Threads: a batch of n windows on t threads runs n - n%t windows whole,
 // each on one thread with its own buffers (the best throughput), claimed
 // one at a time by whichever thread is free; each remaining window is
-// split across the threads phase by phase: the rows of every convolution,
+// split across the threads phase by phase (when a call has fewer windows
+// than threads, only if the helpers are still awake from the previous
+// call: a parked helper is not woken for it, see dispatch): the rows of every convolution,
 // the transformer's tokens and the squeeze-excite channels are cut into
 // chunks that the threads claim one at a time, and a phase that reads rows
 // another thread wrote starts once the previous one is done (25 phases per
@@ -97,8 +99,10 @@ type Engine struct {
 	cells []cellRows
 	call  uint64
 	// splitAll makes every window split across the threads (benchmarks
-	// compare it with one window per thread for batches of 2).
-	splitAll bool
+	// compare it with one window per thread for batches of 2); wakeParked
+	// makes a lone window wake parked helpers to split it (tests of the
+	// split path; see dispatch).
+	splitAll, wakeParked bool
 	// Contention back-off (see dispatch): calls left that run every window
 	// whole, consecutive contended calls, and the next back-off's length.
 	backoff, contended, nextBackoff int
@@ -284,7 +288,14 @@ type job struct {
 //
 // The helpers join a call when they have reported the previous one;
 // otherwise (a helper descheduled since) the caller runs the call alone,
-// every window whole. Splitting pays only when the threads run at the
+// every window whole. Windows that would all be split (fewer than the
+// threads) run alone too when a helper is parked: waking a thread whose
+// core has gone idle takes, on a virtual machine, about as long as its
+// share of the window would, and it then works from a cold core, so the
+// split window is no faster at the median and much slower in the tail
+// (BenchmarkPaced: docs/results.md). The helpers join such a window while
+// they still poll after the previous call (spinFor), and always join
+// batches with a window per thread. Splitting pays only when the threads run at the
 // same time: when the caller, waiting for a helper's chunk, ends up parked
 // more than twice per split window for contendedCalls consecutive calls,
 // the engine runs every window whole for a back-off of backoffCalls calls
@@ -305,7 +316,8 @@ func (e *Engine) dispatch(n int) {
 		e.stats.backingOff.Store(e.backoff > 0)
 	}
 	e.stats.windows.Add(int64(n))
-	if e.team == nil || n == 1 && c.whole == 1 || !e.team.ready() {
+	if e.team == nil || n == 1 && c.whole == 1 || !e.team.ready() ||
+		c.whole == 0 && !e.splitAll && !e.wakeParked && e.team.parked() {
 		// Alone: every window whole on the calling thread.
 		wk := e.workers[0]
 		p := pass{wk: wk, a: wk.acts}
@@ -324,10 +336,12 @@ func (e *Engine) dispatch(n int) {
 	copy(e.shared.plans, c.plans)
 	e.team.start()
 	e.run(0, c)
+	// Waits for a helper's whole window are not contention: only split
+	// windows' waits are counted and judged.
+	parks := e.tk.parks.Swap(0)
 	if split == 0 {
 		return
 	}
-	parks := e.tk.parks.Swap(0)
 	e.stats.parks.Add(parks)
 	if parks <= int64(2*split) {
 		e.contended, e.nextBackoff = 0, backoffCalls

@@ -104,7 +104,7 @@ func TestEngineThreadsAndChunksAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.splitAll = tc.splitAll
+			e.splitAll, e.wakeParked = tc.splitAll, true
 			e.setSpin(tc.spin)
 			out := make([]float32, b.Len()*rgc.NumClasses)
 			// Twice: the second call reuses the buffers of the first.
@@ -293,6 +293,7 @@ func TestEngineContentionBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	e.wakeParked = true // every call splits unless backing off
 	const parked = 3 // parks per contended call
 	call := func(out []float32, contended bool) {
 		t.Helper()

@@ -83,6 +83,7 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.setSpin(spinFor)
+		e.wakeParked = true // split windows compute the two ends' rows in shared chunks
 		if tc.bf16 {
 			if err := full.Force(BF16); err != nil {
 				t.Fatal(err)
@@ -188,6 +189,7 @@ func TestReuseOnlyWhatMatches(t *testing.T) {
 	}
 	defer e.Close()
 	e.setSpin(time.Millisecond)
+	e.wakeParked = true
 	s, other := newStream(20000, cellIDs, 1), newStream(20000, cellIDs, 2)
 	id := cellIDs[0]
 	call := func(t *testing.T, wantReused int64, srcs []*stream, ends []int) {

@@ -202,6 +202,10 @@ func (t *team) start() {
 	t.idleSleep.wake()
 }
 
+// parked reports whether a helper is parked (or about to park) waiting
+// for the next job.
+func (t *team) parked() bool { return t.idleSleep.n.Load() > 0 }
+
 // report tells the caller that one helper is done with the current job
 // and will read its description no more.
 func (t *team) report() { t.done.Add(1) }

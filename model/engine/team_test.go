@@ -246,7 +246,7 @@ func TestEngineStress(t *testing.T) {
 						}
 						lo := rng.IntN(big.Len() - n + 1)
 						b := &rgc.Batch{Inputs: big.Inputs[lo*rgc.WindowLen : (lo+n)*rgc.WindowLen], Cells: big.Cells[lo : lo+n], Ends: big.Ends[lo : lo+n]}
-						switch rng.IntN(6) {
+						switch rng.IntN(7) {
 						case 0:
 							e.setSpin(0)
 						case 1:
@@ -255,6 +255,8 @@ func TestEngineStress(t *testing.T) {
 							e.backoff = rng.IntN(3) // whole for the next calls
 						case 3:
 							e.splitAll = !e.splitAll
+						case 4:
+							e.wakeParked = !e.wakeParked
 						}
 						if err := e.Predict(b, out[:n*rgc.NumClasses]); err != nil {
 							t.Fatal(err)
