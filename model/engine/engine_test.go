@@ -294,7 +294,7 @@ func TestEngineContentionBackoff(t *testing.T) {
 	}
 	defer e.Close()
 	e.wakeParked = true // every call splits unless backing off
-	const parked = 3 // parks per contended call
+	const parked = 3    // parks per contended call
 	call := func(out []float32, contended bool) {
 		t.Helper()
 		for !e.team.ready() { // the helper joins every call
