@@ -408,3 +408,54 @@ func TestVectorHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneWindowLeavesParkedHelper: a lone window runs on the caller alone
+// when the helper is parked, and is split when the helper still polls
+// after the previous call; outputs are the same.
+func TestLoneWindowLeavesParkedHelper(t *testing.T) {
+	e, err := NewFromWeights(randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 3), cellIDs, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	b := randomBatch(1, cellIDs, 4)
+	alone, split := make([]float32, rgc.NumClasses), make([]float32, rgc.NumClasses)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("helper never %s", what)
+			}
+		}
+	}
+	e.setSpin(0) // the helper parks as soon as it has reported
+	waitFor("parked", func() bool { return e.team.ready() && e.team.parked() })
+	if err := e.Predict(b, alone); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Stats().SplitWindows; s != 0 {
+		t.Fatalf("%d windows split with the helper parked, want 0", s)
+	}
+	// The helper polls without end once woken (by a batch of two).
+	e.setSpin(time.Hour)
+	e.team.idle.Store(int64(time.Hour))
+	if err := e.Predict(randomBatch(2, cellIDs, 5), make([]float32, 2*rgc.NumClasses)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("reported", e.team.ready)
+	if e.team.parked() {
+		t.Fatal("helper parked while polling for an hour")
+	}
+	if err := e.Predict(b, split); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Stats().SplitWindows; s != 1 {
+		t.Fatalf("%d windows split with the helper polling, want 1", s)
+	}
+	for i := range alone {
+		if alone[i] != split[i] {
+			t.Fatalf("class %d: %v alone, %v split", i, alone[i], split[i])
+		}
+	}
+	e.setSpin(0) // let Close's wake-up find it parked or polling
+}
