@@ -4,10 +4,11 @@
 //
 // Run gives the Go scheduler one more P for the duration of the work and
 // runs the work on an OS thread of its own at the lowest CPU priority
-// (nice 19 on Linux). The live goroutines keep every P they had, and where
-// the work's thread and a live thread compete for a core, the kernel's
-// scheduler runs the live one (a nice-19 thread gets about 1.5% of a core
-// against a nice-0 one). The thread is discarded afterwards, so its
+// (on Linux nice 19 and the SCHED_IDLE policy). The live goroutines keep
+// every P they had, and where the work's thread and a live thread compete
+// for a core, the kernel's scheduler runs the live one: the work's thread
+// runs only on a core nothing else wants, and is preempted as soon as a
+// live thread wakes up there. The thread is discarded afterwards, so its
 // priority never reaches other goroutines. Where per-thread priorities are
 // unavailable the work runs at normal priority, still with its own P.
 //
@@ -22,6 +23,10 @@ import (
 
 // Nice is the priority the work's thread runs at on Linux.
 const Nice = 19
+
+// schedIdle is the number of Linux's SCHED_IDLE scheduling policy, the
+// work thread's policy there.
+const schedIdle = 5
 
 // mu serialises the GOMAXPROCS changes of concurrent Runs.
 var mu sync.Mutex

@@ -5,22 +5,24 @@ import (
 	"testing"
 )
 
-// TestRun: the work runs once, on a thread at nice Nice (Linux), with one
-// more P than the caller had; afterwards GOMAXPROCS is back and the
-// caller's thread kept its priority.
+// TestRun: the work runs once, on a thread at nice Nice and SCHED_IDLE
+// (Linux), with one more P than the caller had; afterwards GOMAXPROCS is
+// back and the caller's thread kept its priority and policy.
 func TestRun(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	before, beforeErr := threadNice()
+	beforePolicy, beforePolicyErr := threadPolicy()
 
 	var ran int
-	var during, nice int
-	var niceErr error
+	var during, nice, policy int
+	var niceErr, policyErr error
 	lowered := Run(func() {
 		ran++
 		during = runtime.GOMAXPROCS(0)
 		nice, niceErr = threadNice()
+		policy, policyErr = threadPolicy()
 	})
 	if ran != 1 {
 		t.Fatalf("work ran %d times", ran)
@@ -37,11 +39,14 @@ func TestRun(t *testing.T) {
 		}
 		return
 	}
-	if !lowered || niceErr != nil || nice != Nice {
-		t.Fatalf("work's thread: lowered %v, nice %d (%v), want nice %d", lowered, nice, niceErr, Nice)
+	if !lowered || niceErr != nil || nice != Nice || policyErr != nil || policy != schedIdle {
+		t.Fatalf("work's thread: lowered %v, nice %d (%v), policy %d (%v), want nice %d, policy %d (SCHED_IDLE)", lowered, nice, niceErr, policy, policyErr, Nice, schedIdle)
 	}
 	if after, err := threadNice(); beforeErr != nil || err != nil || after != before {
 		t.Errorf("caller's thread nice %d -> %d (%v, %v)", before, after, beforeErr, err)
+	}
+	if after, err := threadPolicy(); beforePolicyErr != nil || err != nil || after != beforePolicy || after == schedIdle {
+		t.Errorf("caller's thread policy %d -> %d (%v, %v)", beforePolicy, after, beforePolicyErr, err)
 	}
 }
 

@@ -103,6 +103,9 @@ type Engine struct {
 	// makes a lone window wake parked helpers to split it (tests of the
 	// split path; see dispatch).
 	splitAll, wakeParked bool
+	// solo runs every call on the calling thread alone (the parity check,
+	// which a reload runs at low priority: the helpers would not be).
+	solo bool
 	// Contention back-off (see dispatch): calls left that run every window
 	// whole, consecutive contended calls, and the next back-off's length.
 	backoff, contended, nextBackoff int
@@ -316,7 +319,7 @@ func (e *Engine) dispatch(n int) {
 		e.stats.backingOff.Store(e.backoff > 0)
 	}
 	e.stats.windows.Add(int64(n))
-	if e.team == nil || n == 1 && c.whole == 1 || !e.team.ready() ||
+	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() ||
 		c.whole == 0 && !e.splitAll && !e.wakeParked && e.team.parked() {
 		// Alone: every window whole on the calling thread.
 		wk := e.workers[0]

@@ -188,12 +188,17 @@ func (e *Engine) SetPrecision(p Precision, probe *rgc.Batch) (Precision, Parity,
 }
 
 // CompareBF16 runs the windows of b on the float32 and the bf16 paths and
-// compares the class probabilities. It leaves the engine on float32.
+// compares the class probabilities. It leaves the engine on float32. It
+// runs on the calling thread alone (the outputs do not depend on the
+// threads), so that a caller at low priority (a daemon's reload) keeps
+// all of it there.
 func (e *Engine) CompareBF16(b *rgc.Batch) (Parity, error) {
 	n := b.Len()
 	if n == 0 {
 		return Parity{}, fmt.Errorf("engine: parity check needs probe windows")
 	}
+	e.solo = true
+	defer func() { e.solo = false }()
 	out32, out16 := make([]float32, n*rgc.NumClasses), make([]float32, n*rgc.NumClasses)
 	e.net.setBF16(false)
 	if err := e.Predict(b, out32); err != nil {

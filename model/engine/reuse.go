@@ -174,7 +174,7 @@ const keptPerCell = 2
 
 // cellRows is what the engine keeps of one of a cell's windows: the
 // window, and block 0's h3 and shortcut rows, in a ring of lOut rows whose
-// row base holds position 0. Its buffers are allocated on first use.
+// row base holds position 0.
 type cellRows struct {
 	win    []float32 // rgc.WindowLen
 	end    int       // the window's Batch.Ends
@@ -226,11 +226,6 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 			return full
 		}
 	}
-	if keep.win == nil {
-		b0 := &e.net.blocks[0]
-		keep.win = make([]float32, rgc.WindowLen)
-		keep.h3, keep.sc = make([]float32, b0.lOut*b0.out), make([]float32, b0.lOut*b0.out)
-	}
 	p := plan{rows: &e.plans[u], keep: keep}
 	if u > 0 {
 		keep.base = (keep.base + u) % e.net.blocks[0].lOut
@@ -267,15 +262,25 @@ func sameBits(a, b []float32) bool {
 
 // SetReuse turns carrying block 0's rows over from a cell's previous window
 // on or off (on by default; see the package documentation). Outputs are the
-// same either way. The rows kept take about 150 KB per cell and stream
-// (allocated on a cell's first window, at most keptPerCell per cell); off
-// frees them. Like Predict, it is not safe for concurrent use.
+// same either way. The rows kept take about 150 KB per kept window,
+// keptPerCell per cell, allocated here (so that no call allocates: a
+// daemon's first windows after a reload included); off frees them. Like
+// Predict, it is not safe for concurrent use.
 func (e *Engine) SetReuse(on bool) {
 	if !on || len(e.plans) < 2 {
 		e.cells = nil
 		return
 	}
-	if e.cells == nil {
-		e.cells = make([]cellRows, keptPerCell*e.cfg.NumCells)
+	if e.cells != nil {
+		return
+	}
+	b0 := &e.net.blocks[0]
+	rows := b0.lOut * b0.out
+	per := rgc.WindowLen + 2*rows
+	e.cells = make([]cellRows, keptPerCell*e.cfg.NumCells)
+	slab := make([]float32, per*len(e.cells))
+	for i := range e.cells {
+		m := slab[i*per : (i+1)*per : (i+1)*per]
+		e.cells[i] = cellRows{win: m[:rgc.WindowLen], h3: m[rgc.WindowLen : rgc.WindowLen+rows], sc: m[rgc.WindowLen+rows:]}
 	}
 }
