@@ -188,6 +188,7 @@ func benchReuse(b *testing.B, w *model.Weights, prec Precision, threads int, reu
 		b.Fatal(err)
 	}
 	e.SetReuse(reuse)
+	e.wakeParked = true // threads 2: every window split
 	m := newMover(e, 3000)
 	for range 3 {
 		m.next(b)

@@ -106,6 +106,11 @@ type Engine struct {
 	// solo runs every call on the calling thread alone (the parity check,
 	// which a reload runs at low priority: the helpers would not be).
 	solo bool
+	// lone is the running mean of the time of calls whose windows would
+	// all be split, run alone because the helpers were parked; loneCalls
+	// counts those calls (see dispatch).
+	lone      time.Duration
+	loneCalls int
 	// Contention back-off (see dispatch): calls left that run every window
 	// whole, consecutive contended calls, and the next back-off's length.
 	backoff, contended, nextBackoff int
@@ -292,13 +297,15 @@ type job struct {
 // The helpers join a call when they have reported the previous one;
 // otherwise (a helper descheduled since) the caller runs the call alone,
 // every window whole. Windows that would all be split (fewer than the
-// threads) run alone too when a helper is parked: waking a thread whose
-// core has gone idle takes, on a virtual machine, about as long as its
-// share of the window would, and it then works from a cold core, so the
-// split window is no faster at the median and much slower in the tail
-// (BenchmarkPaced: docs/results.md). The helpers join such a window while
-// they still poll after the previous call (spinFor), and always join
-// batches with a window per thread. Splitting pays only when the threads run at the
+// threads) run alone too when a helper is parked and such calls take less
+// than wakeAbove alone (lone, a running mean of their time): waking a
+// thread whose core has gone idle takes 0.1-0.2 ms on a virtual machine,
+// and it then works from a cold core, so a short window split that way is
+// no faster at the median and much slower in the tail (BenchmarkPaced:
+// docs/results.md), while a long one still gains. Every relearnCalls-th
+// such call runs alone to keep lone current. The helpers join a lone
+// window while they still poll after the previous call (spinFor), and
+// always join batches with a window per thread. Splitting pays only when the threads run at the
 // same time: when the caller, waiting for a helper's chunk, ends up parked
 // more than twice per split window for contendedCalls consecutive calls,
 // the engine runs every window whole for a back-off of backoffCalls calls
@@ -319,13 +326,21 @@ func (e *Engine) dispatch(n int) {
 		e.stats.backingOff.Store(e.backoff > 0)
 	}
 	e.stats.windows.Add(int64(n))
-	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() ||
-		c.whole == 0 && !e.splitAll && !e.wakeParked && e.team.parked() {
+	lone := c.whole == 0 && !e.splitAll && !e.wakeParked && e.team != nil && e.team.parked()
+	if lone {
+		e.loneCalls++
+		lone = e.lone < wakeAbove || e.loneCalls%relearnCalls == 0
+	}
+	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() || lone {
 		// Alone: every window whole on the calling thread.
+		t0 := time.Now()
 		wk := e.workers[0]
 		p := pass{wk: wk, a: wk.acts}
 		for w := 0; w < n; w++ {
 			e.window(&p, c, w)
+		}
+		if lone {
+			e.lone += (time.Since(t0) - e.lone) / 8
 		}
 		return
 	}
@@ -358,6 +373,12 @@ func (e *Engine) dispatch(n int) {
 		e.stats.backingOff.Store(true)
 	}
 }
+
+// Lone windows and parked helpers (see dispatch).
+const (
+	wakeAbove    = 400 * time.Microsecond
+	relearnCalls = 256
+)
 
 // Contention back-off (see dispatch).
 const (

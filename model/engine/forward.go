@@ -206,7 +206,7 @@ func (n *network) cnnBlocks(p *pass, x []float32, pl *plan) []float32 {
 		if i == 0 {
 			br.h1, br.out = pl.rows.h1, pl.rows.out
 			if k := pl.keep; k != nil {
-				br.h3, br.sc, br.base = k.h3, k.sc, k.base
+				br.h3, br.sc, br.base = k.h3, k.sc, pl.base
 			}
 		}
 		x = b.forward(p, buf, x, &br)

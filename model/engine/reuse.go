@@ -184,10 +184,14 @@ type cellRows struct {
 	call   uint64    // the last call that used the rows (0: never)
 }
 
-// plan is how one window of a call runs its stem and block 0.
+// plan is how one window of a call runs its stem and block 0. It holds
+// the ring's base by value: the next call's plan moves keep.base while a
+// helper late from this call may still walk (claiming nothing) through
+// the window.
 type plan struct {
 	rows *rowPlan
 	keep *cellRows // nil: block 0's rows go to the window's own buffers
+	base int       // keep's ring row of block 0 position 0 for this window
 }
 
 // plan decides how window (ending at bin end, on embedding row row) runs
@@ -226,11 +230,11 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 			return full
 		}
 	}
-	p := plan{rows: &e.plans[u], keep: keep}
 	if u > 0 {
 		keep.base = (keep.base + u) % e.net.blocks[0].lOut
 		e.stats.reused.Add(1)
 	}
+	p := plan{rows: &e.plans[u], keep: keep, base: keep.base}
 	copy(keep.win, window)
 	keep.end, keep.bf16, keep.call = end, bf, call
 	return p
