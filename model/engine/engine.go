@@ -376,7 +376,7 @@ func (e *Engine) dispatch(n int) {
 
 // Lone windows and parked helpers (see dispatch).
 const (
-	wakeAbove    = 400 * time.Microsecond
+	wakeAbove    = 600 * time.Microsecond
 	relearnCalls = 256
 )
 
