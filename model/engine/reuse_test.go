@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -47,6 +48,25 @@ func (s *stream) window(dst []float32, id, end int) {
 		copy(dst[r*rgc.WindowBins:(r+1)*rgc.WindowBins], row[lo:end+1])
 	}
 	copy(dst[rgc.SpikeRow*rgc.WindowBins:], s.spikes[id][lo:end+1])
+}
+
+// sameAsWhole runs b on e and on full (which computes every window whole)
+// and fails t unless their raw head outputs are the same bits.
+func sameAsWhole(t testing.TB, full, e *Engine, b *rgc.Batch, what string) {
+	t.Helper()
+	n := b.Len() * e.cfg.HeadOut()
+	got, want := make([]float32, n), make([]float32, n)
+	if err := full.Logits(b, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Logits(b, got); err != nil {
+		t.Fatal(err)
+	}
+	for k := range got {
+		if got[k] != want[k] {
+			t.Fatalf("%s: output %d = %v, want %v (computed whole)", what, k, got[k], want[k])
+		}
+	}
 }
 
 // TestReuseMatchesFullCompute: windows that carry block 0's rows over from
@@ -118,7 +138,6 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 		var wantReused int64
 		n := tc.maxBatch
 		b := &rgc.Batch{Inputs: make([]float32, n*rgc.WindowLen), Cells: make([]int, n), Ends: make([]int, n)}
-		got, want := make([]float32, n*e.cfg.HeadOut()), make([]float32, n*e.cfg.HeadOut())
 		for step, d := range shifts {
 			for j := range n {
 				id := cellIDs[(step+j)%len(cellIDs)]
@@ -149,17 +168,7 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 				b.Cells[j], b.Ends[j] = id, ends[id]
 				s.window(b.Inputs[j*rgc.WindowLen:(j+1)*rgc.WindowLen], id, ends[id])
 			}
-			if err := full.Logits(b, want); err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Logits(b, got); err != nil {
-				t.Fatal(err)
-			}
-			for k := range got {
-				if got[k] != want[k] {
-					t.Fatalf("%+v, step %d (shift %d): output %d = %v, want %v (computed whole)", tc, step, d, k, got[k], want[k])
-				}
-			}
+			sameAsWhole(t, full, e, b, fmt.Sprintf("%+v, step %d (shift %d)", tc, step, d))
 		}
 		if st := e.Stats(); st.ReusedWindows != wantReused || wantReused == 0 {
 			t.Errorf("%+v: %d windows carried rows over, want %d", tc, st.ReusedWindows, wantReused)
@@ -200,19 +209,8 @@ func TestReuseOnlyWhatMatches(t *testing.T) {
 			b.Cells[j] = id
 			srcs[j].window(b.Inputs[j*rgc.WindowLen:], id, ends[j])
 		}
-		got, want := make([]float32, n*e.cfg.HeadOut()), make([]float32, n*e.cfg.HeadOut())
 		before := e.Stats().ReusedWindows
-		if err := full.Logits(b, want); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Logits(b, got); err != nil {
-			t.Fatal(err)
-		}
-		for k := range got {
-			if got[k] != want[k] {
-				t.Fatalf("output %d = %v, want %v", k, got[k], want[k])
-			}
-		}
+		sameAsWhole(t, full, e, b, fmt.Sprintf("windows ending at %v", ends))
 		if r := e.Stats().ReusedWindows - before; r != wantReused {
 			t.Fatalf("%d windows carried rows over, want %d", r, wantReused)
 		}
