@@ -43,6 +43,7 @@ func Score(ctx context.Context, ck *model.Checkpoint, rec *rgc.Recording, s rgc.
 		return nil, fmt.Errorf("score: %w", err)
 	}
 	defer e.Close()
+	e.SetReuse(false) // windows drawn at random: no cell's window follows its last
 	pooled, perCell := ClassFrequencies(rec, rgc.Train, cells)
 	probs := make([]float32, batch*rgc.NumClasses)
 	b := &rgc.Batch{}
