@@ -14,9 +14,10 @@
 // each on one thread with its own buffers (the best throughput), claimed
 // one at a time by whichever thread is free; each remaining window is
 // split across the threads phase by phase (when a call has fewer windows
-// than threads, only if the helpers are still awake from the previous
-// call: a parked helper is not woken for it, see dispatch): the rows of every convolution,
-// the transformer's tokens and the squeeze-excite channels are cut into
+// than threads, only if the helpers are still awake from the previous call
+// or the window is long enough to be worth waking them, see dispatch): the
+// rows of every convolution, the transformer's tokens and the
+// squeeze-excite channels are cut into
 // chunks that the threads claim one at a time, and a phase that reads rows
 // another thread wrote starts once the previous one is done (25 phases per
 // window for gpt-a, 33 for gpt-b). So a batch of 1 (the real-time case) uses every core
@@ -305,7 +306,9 @@ type job struct {
 // docs/results.md), while a long one still gains. Every relearnCalls-th
 // such call runs alone to keep lone current. The helpers join a lone
 // window while they still poll after the previous call (spinFor), and
-// always join batches with a window per thread. Splitting pays only when the threads run at the
+// always join batches with a window per thread.
+//
+// Splitting pays only when the threads run at the
 // same time: when the caller, waiting for a helper's chunk, ends up parked
 // more than twice per split window for contendedCalls consecutive calls,
 // the engine runs every window whole for a back-off of backoffCalls calls
@@ -333,7 +336,10 @@ func (e *Engine) dispatch(n int) {
 	}
 	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() || lone {
 		// Alone: every window whole on the calling thread.
-		t0 := time.Now()
+		var t0 time.Time
+		if lone {
+			t0 = time.Now()
+		}
 		wk := e.workers[0]
 		p := pass{wk: wk, a: wk.acts}
 		for w := 0; w < n; w++ {
