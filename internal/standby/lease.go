@@ -15,7 +15,11 @@
 // the start of its last successful renewal, by its own clock, and a standby
 // first sees a revision after that renewal started, so an old holder and a
 // new one never publish at once as long as a message reaches the other
-// instances within Margin. A lost holder is thus replaced within about TTL +
+// instances within Margin. A holder frozen (SIGSTOP, a paused VM) after
+// its client took a message and before it wrote it breaks that: the message
+// goes out when the holder resumes, after the new holder sent its own copy;
+// a receiver that must act on each message once drops a repeated PosHeader.
+// A lost holder is thus replaced within about TTL +
 // Retry, whatever the bucket's own expiry (kept at least LeaseBucketMinTTL,
 // so that a server need not expire entries at the lease's pace).
 package standby
