@@ -107,11 +107,11 @@ type Engine struct {
 	// solo runs every call on the calling thread alone (the parity check,
 	// which a reload runs at low priority: the helpers would not be).
 	solo bool
-	// lone is the running mean of the time of calls whose windows would
-	// all be split, run alone because the helpers were parked; loneCalls
-	// counts those calls (see dispatch).
-	lone      time.Duration
-	loneCalls int
+	// Calls whose windows would all be split and that found the helpers
+	// parked (see dispatch): how many, and the running means of their
+	// time run alone and with the helpers woken.
+	loneCalls            int
+	loneAlone, loneWoken time.Duration
 	// Contention back-off (see dispatch): calls left that run every window
 	// whole, consecutive contended calls, and the next back-off's length.
 	backoff, contended, nextBackoff int
@@ -297,16 +297,16 @@ type job struct {
 //
 // The helpers join a call when they have reported the previous one;
 // otherwise (a helper descheduled since) the caller runs the call alone,
-// every window whole. Windows that would all be split (fewer than the
-// threads) run alone too when a helper is parked and such calls take less
-// than wakeAbove alone (lone, a running mean of their time): waking a
-// thread whose core has gone idle takes 0.1-0.2 ms on a virtual machine,
-// and it then works from a cold core, so a short window split that way is
-// no faster at the median and much slower in the tail (BenchmarkPaced:
-// docs/results.md), while a long one still gains. Every relearnCalls-th
-// such call runs alone to keep lone current. The helpers join a lone
-// window while they still poll after the previous call (spinFor), and
-// always join batches with a window per thread.
+// every window whole. A call whose windows would all be split (fewer than
+// the threads) that finds a helper parked either runs alone or wakes the
+// helpers, whichever has taken less time on average for such calls (a
+// running mean of each): a woken helper arrives late and works from a
+// cold core, which on a virtual machine makes a short window no faster at
+// the median and much slower in the tail (BenchmarkPaced:
+// docs/results.md), while a long window still gains. Every relearnCalls-th
+// such call goes the other way, to keep both means current. The helpers
+// join a lone window while they still poll after the previous call
+// (spinFor), and always join batches with a window per thread.
 //
 // Splitting pays only when the threads run at the
 // same time: when the caller, waiting for a helper's chunk, ends up parked
@@ -329,24 +329,26 @@ func (e *Engine) dispatch(n int) {
 		e.stats.backingOff.Store(e.backoff > 0)
 	}
 	e.stats.windows.Add(int64(n))
-	lone := c.whole == 0 && !e.splitAll && !e.wakeParked && e.team != nil && e.team.parked()
+	lone := c.whole == 0 && !e.splitAll && !e.wakeParked && e.team != nil && e.team.ready() && e.team.parked()
+	alone := false
+	var t0 time.Time
 	if lone {
 		e.loneCalls++
-		lone = e.lone < wakeAbove || e.loneCalls%relearnCalls == 0
-	}
-	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() || lone {
-		// Alone: every window whole on the calling thread.
-		var t0 time.Time
-		if lone {
-			t0 = time.Now()
+		alone = e.loneAlone <= e.loneWoken
+		if e.loneCalls%relearnCalls == 0 {
+			alone = !alone
 		}
+		t0 = time.Now()
+	}
+	if e.team == nil || e.solo || n == 1 && c.whole == 1 || !e.team.ready() || alone {
+		// Alone: every window whole on the calling thread.
 		wk := e.workers[0]
 		p := pass{wk: wk, a: wk.acts}
 		for w := 0; w < n; w++ {
 			e.window(&p, c, w)
 		}
 		if lone {
-			e.lone += (time.Since(t0) - e.lone) / 8
+			runningMean(&e.loneAlone, time.Since(t0))
 		}
 		return
 	}
@@ -360,6 +362,9 @@ func (e *Engine) dispatch(n int) {
 	copy(e.shared.plans, c.plans)
 	e.team.start()
 	e.run(0, c)
+	if lone {
+		runningMean(&e.loneWoken, time.Since(t0))
+	}
 	// Waits for a helper's whole window are not contention: only split
 	// windows' waits are counted and judged.
 	parks := e.tk.parks.Swap(0)
@@ -380,11 +385,19 @@ func (e *Engine) dispatch(n int) {
 	}
 }
 
-// Lone windows and parked helpers (see dispatch).
-const (
-	wakeAbove    = 600 * time.Microsecond
-	relearnCalls = 256
-)
+// relearnCalls is how often a lone call with the helpers parked goes the
+// way that has been slower (see dispatch).
+const relearnCalls = 256
+
+// runningMean moves the running mean m an eighth of the way to d (to d
+// itself at the first sample).
+func runningMean(m *time.Duration, d time.Duration) {
+	if *m == 0 {
+		*m = d
+		return
+	}
+	*m += (d - *m) / 8
+}
 
 // Contention back-off (see dispatch).
 const (

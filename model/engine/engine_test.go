@@ -460,9 +460,9 @@ func TestLoneWindowLeavesParkedHelper(t *testing.T) {
 	e.setSpin(0) // let Close's wake-up find it parked or polling
 }
 
-// TestLoneWindowWakesForLongWindows: when lone windows take wakeAbove or
-// more alone, a parked helper is woken to split them, except every
-// relearnCalls-th, which runs alone to keep the estimate current.
+// TestLoneWindowWakesForLongWindows: a lone window that finds the helper
+// parked wakes it when woken calls have been faster than calls run alone,
+// except every relearnCalls-th, which runs alone; and the other way round.
 func TestLoneWindowWakesForLongWindows(t *testing.T) {
 	e, err := NewFromWeights(randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 3), cellIDs, 1, 2)
 	if err != nil {
@@ -472,24 +472,35 @@ func TestLoneWindowWakesForLongWindows(t *testing.T) {
 	b := randomBatch(1, cellIDs, 4)
 	out := make([]float32, rgc.NumClasses)
 	e.setSpin(0) // the helper parks as soon as it has reported
-	for i := 1; i <= 2*relearnCalls; i++ {
-		for deadline := time.Now().Add(10 * time.Second); !e.team.ready() || !e.team.parked(); time.Sleep(50 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("helper never parked")
+	for _, wake := range []bool{true, false} {
+		e.loneCalls = 0
+		for i := 1; i <= 2*relearnCalls; i++ {
+			for deadline := time.Now().Add(10 * time.Second); !e.team.ready() || !e.team.parked(); time.Sleep(50 * time.Microsecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("helper never parked")
+				}
 			}
-		}
-		e.lone = time.Hour // as if lone windows took an hour alone
-		e.contended = 0    // no contention back-off (a slow helper under -race)
-		before := e.Stats().SplitWindows
-		if err := e.Predict(b, out); err != nil {
-			t.Fatal(err)
-		}
-		split := e.Stats().SplitWindows - before
-		if want := int64(min(1, i%relearnCalls)); split != want {
-			t.Fatalf("lone call %d: %d windows split, want %d", i, split, want)
-		}
-		if split == 0 && e.lone >= time.Hour {
-			t.Fatalf("lone call %d ran alone without updating the mean", i)
+			// As if calls run alone took an hour (wake) or woken ones did.
+			e.loneAlone, e.loneWoken = time.Millisecond, time.Hour
+			if wake {
+				e.loneAlone, e.loneWoken = time.Hour, time.Millisecond
+			}
+			e.contended = 0 // no contention back-off (a slow helper under -race)
+			before := e.Stats().SplitWindows
+			if err := e.Predict(b, out); err != nil {
+				t.Fatal(err)
+			}
+			split := e.Stats().SplitWindows - before
+			want := int64(0)
+			if wake != (i%relearnCalls == 0) {
+				want = 1
+			}
+			if split != want {
+				t.Fatalf("wake %v, lone call %d: %d windows split, want %d", wake, i, split, want)
+			}
+			if mean := map[bool]time.Duration{true: e.loneAlone, false: e.loneWoken}[split == 0]; mean >= time.Hour {
+				t.Fatalf("wake %v, lone call %d: the mean of the way it went was not updated", wake, i)
+			}
 		}
 	}
 }
