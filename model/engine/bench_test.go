@@ -131,22 +131,16 @@ func BenchmarkSmall(b *testing.B) {
 				}
 				batch := randomBatch(v.batch, cellIDs, 2)
 				out := make([]float32, v.batch*rgc.NumClasses)
-				lat := make([]time.Duration, 0, 1<<16)
 				b.ReportAllocs()
-				for b.Loop() {
-					t0 := time.Now()
+				lat := timeCalls(b, nil, func() {
 					if err := e.Predict(batch, out); err != nil {
 						b.Fatal(err)
 					}
-					if len(lat) < cap(lat) {
-						lat = append(lat, time.Since(t0))
-					}
-				}
+				})
 				b.ReportMetric(1e3*b.Elapsed().Seconds()/float64(b.N), "ms/batch")
 				// On shared cores the mean is dominated by the times a
 				// thread was descheduled; the minimum and median show the
 				// quiet-machine figure.
-				slices.Sort(lat)
 				b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
 				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
@@ -193,18 +187,29 @@ func benchReuse(b *testing.B, w *model.Weights, prec Precision, threads int, reu
 	for range 3 {
 		m.next(b)
 	}
-	lat := make([]time.Duration, 0, 1<<16)
 	b.ReportAllocs()
+	lat := timeCalls(b, nil, func() { m.next(b) })
+	b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
+	b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+}
+
+// timeCalls runs call once per iteration of b's loop, after before (nil:
+// nothing) outside the timing, and returns the times of the first 65,536
+// calls, sorted.
+func timeCalls(b *testing.B, before, call func()) []time.Duration {
+	lat := make([]time.Duration, 0, 1<<16)
 	for b.Loop() {
+		if before != nil {
+			before()
+		}
 		t0 := time.Now()
-		m.next(b)
+		call()
 		if len(lat) < cap(lat) {
 			lat = append(lat, time.Since(t0))
 		}
 	}
 	slices.Sort(lat)
-	b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
-	b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+	return lat
 }
 
 // BenchmarkReference is the float64 reference forward pass (model/ref):
@@ -286,18 +291,12 @@ func BenchmarkPaced(b *testing.B) {
 				// Each window moves 80 bins on from its cell's last, as
 				// in the daemon after "no spike".
 				m := newMover(e, 3000)
-				lat := make([]time.Duration, 0, 1<<16)
 				next := time.Now()
-				for b.Loop() {
+				pace := func() {
 					next = next.Add(time.Millisecond)
 					time.Sleep(time.Until(next))
-					t0 := time.Now()
-					m.next(b)
-					if len(lat) < cap(lat) {
-						lat = append(lat, time.Since(t0))
-					}
 				}
-				slices.Sort(lat)
+				lat := timeCalls(b, pace, func() { m.next(b) })
 				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
 				b.ReportMetric(lat[len(lat)*99/100].Seconds()*1e3, "p99-ms")
 				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")

@@ -205,8 +205,8 @@ func (n *network) cnnBlocks(p *pass, x []float32, pl *plan) []float32 {
 		br := blockRows{h1: all(b.lIn), out: all(b.lOut), h3: buf.h3, sc: buf.sc}
 		if i == 0 {
 			br.h1, br.out = pl.rows.h1, pl.rows.out
-			if k := pl.keep; k != nil {
-				br.h3, br.sc, br.base = k.h3, k.sc, pl.base
+			if pl.h3 != nil {
+				br.h3, br.sc, br.base = pl.h3, pl.sc, pl.base
 			}
 		}
 		x = b.forward(p, buf, x, &br)

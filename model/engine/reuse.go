@@ -86,7 +86,6 @@ func (s *spans) add(sp span) {
 // all of them, or, when it carries block 0's rows over from its cell's
 // previous window, those near its ends.
 type rowPlan struct {
-	u      int   // block 0 positions the window moved on by (0: computes all)
 	c1, c2 spans // stem rows: conv1's and conv2's outputs
 	h1     spans // block 0's conv1 rows
 	out    spans // block 0's output positions (conv2, conv3, shortcut)
@@ -152,7 +151,7 @@ func (n *network) rowPlans() []rowPlan {
 		if keep.hi <= keep.lo {
 			return plans
 		}
-		p := rowPlan{u: u}
+		var p rowPlan
 		p.out.add(span{0, keep.lo})
 		p.out.add(span{keep.hi, b0.lOut})
 		for _, o := range p.out.s[:p.out.n] {
@@ -184,14 +183,15 @@ type cellRows struct {
 	call   uint64    // the last call that used the rows (0: never)
 }
 
-// plan is how one window of a call runs its stem and block 0. It holds
-// the ring's base by value: the next call's plan moves keep.base while a
-// helper late from this call may still walk (claiming nothing) through
-// the window.
+// plan is how one window of a call runs its stem and block 0: the rows it
+// computes, and the kept ring its block 0 rows go to (h3 nil: the
+// window's own buffers). The ring's base is held by value: the next call's
+// plan moves the cell's base while a helper late from this call may still
+// walk (claiming nothing) through the window.
 type plan struct {
-	rows *rowPlan
-	keep *cellRows // nil: block 0's rows go to the window's own buffers
-	base int       // keep's ring row of block 0 position 0 for this window
+	rows   *rowPlan
+	h3, sc []float32
+	base   int // the ring row of block 0 position 0
 }
 
 // plan decides how window (ending at bin end, on embedding row row) runs
@@ -234,7 +234,7 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 		keep.base = (keep.base + u) % e.net.blocks[0].lOut
 		e.stats.reused.Add(1)
 	}
-	p := plan{rows: &e.plans[u], keep: keep, base: keep.base}
+	p := plan{rows: &e.plans[u], h3: keep.h3, sc: keep.sc, base: keep.base}
 	copy(keep.win, window)
 	keep.end, keep.bf16, keep.call = end, bf, call
 	return p

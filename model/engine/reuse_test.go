@@ -256,7 +256,7 @@ func TestRowPlans(t *testing.T) {
 		}
 		p := e.plans[80/e.net.reuseStride()]
 		e.Close()
-		want := rowPlan{u: 20,
+		want := rowPlan{
 			c1:  spans{s: [2]span{{0, 30}, {441, 512}}, n: 2},
 			c2:  spans{s: [2]span{{0, 20}, {451, 512}}, n: 2},
 			h1:  spans{s: [2]span{{0, 20}, {451, 512}}, n: 2},
