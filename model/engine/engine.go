@@ -15,7 +15,7 @@
 // one at a time by whichever thread is free; each remaining window is
 // split across the threads phase by phase (when a call has fewer windows
 // than threads, only if the helpers are still awake from the previous call
-// or the window is long enough to be worth waking them, see dispatch): the
+// or waking them has paid for such calls so far, see dispatch): the
 // rows of every convolution, the transformer's tokens and the
 // squeeze-excite channels are cut into
 // chunks that the threads claim one at a time, and a phase that reads rows
