@@ -123,17 +123,7 @@ func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.P
 	sp := ModelSpec{Name: checkpointName(paths), Kind: "checkpoint", Paths: paths}
 	for _, p := range paths {
 		sp.Open = append(sp.Open, func() (rgc.Predictor, func(), error) {
-			pr, closeFn, err := OpenCheckpoint(p, ids, batch, threads)
-			if err != nil {
-				return nil, nil, err
-			}
-			if prec != "" {
-				if err := pr.(*engine.Engine).Force(prec); err != nil {
-					closeFn()
-					return nil, nil, fmt.Errorf("checkpoint %s: %w", p, err)
-				}
-			}
-			return pr, closeFn, nil
+			return OpenCheckpoint(p, ids, batch, threads, prec)
 		})
 	}
 	return sp
@@ -150,10 +140,11 @@ func checkpointName(paths []string) string {
 }
 
 // OpenCheckpoint loads a checkpoint into an inference engine of batch
-// windows and threads threads (0: all cores), after checking that it knows
-// every cell to evaluate (cluster ids ids, rollout.MissingCells). The
-// returned function releases the engine.
-func OpenCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, func(), error) {
+// windows and threads threads (0: all cores) running in arithmetic prec
+// ("": float32; else as Engine.Force, on any CPU), after checking that it
+// knows every cell to evaluate (cluster ids ids, rollout.MissingCells).
+// The returned function releases the engine.
+func OpenCheckpoint(path string, ids []int, batch, threads int, prec engine.Precision) (rgc.Predictor, func(), error) {
 	ck, err := model.LoadCheckpoint(path)
 	if err != nil {
 		return nil, nil, err
@@ -167,6 +158,12 @@ func OpenCheckpoint(path string, ids []int, batch, threads int) (rgc.Predictor, 
 	e, err := engine.New(ck, batch, threads)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if prec != "" {
+		if err := e.Force(prec); err != nil {
+			e.Close()
+			return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
 	}
 	return e, func() { e.Close() }, nil
 }

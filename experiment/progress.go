@@ -37,7 +37,7 @@ func (x *exp) endStatus() {
 func (x *exp) runStarted(i int, r *RunState) {
 	x.mu.Lock()
 	now := time.Now()
-	if len(x.flying) == 0 && x.trainStart.IsZero() {
+	if x.trainStart.IsZero() {
 		x.trainStart = now
 	}
 	x.flying[i] = &flight{i: i, step: r.BoundaryStep, from: r.BoundaryStep, since: now}
@@ -51,7 +51,7 @@ func (x *exp) runStarted(i int, r *RunState) {
 
 // runLeft notes that run i stops training in this invocation, finished
 // (steps is its final step) or interrupted (steps < 0: at its latest
-// progress).
+// progress). A run not in training is ignored.
 func (x *exp) runLeft(i, steps int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -131,9 +131,11 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 		return err
 	}
 	x.runStarted(i, r)
+	// A run that returns before runFinished leaves training at its latest
+	// progress; after runFinished this is a no-op.
+	defer x.runLeft(i, -1)
 	// left saves the wall time of a run stopped before its end.
 	left := func(err error) error {
-		x.runLeft(i, -1)
 		return errors.Join(err, x.commit(func() { r.WallSeconds = wall() }))
 	}
 	for {
@@ -142,7 +144,6 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 		}
 		resume, err := f.restore(r.BoundaryStep)
 		if err != nil {
-			x.runLeft(i, -1)
 			return fmt.Errorf("run %s: %w", r.Name, err)
 		}
 		segCtx, cancel := context.WithCancel(ctx)
@@ -177,11 +178,9 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 			r.Samples = int64(res.Steps) * int64(x.plan.Batch)
 			r.TrainSeconds, r.WallSeconds = res.Elapsed.Seconds(), wall()
 		}); err != nil {
-			x.runLeft(i, -1)
 			return err
 		}
 		if err := f.removeBoundaries(-1); err != nil {
-			x.runLeft(i, -1)
 			return fmt.Errorf("run %s: %w", r.Name, err)
 		}
 		x.runFinished(i, r)

@@ -78,11 +78,11 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	o := experiment.Options{Dir: *dir, Command: append([]string{"trainer", "experiment"}, args...),
-		Out: os.Stdout, ProgressEvery: *progress, Jobs: *jobs}
 	if *jobs < 1 {
 		return fmt.Errorf("--jobs %d: want at least 1", *jobs)
 	}
+	o := experiment.Options{Dir: *dir, Command: append([]string{"trainer", "experiment"}, args...),
+		Out: os.Stdout, ProgressEvery: *progress, Jobs: *jobs}
 	if *resume != "" {
 		if *dir != "" && *dir != *resume {
 			return fmt.Errorf("--dir %s and --resume %s differ", *dir, *resume)

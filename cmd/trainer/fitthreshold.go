@@ -61,7 +61,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		}
 		source = "oracle of " + *data
 	} else {
-		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads)
+		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads, "")
 		if err != nil {
 			return err
 		}
