@@ -23,7 +23,7 @@ func LoadEngine(path string, maxBatch, threads int, prec engine.Precision) (*ser
 		if c.StemCh != 16 {
 			cnn = model.CNNCPU
 		}
-		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, cnn, len(m.Cells), precisionOf(m))
+		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, cnn, len(m.Cells), engine.PrecisionOf(m.Predictor))
 	}
 	return m, nil
 }
@@ -36,6 +36,3 @@ func configOf(m *service.Model) (model.Config, bool) {
 	}
 	return e.Config(), true
 }
-
-// precisionOf returns the arithmetic of a model served by the engine.
-func precisionOf(m *service.Model) engine.Precision { return engine.PrecisionOf(m.Predictor) }

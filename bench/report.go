@@ -24,7 +24,6 @@ import (
 // most RealTimeP99 and no decision missed its prediction period.
 const RealTimeP99 = 2 * time.Millisecond
 
-// Point is the measurement at one number of cells.
 // EngineCounters is what the inference engine did during one measurement
 // (the daemon's predictord_engine_* counters): windows computed, those split
 // across its threads, waits for a helper that parked, contention back-offs and
@@ -63,6 +62,7 @@ func (c EngineCounters) minus(o EngineCounters) EngineCounters {
 		c.Backoffs - o.Backoffs, c.BackoffCalls - o.BackoffCalls, c.ReusedWindows - o.ReusedWindows}
 }
 
+// Point is the measurement at one number of cells.
 type Point struct {
 	// Cells is the number of cells served; Devices the number of devices
 	// they were spread over (cells beyond the checkpoint's count reuse ids on

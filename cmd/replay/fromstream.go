@@ -39,6 +39,12 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 			return fmt.Errorf("--policy: %w", err)
 		}
 	}
+	var prec engine.Precision // "": the recorded session's
+	if o.audit.precision != "" {
+		if prec, err = engine.ParsePrecision(o.audit.precision); err != nil {
+			return fmt.Errorf("--precision: %w", err)
+		}
+	}
 	mdl, err := bench.LoadEngine(o.ckpt, 0, o.threads, engine.FP32)
 	if err != nil {
 		return err
@@ -51,12 +57,8 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	eng := mdl.Predictor.(*engine.Engine)
 	// The arithmetic: --precision, else the recorded session's.
 	var fromSession func(p string) error
-	if o.audit.precision != "" {
-		prec, err := engine.ParsePrecision(o.audit.precision)
-		if err == nil {
-			err = eng.Force(prec)
-		}
-		if err != nil {
+	if prec != "" {
+		if err := eng.Force(prec); err != nil {
 			return fmt.Errorf("--precision: %w", err)
 		}
 	} else {

@@ -104,8 +104,8 @@ type Session struct {
 	// rollout.ParsePolicy reads back; "" for the median).
 	Policy string `json:"policy,omitempty"`
 	// Precision is the arithmetic of the model's convolutions and linear
-	// layers when the session began (engine.Precision: "fp32" or "bf16";
-	// "" when the model does not say).
+	// layers when the session began (engine.PrecisionOf: "fp32" or "bf16",
+	// fp32 for a predictor other than the engine; "" when unknown).
 	Precision string `json:"precision,omitempty"`
 	// Started is when the daemon began recording.
 	Started time.Time `json:"started"`

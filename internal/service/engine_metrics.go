@@ -12,9 +12,9 @@ import (
 type statser interface{ Stats() engine.Stats }
 
 // engineCollector exports the serving engine's counters (engine.Stats): how
-// many windows ran split across its threads or whole, how often a split
-// window's calling thread parked waiting for a helper, and the contention
-// back-off. The
+// many windows ran split across its threads or whole, how many carried rows
+// over from their cell's previous window, how often a split window's calling
+// thread parked waiting for a helper, and the contention back-off. The
 // counters of engines replaced by a reload are kept, so the exported
 // counters only grow.
 type engineCollector struct {

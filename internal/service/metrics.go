@@ -36,12 +36,12 @@ type metrics struct {
 	ready         prometheus.Gauge
 }
 
-// LatencyBuckets are the upper bounds (seconds) of the decision-latency and
+// latencyBuckets are the upper bounds (seconds) of the decision-latency and
 // model-call histograms: fine around a model call (0.1-5 ms), with the
 // real-time bound of a decision (2 ms) and its 80-bin period (80 ms) among
 // them, so that the share of decisions within either is read off a bucket
 // exactly (the le="0.002" and le="0.08" series).
-var LatencyBuckets = []float64{
+var latencyBuckets = []float64{
 	50e-6, 100e-6, 200e-6, 300e-6, 500e-6, 750e-6,
 	1e-3, 1.5e-3, 2e-3, 3e-3, 5e-3, 7.5e-3,
 	10e-3, 20e-3, 40e-3, 80e-3, 160e-3, 320e-3, 640e-3,
@@ -82,8 +82,8 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 		predictErrors: cv("predict_errors_total", "Windows whose prediction failed (cell stepped as no spike).", "device"),
 		publishErrors: cv("publish_errors_total", "Decision messages that could not be published.", "device"),
 		batch:         hv("batch_size", "Windows per model call.", prometheus.ExponentialBuckets(1, 2, 13)),
-		predictTime:   hv("predict_seconds", "Duration of one model call.", LatencyBuckets),
-		latency:       hv("decision_latency_seconds", "From a frame message's arrival to the publication of a decision it caused.", LatencyBuckets),
+		predictTime:   hv("predict_seconds", "Duration of one model call.", latencyBuckets),
+		latency:       hv("decision_latency_seconds", "From a frame message's arrival to the publication of a decision it caused.", latencyBuckets),
 		cells:         gv("cells_served", "Cells this daemon serves."),
 		lag:           gv("lag_bins", "Newest frame received minus the last frame processed."),
 		reloads:       cv("reloads_total", "Checkpoint reloads (SIGHUP), by result.", "result"),

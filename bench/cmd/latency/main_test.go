@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"path/filepath"
-	"rgcpred/bench"
 	"slices"
 	"strings"
 	"testing"
+
+	"rgcpred/bench"
 )
 
 func TestParseCounts(t *testing.T) {
