@@ -51,38 +51,48 @@ func BenchmarkPredict(b *testing.B) {
 	}
 }
 
-// BenchmarkStages breaks the forward pass of one window (gpt-a-cat and
-// gpt-a-cat-cpu) into its stages (CPU time per window of each).
+// BenchmarkStages breaks the forward pass of one window (gpt-a-cat,
+// gpt-a-cat-cpu and gpt-b-cat-cpu) into its stages (CPU time per window of
+// each), in fp32 and (where the CPU has AVX512_BF16) bf16.
 func BenchmarkStages(b *testing.B) {
-	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
-		b.Run(name, func(b *testing.B) {
-			w := randomWeights(b, name, len(cellIDs), 1)
-			e, err := NewFromWeights(w, cellIDs, 1, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			window := randomBatch(1, cellIDs, 2).Inputs
-			n, wk := e.net, e.workers[0]
-			p := &pass{wk: wk, a: wk.acts}
-			stage := func(name string, f func()) {
-				c0 := processCPU()
-				for i := 0; i < b.N; i++ {
-					f()
+	precs := []Precision{FP32}
+	if sgemm.BF16Native() {
+		precs = append(precs, BF16)
+	}
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu", "gpt-b-cat-cpu"} {
+		for _, prec := range precs {
+			b.Run(name+"/"+string(prec), func(b *testing.B) {
+				w := randomWeights(b, name, len(cellIDs), 1)
+				e, err := NewFromWeights(w, cellIDs, 1, 1)
+				if err != nil {
+					b.Fatal(err)
 				}
-				b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
-			}
-			pl := &plan{rows: &e.plans[0]} // every row, no carry-over
-			for b.Loop() {
-				n.forward(p, window, 0, pl, wk.acts.logits, false)
-			}
-			x := n.stem(p, window, pl.rows)
-			y := n.cnnBlocks(p, x, pl)
-			stage("stem", func() { n.stem(p, window, pl.rows) })
-			stage("blocks", func() { n.cnnBlocks(p, x, pl) })
-			stage("gpt", func() { n.gpt(p, y, 0) })
-			stage("head", func() { n.headLast(p, wk.acts.logits) })
-		})
+				defer e.Close()
+				if err := e.Force(prec); err != nil {
+					b.Fatal(err)
+				}
+				window := randomBatch(1, cellIDs, 2).Inputs
+				n, wk := e.net, e.workers[0]
+				p := &pass{wk: wk, a: wk.acts}
+				stage := func(name string, f func()) {
+					c0 := processCPU()
+					for i := 0; i < b.N; i++ {
+						f()
+					}
+					b.ReportMetric(1e3*(processCPU()-c0)/float64(b.N), name+"-cpu-ms")
+				}
+				pl := &plan{rows: &e.plans[0]} // every row, no carry-over
+				for b.Loop() {
+					n.forward(p, window, 0, pl, wk.acts.logits, false)
+				}
+				x := n.stem(p, window, pl.rows)
+				y := n.cnnBlocks(p, x, pl)
+				stage("stem", func() { n.stem(p, window, pl.rows) })
+				stage("blocks", func() { n.cnnBlocks(p, x, pl) })
+				stage("gpt", func() { n.gpt(p, y, 0) })
+				stage("head", func() { n.headLast(p, wk.acts.logits) })
+			})
+		}
 	}
 }
 
