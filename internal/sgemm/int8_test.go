@@ -334,12 +334,30 @@ func TestGemmPackedBiasI8Panics(t *testing.T) {
 		return make([]uint8, 3*8), make([]float32, 3), make([]float32, 16), make([]float32, 3*16), make([]float32, i8MR*i8NR)
 	}
 	for name, call := range map[string]func(){
-		"short A":      func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(3, a[:20], 8, sa, 1, pb, bias, false, c, 16, tile) },
-		"short scales": func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(3, a, 8, sa[:2], 1, pb, bias, false, c, 16, tile) },
-		"short bias":   func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias[:15], false, c, 16, tile) },
-		"short C":      func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c[:40], 16, tile) },
-		"short tile":   func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c, 16, tile[:10]) },
-		"negative m":   func() { a, sa, bias, c, tile := good(); GemmPackedBiasI8(-1, a, 8, sa, 1, pb, bias, false, c, 16, tile) },
+		"short A": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(3, a[:20], 8, sa, 1, pb, bias, false, c, 16, tile)
+		},
+		"short scales": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(3, a, 8, sa[:2], 1, pb, bias, false, c, 16, tile)
+		},
+		"short bias": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias[:15], false, c, 16, tile)
+		},
+		"short C": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c[:40], 16, tile)
+		},
+		"short tile": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c, 16, tile[:10])
+		},
+		"negative m": func() {
+			a, sa, bias, c, tile := good()
+			GemmPackedBiasI8(-1, a, 8, sa, 1, pb, bias, false, c, 16, tile)
+		},
 	} {
 		func() {
 			defer func() {
