@@ -41,8 +41,8 @@ type SpecEnv struct {
 	// (Threads 0: all cores).
 	Batch, Threads int
 	// Precision is the arithmetic checkpoints run in: float32 ("" or
-	// engine.FP32), or engine.BF16 on any CPU (Engine.Force), to
-	// reproduce a daemon serving in bf16.
+	// engine.FP32), or engine.BF16 or engine.INT8 on any CPU
+	// (Engine.Force), to reproduce a daemon serving in that arithmetic.
 	Precision engine.Precision
 }
 

@@ -45,7 +45,7 @@ func runEval(ctx context.Context, args []string) error {
 	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality or all")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	batch := fs.Int("batch", 64, "windows per predictor call")
-	precision := fs.String("precision", "fp32", "arithmetic of the checkpoints' convolutions and linear layers: fp32, or bf16 to reproduce a predictord serving in bf16 decision for decision (bf16 runs on any CPU: natively with AVX512_BF16, else on slower portable kernels with the same bits)")
+	precision := fs.String("precision", "fp32", "arithmetic of the checkpoints' convolutions and linear layers: fp32, or bf16 or int8 to reproduce a predictord serving in that arithmetic decision for decision (both run on any CPU: natively with AVX512_BF16 and AVX512_VNNI, else on slower portable kernels with the same bits)")
 	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")

@@ -61,10 +61,10 @@ func RepoRoot(dir string) string {
 }
 
 // Engine returns a loader of checkpoints into the CPU inference engine with
-// the given number of threads and arithmetic. BF16 takes effect only where
-// the CPU has the bf16 instructions and the bf16 path agrees with float32 on
-// probe windows (engine.SetPrecision); the model's name says which
-// arithmetic serves and why.
+// the given number of threads and arithmetic. BF16 and INT8 take effect
+// only where the CPU has their instructions and the path agrees with
+// float32 on probe windows (engine.SetPrecision; INT8 falls back to BF16,
+// either to FP32); the model's name says which arithmetic serves and why.
 func Engine(threads int, prec engine.Precision) service.Loader {
 	return func(path string, maxBatch int) (*service.Model, error) {
 		ck, err := model.LoadCheckpoint(path)
@@ -90,8 +90,10 @@ func Engine(threads int, prec engine.Precision) service.Loader {
 				arith = fmt.Sprintf("%s (parity with fp32: %s)", got, par)
 			case par.Windows == 0:
 				arith = fmt.Sprintf("%s (%s asked for: this CPU lacks its instructions)", got, prec)
-			default:
+			case !par.OK():
 				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
+			default:
+				arith = fmt.Sprintf("%s (%s asked for: no layer of this model gains from it; parity with fp32: %s)", got, prec, par)
 			}
 		}
 		name := fmt.Sprintf("%s (data %s, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),

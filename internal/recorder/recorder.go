@@ -104,7 +104,7 @@ type Session struct {
 	// rollout.ParsePolicy reads back; "" for the median).
 	Policy string `json:"policy,omitempty"`
 	// Precision is the arithmetic of the model's convolutions and linear
-	// layers when the session began (engine.PrecisionOf: "fp32" or "bf16",
+	// layers when the session began (engine.PrecisionOf: "fp32", "bf16" or "int8",
 	// fp32 for a predictor other than the engine; "" when unknown).
 	Precision string `json:"precision,omitempty"`
 	// Started is when the daemon began recording.

@@ -23,7 +23,7 @@ type engineCollector struct {
 	mu      sync.Mutex
 	retired engine.Stats // sums over the replaced engines
 
-	windows, reused, parks, backoffs, backoffCalls, backingOff, threads, bf16 *prometheus.Desc
+	windows, reused, parks, backoffs, backoffCalls, backingOff, threads, bf16, int8 *prometheus.Desc
 }
 
 // newEngineCollector returns the collector of the engine model() returns.
@@ -40,7 +40,8 @@ func newEngineCollector(model func() *Model) *engineCollector {
 		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
 		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
 		threads:      d("threads", "Threads the inference engine runs a call on."),
-		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, the default, with the CPU's instructions and the parity check passed), 0 for fp32."),
+		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, or int8 for the layers it leaves to bf16, with the CPU's instructions and the parity check passed), 0 for fp32."),
+		int8:         d("int8", "1 while the engine's CNN blocks after the first run in int8 (predictord --precision int8, the default, with the CPU's instructions, the parity check passed and blocks wide enough to gain), else 0."),
 	}
 }
 
@@ -84,7 +85,7 @@ func (c *engineCollector) swap(swap func() *Model) *Model {
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.windows, c.reused, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16} {
+	for _, d := range []*prometheus.Desc{c.windows, c.reused, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16, c.int8} {
 		ch <- d
 	}
 }
@@ -118,5 +119,6 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	flag(c.backingOff, st.BackingOff)
 	flag(c.bf16, st.BF16)
+	flag(c.int8, st.INT8)
 	ch <- prometheus.MustNewConstMetric(c.threads, prometheus.GaugeValue, float64(st.Threads))
 }

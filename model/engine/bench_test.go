@@ -53,12 +53,9 @@ func BenchmarkPredict(b *testing.B) {
 
 // BenchmarkStages breaks the forward pass of one window (gpt-a-cat,
 // gpt-a-cat-cpu and gpt-b-cat-cpu) into its stages (CPU time per window of
-// each), in fp32 and (where the CPU has AVX512_BF16) bf16.
+// each), in each precision the CPU runs natively.
 func BenchmarkStages(b *testing.B) {
-	precs := []Precision{FP32}
-	if sgemm.BF16Native() {
-		precs = append(precs, BF16)
-	}
+	precs := nativePrecisions()
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu", "gpt-b-cat-cpu"} {
 		for _, prec := range precs {
 			b.Run(name+"/"+string(prec), func(b *testing.B) {
@@ -161,13 +158,10 @@ func BenchmarkSmall(b *testing.B) {
 
 // BenchmarkReuse measures batch-1 calls whose windows move 80 bins on from
 // their cell's last (the daemon after "no spike"), carrying block 0's rows
-// over (reuse) or computing every row (whole), on 1 and 2 threads, in fp32
-// and (where the CPU has AVX512_BF16) bf16.
+// over (reuse) or computing every row (whole), on 1 and 2 threads, in each
+// precision the CPU runs natively.
 func BenchmarkReuse(b *testing.B) {
-	precs := []Precision{FP32}
-	if sgemm.BF16Native() {
-		precs = append(precs, BF16)
-	}
+	precs := nativePrecisions()
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		w := randomWeights(b, name, len(cellIDs), 1)
 		for _, prec := range precs {
@@ -201,6 +195,17 @@ func benchReuse(b *testing.B, w *model.Weights, prec Precision, threads int, reu
 	lat := timeCalls(b, nil, func() { m.next(b) })
 	b.ReportMetric(lat[0].Seconds()*1e3, "min-ms")
 	b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+}
+
+// nativePrecisions returns the precisions this CPU runs natively.
+func nativePrecisions() []Precision {
+	var ps []Precision
+	for _, p := range []Precision{FP32, BF16, INT8} {
+		if Native(p) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // timeCalls runs call once per iteration of b's loop, after before (nil:

@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rgcpred/internal/sgemm"
@@ -447,6 +448,7 @@ type conv struct {
 	k, stride, pad, cin, cout int
 	w                         *sgemm.PackedB    // [k*cin, cout]
 	w16                       *sgemm.PackedBF16 // bf16 copy of w; nil: float32 path
+	w8                        *sgemm.PackedI8   // int8 copy of w; nil: the float paths
 	bias                      []float32         // [cout]
 }
 
@@ -505,6 +507,22 @@ func (c *conv) applyRing(in []float32, lo, hi int, ring []float32, base, n int, 
 		a := max(lo, wrap)
 		c.applyTo(in, a, hi, ring[(a-wrap)*c.cout:], relu, work)
 	}
+}
+
+// applyI8 is apply on the int8 path (c.w8) from an input quantized to
+// uint8, q (laid out as apply's in), standing for q times the scale of its
+// position: scale[pos] for each input position (the padding's included),
+// or scale[0] for all when perPos is false.
+func (c *conv) applyI8(q []uint8, scale []float32, perPos bool, lo, hi int, out []float32, relu bool, work []float32) {
+	if hi <= lo {
+		return
+	}
+	ld := c.stride * c.cin
+	sa, stride := scale[:1], 0
+	if perPos {
+		sa, stride = scale[lo*c.stride:], c.stride
+	}
+	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, c.w8, c.bias, relu, out[lo*c.cout:], c.cout, work)
 }
 
 // linear is y = x W + b with W [in, out].
@@ -572,7 +590,9 @@ type network struct {
 	head                    linear
 	tokens, width, headDim  int
 	conv1Out, stemLen, bins int
-	w16                     []*sgemm.PackedBF16 // bf16 weights once prepared (precision.go)
+	arith                   Precision           // the arithmetic in effect (precision.go)
+	w16                     []*sgemm.PackedBF16 // bf16 weights once prepared
+	w8                      []*sgemm.PackedI8   // int8 weights once prepared
 }
 
 func paramSpec(c model.Config, name string) model.ParamSpec {
@@ -586,7 +606,7 @@ func paramSpec(c model.Config, name string) model.ParamSpec {
 
 func newNetwork(w *model.Weights) *network {
 	c := w.Config
-	n := &network{cfg: c, tokens: c.Tokens(), width: c.Width(), headDim: c.HeadDim, bins: c.InBins}
+	n := &network{cfg: c, tokens: c.Tokens(), width: c.Width(), headDim: c.HeadDim, bins: c.InBins, arith: FP32}
 	n.conv1 = newConv(w, "cnn.conv1.weight", "cnn.bn1", 2)
 	n.conv2 = newConv(w, "cnn.conv2.weight", "cnn.bn2", 1)
 	n.stemLen = c.InBins / 2
@@ -649,6 +669,15 @@ type blockBuf struct {
 	h3  []float32 // [lOut, out]
 	sc  []float32 // [lOut, out] shortcut branch
 	out []float32 // [lOut, out]
+
+	// The int8 path's quantized convolution inputs (4 bytes of slack
+	// past each, for the kernels' groups of 4 along k) and their scales.
+	xq    []uint8        // [lIn, in] the block's input, a scale per row (xs)
+	xs    []float32      // [lIn]
+	h1q   []uint8        // as h1, one scale for the window (from h1max)
+	h1max *atomic.Uint32 // largest value of h1 (its float32 bits)
+	h2q   []uint8        // [lOut, mid], a scale per row (h2s)
+	h2s   []float32      // [lOut]
 }
 
 // acts are the activations of one window, shared by the threads that
@@ -704,6 +733,9 @@ func newWorker(n *network) *worker {
 			h1: make([]float32, (b.lIn+2*b.conv2.pad)*b.mid),
 			h2: make([]float32, b.lOut*b.mid), h3: make([]float32, b.lOut*b.out),
 			sc: make([]float32, b.lOut*b.out), out: make([]float32, b.lOut*b.out),
+			xq: make([]uint8, b.lIn*b.in+4), xs: make([]float32, b.lIn),
+			h1q: make([]uint8, (b.lIn+2*b.conv2.pad)*b.mid+4), h1max: new(atomic.Uint32),
+			h2q: make([]uint8, b.lOut*b.mid+4), h2s: make([]float32, b.lOut),
 		})
 	}
 	wk.acts = a

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"sync/atomic"
 
 	"rgcpred/internal/sgemm"
 	"rgcpred/model"
@@ -290,6 +291,21 @@ func (n *network) headLast(p *pass, logits []float32) {
 // returns its output [lOut, out] (a slice of buf), computing the rows br
 // says (the others of br.h3 and br.sc hold the window's values already).
 func (b *block) forward(p *pass, buf *blockBuf, x []float32, br *blockRows) []float32 {
+	if b.conv1.w8 != nil {
+		b.convsI8(p, buf, x)
+	} else {
+		b.convs(p, buf, x, br)
+	}
+	sc := x
+	if b.shortcut != nil {
+		sc = br.sc
+	}
+	return b.excite(p, buf, br.h3, sc, br)
+}
+
+// convs runs the block's convolutions and shortcut on the rows br says,
+// into br.h3 and br.sc.
+func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 	wk := p.wk
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
 	// zero padding.
@@ -304,11 +320,8 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32, br *blockRows) []fl
 
 	// conv2 (k7, stride s) + bn2 + ReLU: [lIn, mid] -> [lOut, mid], then
 	// conv3 (1x1) + bn3: [lOut, mid] -> [lOut, out] on the same rows.
-	// Shortcut: 1x1 conv (stride s) + bn when the shape changes, else x.
-	h3, sc := br.h3, x
-	if b.shortcut != nil {
-		sc = br.sc
-	}
+	// Shortcut: 1x1 conv (stride s) + bn when the shape changes (else
+	// excite adds x itself).
 	for ch := p.rows(br.out.total()); ch.next(); {
 		for k := range br.out.n {
 			lo, hi := br.out.part(k, ch.lo, ch.hi)
@@ -316,19 +329,96 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32, br *blockRows) []fl
 				continue
 			}
 			b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
-			b.conv3.applyRing(buf.h2, lo, hi, h3, br.base, b.lOut, false, wk.work)
+			b.conv3.applyRing(buf.h2, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
 			if b.shortcut != nil {
-				b.shortcut.applyRing(x, lo, hi, sc, br.base, b.lOut, false, wk.work)
+				b.shortcut.applyRing(x, lo, hi, br.sc, br.base, b.lOut, false, wk.work)
 			}
 		}
 	}
 	p.sync() // the pooling reads every row of h3
+}
 
+// convsI8 is convs on the int8 path, for every row, into buf.h3 and
+// buf.sc. Each convolution's input is quantized to uint8 first: x and h2
+// with a scale per row (their convolutions are 1x1, so each output row
+// reads one input row), h1 with one scale for the window (conv2's rows
+// overlap), the largest value of h1, which the threads gather in
+// buf.h1max while computing it (excite clears it for the next window).
+// Every scale is a function of the window's values alone, so the outputs
+// do not depend on how the rows are cut among threads. The shared
+// h1max is read only inside claimed chunks: a thread that arrives late at
+// a phase runs no chunk of it, so it never acts on a stale value.
+func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
+	wk := p.wk
+	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
+	// zero padding.
+	pad := b.conv2.pad
+	h1 := buf.h1[pad*b.mid:]
+	for ch := p.rows(b.lIn); ch.next(); {
+		for r := ch.lo; r < ch.hi; r++ {
+			row := x[r*b.in : (r+1)*b.in]
+			s, inv := sgemm.U8Scale(maxOf(row))
+			buf.xs[r] = s
+			sgemm.QuantizeU8(buf.xq[r*b.in:], row, inv)
+		}
+		b.conv1.applyI8(buf.xq, buf.xs, true, ch.lo, ch.hi, h1, true, wk.work)
+		raiseTo(buf.h1max, maxOf(h1[ch.lo*b.mid:ch.hi*b.mid]))
+	}
+	p.sync() // h1's scale needs every row's largest value
+
+	for ch := p.rows(b.lIn); ch.next(); {
+		_, inv := sgemm.U8Scale(math.Float32frombits(buf.h1max.Load()))
+		sgemm.QuantizeU8(buf.h1q[(pad+ch.lo)*b.mid:], h1[ch.lo*b.mid:ch.hi*b.mid], inv)
+	}
+	p.sync() // conv2 reads its neighbours' rows of h1
+
+	// conv2 (k7, stride s) + bn2 + ReLU, then conv3 (1x1) + bn3 on the same
+	// rows; the shortcut (1x1, stride s) + bn when the shape changes.
+	for ch := p.rows(b.lOut); ch.next(); {
+		lo, hi := ch.lo, ch.hi
+		var s1 [1]float32
+		s1[0], _ = sgemm.U8Scale(math.Float32frombits(buf.h1max.Load()))
+		b.conv2.applyI8(buf.h1q, s1[:], false, lo, hi, buf.h2, true, wk.work)
+		for r := lo; r < hi; r++ {
+			row := buf.h2[r*b.mid : (r+1)*b.mid]
+			s, inv := sgemm.U8Scale(maxOf(row))
+			buf.h2s[r] = s
+			sgemm.QuantizeU8(buf.h2q[r*b.mid:], row, inv)
+		}
+		b.conv3.applyI8(buf.h2q, buf.h2s, true, lo, hi, buf.h3, false, wk.work)
+		if b.shortcut != nil {
+			b.shortcut.applyI8(buf.xq, buf.xs, true, lo, hi, buf.sc, false, wk.work)
+		}
+	}
+	p.sync() // the pooling reads every row of h3
+}
+
+// raiseTo raises the float32 whose bits m holds to v, for non-negative
+// values (whose bits order as the values do).
+func raiseTo(m *atomic.Uint32, v float32) {
+	bits := math.Float32bits(v)
+	for {
+		old := m.Load()
+		if old >= bits || m.CompareAndSwap(old, bits) {
+			return
+		}
+	}
+}
+
+// excite gates the block's h3 by its squeeze-excite and adds the shortcut
+// sc (rows in the ring br says) into the block's output.
+func (b *block) excite(p *pass, buf *blockBuf, h3, sc []float32, br *blockRows) []float32 {
+	wk := p.wk
 	// Squeeze-excite (Hu et al., 2018): gate each channel by
 	// sigmoid(fc2(relu(fc1(mean over positions)))). The means are cut by
 	// channel; every thread that then gates rows computes the (tiny)
 	// gates itself.
 	for ch := p.cols(b.out); ch.next(); {
+		if ch.lo == 0 {
+			// convsI8's last read of h1's largest value was in the
+			// phase before; its next write is in the next window.
+			buf.h1max.Store(0)
+		}
 		pool := p.a.pool[ch.lo:ch.hi]
 		clear(pool)
 		for l := 0; l < b.lOut; l++ {

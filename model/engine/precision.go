@@ -22,18 +22,46 @@ const (
 	// bfloat16 and accumulates in float32 (sgemm.GemmPackedBiasBF16), on
 	// CPUs with the AVX512_BF16 instructions.
 	BF16 Precision = "bf16"
+	// INT8 is BF16 with the CNN's bottleneck blocks after the first in
+	// 8-bit integers (sgemm.GemmPackedBiasI8): their convolutions' inputs,
+	// all ReLU outputs, quantized to uint8 per call (one scale per row for
+	// the 1x1 convolutions, one per window for the k7 one, whose rows
+	// overlap), weights to int8 per output channel, products summed
+	// exactly in int32; on CPUs with AVX512_VNNI and AVX512_BF16. Block 0
+	// stays bf16, so that its rows carry over from a cell's previous
+	// window exactly (reuse.go), and so do blocks narrower than
+	// int8MinMid, which the quantization passes cost more than int8
+	// saves; a model with no block left for int8 (the cpu preset) runs
+	// BF16 when asked for INT8.
+	INT8 Precision = "int8"
 )
 
-// ParsePrecision parses "fp32" or "bf16".
+// ParsePrecision parses "fp32", "bf16" or "int8".
 func ParsePrecision(s string) (Precision, error) {
 	switch p := Precision(s); p {
-	case FP32, BF16:
+	case FP32, BF16, INT8:
 		return p, nil
 	}
-	return "", fmt.Errorf("engine: unknown precision %q (want %q or %q)", s, FP32, BF16)
+	return "", fmt.Errorf("engine: unknown precision %q (want %q, %q or %q)", s, FP32, BF16, INT8)
 }
 
-// BF16MaxProbDiff is the parity check's tolerance: the largest difference
+// Native reports whether this CPU (and build) runs p on its own
+// instructions: FP32 always, BF16 with AVX512_BF16, INT8 with AVX512_BF16
+// and AVX512_VNNI. Elsewhere Force still runs p, on portable kernels that
+// give the same bits more slowly than float32.
+func Native(p Precision) bool {
+	switch p {
+	case FP32:
+		return true
+	case BF16:
+		return sgemm.BF16Native()
+	case INT8:
+		return sgemm.BF16Native() && sgemm.I8Native()
+	}
+	return false
+}
+
+// MaxProbDiff is the parity check's tolerance: the largest difference
 // between the bf16 and float32 paths of any class probability, and of any
 // value of the cumulative distribution, on a probe window. On real windows
 // of data/chicken-17-08-21 the largest differences seen are about a third
@@ -45,11 +73,11 @@ func ParsePrecision(s string) (Precision, error) {
 // check therefore requires the median to be identical on every window
 // whose median is decided by more than the tolerance (which a cumulative
 // difference within the tolerance guarantees), and counts the others.
-const BF16MaxProbDiff = 0.01
+const MaxProbDiff = 0.01
 
-// bf16Tol is the tolerance Parity.OK applies (tests lower it to force a
+// parityTol is the tolerance Parity.OK applies (tests lower it to force a
 // failed check).
-var bf16Tol = BF16MaxProbDiff
+var parityTol = MaxProbDiff
 
 // Parity is the outcome of comparing the bf16 path with float32 on probe
 // windows.
@@ -58,7 +86,7 @@ type Parity struct {
 	Windows int
 	// MedianMismatches counts windows whose median class differs.
 	MedianMismatches int
-	// Close counts windows whose float32 median is within BF16MaxProbDiff
+	// Close counts windows whose float32 median is within MaxProbDiff
 	// of the neighbouring class (the cumulative distribution within it of
 	// 0.5 at a boundary of the median class).
 	Close int
@@ -71,17 +99,17 @@ type Parity struct {
 }
 
 // OK reports whether the bf16 path passes: no probability and no value of
-// the cumulative distribution moves by more than BF16MaxProbDiff, and no
+// the cumulative distribution moves by more than MaxProbDiff, and no
 // median class differs where the float32 median is decided by more than
 // that.
 func (p Parity) OK() bool {
-	return p.Windows > 0 && p.DecidedMismatches == 0 && p.MaxProbDiff <= bf16Tol && p.MaxCDFDiff <= bf16Tol
+	return p.Windows > 0 && p.DecidedMismatches == 0 && p.MaxProbDiff <= parityTol && p.MaxCDFDiff <= parityTol
 }
 
 // String describes the comparison in one line.
 func (p Parity) String() string {
 	return fmt.Sprintf("%d windows: median mismatches %d (%d where decided; %d windows within %g of a flip), max |dp| %.2g, max |dCDF| %.2g",
-		p.Windows, p.MedianMismatches, p.DecidedMismatches, p.Close, bf16Tol, p.MaxProbDiff, p.MaxCDFDiff)
+		p.Windows, p.MedianMismatches, p.DecidedMismatches, p.Close, parityTol, p.MaxProbDiff, p.MaxCDFDiff)
 }
 
 // compare adds one window's comparison to p.
@@ -105,7 +133,7 @@ func (p *Parity) compare(p32, p16 []float32) {
 	for _, v := range p32[:m] {
 		below += float64(v)
 	}
-	close := below > 0.5-bf16Tol || below+float64(p32[m]) < 0.5+bf16Tol
+	close := below > 0.5-parityTol || below+float64(p32[m]) < 0.5+parityTol
 	if close {
 		p.Close++
 	}
@@ -117,15 +145,15 @@ func (p *Parity) compare(p32, p16 []float32) {
 	}
 }
 
-// Force makes the engine run in p on any CPU, without a parity check: BF16
-// natively where the CPU has AVX512_BF16, else on sgemm's portable bf16
-// kernels, which give the same bits more slowly than float32. It is for
-// re-running what a daemon computed in p (an audit of a recorded session,
-// an offline evaluation on another machine), not for serving.
+// Force makes the engine run in p on any CPU, without a parity check:
+// natively where Native(p), else on sgemm's portable kernels, which give
+// the same bits more slowly than float32. It is for re-running what a
+// daemon computed in p (an audit of a recorded session, an offline
+// evaluation on another machine), not for serving.
 func (e *Engine) Force(p Precision) error {
 	switch p {
-	case FP32, BF16:
-		e.net.setBF16(p == BF16)
+	case FP32, BF16, INT8:
+		e.net.setArith(p)
 		return nil
 	}
 	return fmt.Errorf("engine: unknown precision %q", p)
@@ -140,79 +168,83 @@ func PrecisionOf(p rgc.Predictor) Precision {
 	return FP32
 }
 
-// Precision returns the arithmetic the engine runs: BF16 only after a
-// successful SetPrecision(BF16, ...) or Force(BF16).
+// Precision returns the arithmetic the engine runs: BF16 or INT8 only
+// after a SetPrecision or Force that selected it.
 func (e *Engine) Precision() Precision {
-	if e.net.conv1.w16 != nil {
-		return BF16
-	}
-	return FP32
+	return e.net.arith
 }
 
-// SetPrecision selects the arithmetic of the engine's GEMMs and returns the
-// precision in effect. FP32 always succeeds. BF16 takes effect only where
-// the CPU runs sgemm's bf16 kernels natively (AVX512_BF16; the portable
-// kernels are slower than float32) and the bf16 path agrees with float32 on
-// the probe windows (see Parity.OK); otherwise the engine stays on (or
-// returns to) float32 and the returned Parity says why. probe nil uses
-// built-in synthetic windows (random light flashes and spikes); a serving
-// daemon should pass real windows of its recording. Call it before
-// serving: like Predict, it is not safe for concurrent use.
+// SetPrecision selects the arithmetic of the engine and returns the
+// precision in effect. FP32 always succeeds. BF16 and INT8 take effect only
+// where Native (the portable kernels are slower than float32) and the path
+// agrees with float32 on the probe windows (see Parity.OK); INT8 that
+// cannot falls back to BF16 on the same terms, and what cannot run either
+// stays on (or returns to) float32. The returned Parity is the check of
+// the precision asked for (zero where none ran). probe nil uses built-in
+// synthetic windows (random light flashes and spikes); a serving daemon
+// should pass real windows of its recording. Call it before serving: like
+// Predict, it is not safe for concurrent use.
 func (e *Engine) SetPrecision(p Precision, probe *rgc.Batch) (Precision, Parity, error) {
 	switch p {
 	case FP32:
-		e.net.setBF16(false)
+		e.net.setArith(FP32)
 		return FP32, Parity{}, nil
-	case BF16:
+	case BF16, INT8:
 	default:
 		return e.Precision(), Parity{}, fmt.Errorf("engine: unknown precision %q", p)
 	}
-	if !sgemm.BF16Native() {
-		e.net.setBF16(false)
-		return FP32, Parity{}, nil
+	fallback := func(par Parity) (Precision, Parity, error) {
+		if p == INT8 {
+			got, _, err := e.SetPrecision(BF16, probe)
+			return got, par, err
+		}
+		e.net.setArith(FP32)
+		return FP32, par, nil
+	}
+	if !Native(p) {
+		return fallback(Parity{})
 	}
 	if probe == nil {
 		probe = e.probeWindows(16, 1)
 	}
-	par, err := e.CompareBF16(probe)
+	par, err := e.Compare(p, probe)
 	if err != nil {
-		e.net.setBF16(false)
+		e.net.setArith(FP32)
 		return FP32, par, err
 	}
 	if !par.OK() {
-		e.net.setBF16(false)
-		return FP32, par, nil
+		return fallback(par)
 	}
-	e.net.setBF16(true)
-	return BF16, par, nil
+	e.net.setArith(p)
+	return e.Precision(), par, nil
 }
 
-// CompareBF16 runs the windows of b on the float32 and the bf16 paths and
+// Compare runs the windows of b on the float32 path and on p's and
 // compares the class probabilities. It leaves the engine on float32. It
 // runs on the calling thread alone (the outputs do not depend on the
 // threads), so that a caller at low priority (a daemon's reload) keeps
 // all of it there.
-func (e *Engine) CompareBF16(b *rgc.Batch) (Parity, error) {
+func (e *Engine) Compare(p Precision, b *rgc.Batch) (Parity, error) {
 	n := b.Len()
 	if n == 0 {
 		return Parity{}, fmt.Errorf("engine: parity check needs probe windows")
 	}
 	e.solo = true
 	defer func() { e.solo = false }()
-	out32, out16 := make([]float32, n*rgc.NumClasses), make([]float32, n*rgc.NumClasses)
-	e.net.setBF16(false)
+	out32, outP := make([]float32, n*rgc.NumClasses), make([]float32, n*rgc.NumClasses)
+	e.net.setArith(FP32)
 	if err := e.Predict(b, out32); err != nil {
 		return Parity{}, fmt.Errorf("engine: parity check, float32: %w", err)
 	}
-	e.net.setBF16(true)
-	err := e.Predict(b, out16)
-	e.net.setBF16(false)
+	e.net.setArith(p)
+	err := e.Predict(b, outP)
+	e.net.setArith(FP32)
 	if err != nil {
-		return Parity{}, fmt.Errorf("engine: parity check, bf16: %w", err)
+		return Parity{}, fmt.Errorf("engine: parity check, %s: %w", p, err)
 	}
 	var par Parity
 	for i := 0; i < n; i++ {
-		par.compare(out32[i*rgc.NumClasses:(i+1)*rgc.NumClasses], out16[i*rgc.NumClasses:(i+1)*rgc.NumClasses])
+		par.compare(out32[i*rgc.NumClasses:(i+1)*rgc.NumClasses], outP[i*rgc.NumClasses:(i+1)*rgc.NumClasses])
 	}
 	return par, nil
 }
@@ -254,15 +286,25 @@ func (e *Engine) probeWindows(n int, seed uint64) *rgc.Batch {
 	return b
 }
 
-// setBF16 switches every convolution and linear layer run as a GEMM to the
-// bf16 path or back. Their bf16 weights are rounded once, on the first
-// switch, and kept (n.w16) beside the float32 ones. The squeeze-excite
-// layers are matrix-vector products and stay float32.
-func (n *network) setBF16(on bool) {
+// int8MinMid is the fewest bottleneck channels a block runs int8 with: on
+// the paper CNN's blocks (128) int8 takes a window from 0.54 to 0.38 ms on
+// one thread (AMD EPYC, Zen 4); on the cpu preset's (32) the quantization
+// passes and the extra phase cost more than the narrower GEMMs save (0.21
+// to 0.23 ms; docs/results.md).
+const int8MinMid = 64
+
+// setArith switches the network to p: every convolution and linear layer
+// run as a GEMM to the bf16 path (BF16 and INT8) or back, and for INT8 the
+// convolutions of the blocks after the first to the int8 path. The bf16
+// and int8 weights are made once, on the first switch, and kept (n.w16,
+// n.w8) beside the float32 ones. The squeeze-excite layers are
+// matrix-vector products and stay float32.
+func (n *network) setArith(p Precision) {
 	var ws []**sgemm.PackedBF16
 	var fs []*sgemm.PackedB
 	addConv := func(c *conv) { ws, fs = append(ws, &c.w16), append(fs, c.w) }
 	addLin := func(l *linear) { ws, fs = append(ws, &l.w16), append(fs, l.w) }
+	var w8 []*conv // the int8 path's convolutions
 	addConv(&n.conv1)
 	addConv(&n.conv2)
 	for i := range n.blocks {
@@ -272,6 +314,12 @@ func (n *network) setBF16(on bool) {
 		addConv(&b.conv3)
 		if b.shortcut != nil {
 			addConv(b.shortcut)
+		}
+		if i > 0 && b.mid >= int8MinMid {
+			w8 = append(w8, &b.conv1, &b.conv2, &b.conv3)
+			if b.shortcut != nil {
+				w8 = append(w8, b.shortcut)
+			}
 		}
 	}
 	if n.proj != nil {
@@ -285,16 +333,33 @@ func (n *network) setBF16(on bool) {
 		addLin(&l.mproj)
 	}
 	addLin(&n.head)
-	if on && n.w16 == nil {
+	if p == INT8 && len(w8) == 0 {
+		p = BF16
+	}
+	bf16, int8 := p == BF16 || p == INT8, p == INT8
+	if bf16 && n.w16 == nil {
 		n.w16 = make([]*sgemm.PackedBF16, len(fs))
 		for i, f := range fs {
 			n.w16[i] = sgemm.NewPackedBF16From(f)
 		}
 	}
+	if int8 && n.w8 == nil {
+		n.w8 = make([]*sgemm.PackedI8, len(w8))
+		for i, c := range w8 {
+			n.w8[i] = sgemm.NewPackedI8From(c.w)
+		}
+	}
 	for i, w := range ws {
 		*w = nil
-		if on {
+		if bf16 {
 			*w = n.w16[i]
 		}
 	}
+	for i, c := range w8 {
+		c.w8 = nil
+		if int8 {
+			c.w8 = n.w8[i]
+		}
+	}
+	n.arith = p
 }

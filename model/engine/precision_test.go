@@ -56,18 +56,26 @@ func loadShipped(t testing.TB, name string) *model.Checkpoint {
 	return ck
 }
 
-// TestBF16ParityRealWindows: on real windows of the shipped recording and
-// the shipped checkpoints, the bf16 path keeps every probability and every
-// value of the cumulative distribution within BF16MaxProbDiff of the
+// TestParityRealWindows: on real windows of the shipped recording and the
+// shipped checkpoints, the bf16 and int8 paths keep every probability and
+// every value of the cumulative distribution within MaxProbDiff of the
 // float32 path, and so the median class on every window whose median is
 // decided by more than that; medians that do move go to a neighbouring
-// class. On 1 and 2 threads, whose bf16 outputs are bit-identical (as
+// class. On 1 and 2 threads, whose outputs are bit-identical (as
 // float32's are).
-func TestBF16ParityRealWindows(t *testing.T) {
-	if !sgemm.BF16Native() {
-		t.Skip("bf16 kernels not native here (no AVX512_BF16, or the purego build): the engine stays on float32")
-	}
+func TestParityRealWindows(t *testing.T) {
 	const windows = 512
+	for _, prec := range []Precision{BF16, INT8} {
+		t.Run(string(prec), func(t *testing.T) {
+			if !Native(prec) {
+				t.Skipf("%s kernels not native here (CPU features, or the purego build): the engine does not serve it", prec)
+			}
+			parityRealWindows(t, prec, windows)
+		})
+	}
+}
+
+func parityRealWindows(t *testing.T, prec Precision, windows int) {
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		ck := loadShipped(t, name)
 		batch := realWindows(t, ck, windows)
@@ -80,17 +88,21 @@ func TestBF16ParityRealWindows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			par, err := e.CompareBF16(batch)
+			par, err := e.Compare(prec, batch)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s threads %d batch %d: %v", name, tc.threads, tc.maxBatch, par)
 			if !par.OK() {
-				t.Errorf("%s threads %d batch %d: bf16 parity fails: %v", name, tc.threads, tc.maxBatch, par)
+				t.Errorf("%s threads %d batch %d: %s parity fails: %v", name, tc.threads, tc.maxBatch, prec, par)
 			}
-			got, _, err := e.SetPrecision(BF16, probe)
-			if err != nil || got != BF16 || e.Precision() != BF16 {
-				t.Fatalf("%s: SetPrecision(bf16) = %v, %v; Precision() = %v", name, got, err, e.Precision())
+			want := prec
+			if prec == INT8 && ck.Weights.Config.BlockMid < int8MinMid {
+				want = BF16 // no block wide enough to gain from int8
+			}
+			got, _, err := e.SetPrecision(prec, probe)
+			if err != nil || got != want || e.Precision() != want {
+				t.Fatalf("%s: SetPrecision(%s) = %v, %v; Precision() = %v, want %v", name, prec, got, err, e.Precision(), want)
 			}
 			out := make([]float32, windows*rgc.NumClasses)
 			if err := e.Predict(batch, out); err != nil {
@@ -112,19 +124,19 @@ func TestBF16ParityRealWindows(t *testing.T) {
 		e.Close()
 		for i := 0; i < windows; i++ {
 			p32 := out32[i*rgc.NumClasses : (i+1)*rgc.NumClasses]
-			m32, m16 := model.Median(p32), model.Median(outs[0][i*rgc.NumClasses:(i+1)*rgc.NumClasses])
+			m32, mp := model.Median(p32), model.Median(outs[0][i*rgc.NumClasses:(i+1)*rgc.NumClasses])
 			var cdf float64
-			for k, p := range p32[:max(m32, m16)] {
+			for k, p := range p32[:max(m32, mp)] {
 				cdf += float64(p)
-				if k >= min(m32, m16) && math.Abs(cdf-0.5) > BF16MaxProbDiff {
-					t.Errorf("%s window %d: median class %d on bf16, %d on float32, whose CDF at class %d is %.4f", name, i, m16, m32, k, cdf)
+				if k >= min(m32, mp) && math.Abs(cdf-0.5) > MaxProbDiff {
+					t.Errorf("%s window %d: median class %d on %s, %d on float32, whose CDF at class %d is %.4f", name, i, mp, prec, m32, k, cdf)
 				}
 			}
 		}
 		for i := 1; i < len(outs); i++ {
 			for j := range outs[0] {
 				if math.Float32bits(outs[i][j]) != math.Float32bits(outs[0][j]) {
-					t.Fatalf("%s: bf16 output %d differs between thread/batch settings: %v vs %v", name, j, outs[i][j], outs[0][j])
+					t.Fatalf("%s: %s output %d differs between thread/batch settings: %v vs %v", name, prec, j, outs[i][j], outs[0][j])
 				}
 			}
 		}
@@ -189,8 +201,8 @@ func TestSetPrecision(t *testing.T) {
 		}
 	}
 	// A parity check that cannot pass: the engine must stay on float32.
-	defer func(tol float64) { bf16Tol = tol }(bf16Tol)
-	bf16Tol = 0
+	defer func(tol float64) { parityTol = tol }(parityTol)
+	parityTol = 0
 	got, par, err = e.SetPrecision(BF16, batch)
 	if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
 		t.Fatalf("failing parity: SetPrecision(bf16) = %v (%v, ok %v), %v; Precision() = %v", got, par, par.OK(), err, e.Precision())
@@ -205,7 +217,7 @@ func TestParsePrecision(t *testing.T) {
 		in   string
 		want Precision
 		ok   bool
-	}{{"fp32", FP32, true}, {"bf16", BF16, true}, {"", "", false}, {"BF16", "", false}, {"fp16", "", false}} {
+	}{{"fp32", FP32, true}, {"bf16", BF16, true}, {"int8", INT8, true}, {"", "", false}, {"BF16", "", false}, {"fp16", "", false}} {
 		got, err := ParsePrecision(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
 			t.Errorf("ParsePrecision(%q) = %q, %v", tc.in, got, err)
@@ -218,11 +230,11 @@ func TestParityOK(t *testing.T) {
 		p    Parity
 		want bool
 	}{
-		{Parity{Windows: 10, MaxProbDiff: BF16MaxProbDiff}, true},
-		{Parity{Windows: 10, MaxProbDiff: 2 * BF16MaxProbDiff}, false},
+		{Parity{Windows: 10, MaxProbDiff: MaxProbDiff}, true},
+		{Parity{Windows: 10, MaxProbDiff: 2 * MaxProbDiff}, false},
 		{Parity{Windows: 10, MedianMismatches: 1, Close: 1}, true},
 		{Parity{Windows: 10, MedianMismatches: 1, DecidedMismatches: 1}, false},
-		{Parity{Windows: 10, MaxCDFDiff: 2 * BF16MaxProbDiff}, false},
+		{Parity{Windows: 10, MaxCDFDiff: 2 * MaxProbDiff}, false},
 		{Parity{Windows: 10, MaxProbDiff: math.Inf(1)}, false},
 		{Parity{}, false},
 	} {
@@ -232,67 +244,143 @@ func TestParityOK(t *testing.T) {
 	}
 }
 
-// TestForceBF16: on any CPU (the portable kernels where AVX512_BF16 is
-// missing) Force(BF16) runs the bf16 path: outputs within the parity
-// tolerance of float32 but not equal to them, the same bits on 1 and 2
-// threads, and where the CPU runs bf16 natively the same bits as an engine
-// that passed SetPrecision(BF16).
-func TestForceBF16(t *testing.T) {
-	ck := loadShipped(t, "gpt-a-cat-cpu")
-	batch := realWindows(t, ck, 5)
-	n := batch.Len() * rgc.NumClasses
-	run := func(threads int, set func(e *Engine)) []float32 {
-		t.Helper()
-		e, err := New(ck, 8, threads)
-		if err != nil {
-			t.Fatal(err)
+// TestForce: on any CPU (the portable kernels where the instructions are
+// missing) Force runs the bf16 and int8 paths: outputs within the parity
+// tolerance of float32 but not equal to them (int8's not equal to bf16's
+// either), the same bits on 1 and 2 threads, and where the CPU runs the
+// path natively the same bits as an engine that passed SetPrecision.
+func TestForce(t *testing.T) {
+	var bf16 []float32
+	for _, tc := range []struct {
+		prec Precision
+		name string
+	}{{BF16, "gpt-a-cat"}, {INT8, "gpt-a-cat"}} {
+		ck := loadShipped(t, tc.name)
+		batch := realWindows(t, ck, 5)
+		n := batch.Len() * rgc.NumClasses
+		run := func(threads int, set func(e *Engine)) []float32 {
+			t.Helper()
+			e, err := New(ck, 8, threads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			set(e)
+			out := make([]float32, n)
+			if err := e.Predict(batch, out); err != nil {
+				t.Fatal(err)
+			}
+			return out
 		}
-		defer e.Close()
-		set(e)
-		out := make([]float32, n)
-		if err := e.Predict(batch, out); err != nil {
-			t.Fatal(err)
+		fp32 := run(1, func(*Engine) {})
+		forced := run(1, func(e *Engine) {
+			if err := e.Force(tc.prec); err != nil || e.Precision() != tc.prec || PrecisionOf(e) != tc.prec {
+				t.Fatalf("Force(%s): %v; Precision() = %v", tc.prec, err, e.Precision())
+			}
+		})
+		same, worst := true, 0.0
+		for i := range forced {
+			same = same && forced[i] == fp32[i]
+			worst = max(worst, math.Abs(float64(forced[i]-fp32[i])))
 		}
-		return out
-	}
-	fp32 := run(1, func(*Engine) {})
-	forced := run(1, func(e *Engine) {
-		if err := e.Force(BF16); err != nil || e.Precision() != BF16 || PrecisionOf(e) != BF16 {
-			t.Fatalf("Force(bf16): %v; Precision() = %v", err, e.Precision())
+		if same || worst > MaxProbDiff {
+			t.Fatalf("forced %s against fp32: identical %v, largest difference %v (want different, within %v)", tc.prec, same, worst, MaxProbDiff)
 		}
-	})
-	same, worst := true, 0.0
-	for i := range forced {
-		same = same && forced[i] == fp32[i]
-		worst = max(worst, math.Abs(float64(forced[i]-fp32[i])))
-	}
-	if same || worst > BF16MaxProbDiff {
-		t.Fatalf("forced bf16 against fp32: identical %v, largest difference %v (want different, within %v)", same, worst, BF16MaxProbDiff)
-	}
-	if two := run(2, func(e *Engine) { _ = e.Force(BF16) }); !slices.Equal(two, forced) {
-		t.Fatal("forced bf16 differs between 1 and 2 threads")
-	}
-	if back := run(1, func(e *Engine) {
-		_ = e.Force(BF16)
-		if err := e.Force(FP32); err != nil || e.Precision() != FP32 {
-			t.Fatalf("Force(fp32) after bf16: %v", err)
+		if tc.prec == BF16 {
+			bf16 = forced
+		} else if slices.Equal(forced, bf16) {
+			t.Fatalf("forced %s gives bf16's outputs bit for bit: its path is not running", tc.prec)
 		}
-	}); !slices.Equal(back, fp32) {
-		t.Fatal("Force(fp32) after Force(bf16) differs from fp32")
-	}
-	if err := run1Err(ck); err == nil {
-		t.Fatal("Force accepted an unknown precision")
-	}
-	if !sgemm.BF16Native() {
-		return
-	}
-	checked := run(1, func(e *Engine) {
-		if got, par, err := e.SetPrecision(BF16, batch); err != nil || got != BF16 {
-			t.Fatalf("SetPrecision(bf16) = %v (%v), %v", got, par, err)
+		if two := run(2, func(e *Engine) { _ = e.Force(tc.prec) }); !slices.Equal(two, forced) {
+			t.Fatalf("forced %s differs between 1 and 2 threads", tc.prec)
 		}
-	})
-	if !slices.Equal(checked, forced) {
-		t.Fatal("forced bf16 differs from bf16 after its parity check")
+		if back := run(1, func(e *Engine) {
+			_ = e.Force(tc.prec)
+			if err := e.Force(FP32); err != nil || e.Precision() != FP32 {
+				t.Fatalf("Force(fp32) after %s: %v", tc.prec, err)
+			}
+		}); !slices.Equal(back, fp32) {
+			t.Fatalf("Force(fp32) after Force(%s) differs from fp32", tc.prec)
+		}
+		if err := run1Err(ck); err == nil {
+			t.Fatal("Force accepted an unknown precision")
+		}
+		if !Native(tc.prec) {
+			continue
+		}
+		checked := run(1, func(e *Engine) {
+			if got, par, err := e.SetPrecision(tc.prec, batch); err != nil || got != tc.prec {
+				t.Fatalf("SetPrecision(%s) = %v (%v), %v", tc.prec, got, par, err)
+			}
+		})
+		if !slices.Equal(checked, forced) {
+			t.Fatalf("forced %s differs from %s after its parity check", tc.prec, tc.prec)
+		}
+	}
+}
+
+// TestSetPrecisionInt8: int8 takes effect on the paper CNN where the CPU
+// has the instructions; where its parity check fails it falls back to
+// bf16 (reporting int8's check), and to float32 where bf16's fails too;
+// the cpu preset, whose blocks are too narrow to gain, runs bf16 when
+// asked for int8, by SetPrecision and by Force.
+func TestSetPrecisionInt8(t *testing.T) {
+	if !Native(INT8) {
+		t.Skip("int8 not native here (no AVX512_VNNI or AVX512_BF16, or the purego build)")
+	}
+	ck := loadShipped(t, "gpt-a-cat")
+	batch := realWindows(t, ck, 16)
+	e, err := New(ck, 16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got, par, err := e.SetPrecision(INT8, batch)
+	if err != nil || got != INT8 || e.Precision() != INT8 || !par.OK() {
+		t.Fatalf("SetPrecision(int8) = %v (%v), %v; Precision() = %v", got, par, err, e.Precision())
+	}
+	out := make([]float32, 16*rgc.NumClasses)
+	if allocs := testing.AllocsPerRun(5, func() { _ = e.Predict(batch, out) }); allocs != 0 {
+		t.Errorf("int8 Predict: %v allocations per call, want 0", allocs)
+	}
+	// A tolerance bf16 meets and int8 does not: int8's error on these
+	// windows is larger than bf16's.
+	p16, err := e.Compare(BF16, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, err := e.Compare(INT8, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(p8.MaxProbDiff > p16.MaxProbDiff && p8.MaxCDFDiff > p16.MaxCDFDiff) {
+		t.Fatalf("int8's error (%v) not above bf16's (%v) on these windows: the fallback below is not exercised", p8, p16)
+	}
+	defer func(tol float64) { parityTol = tol }(parityTol)
+	parityTol = max(p16.MaxProbDiff, p16.MaxCDFDiff)
+	got, par, err = e.SetPrecision(INT8, batch)
+	if err != nil || got != BF16 || e.Precision() != BF16 || par.OK() || par.MaxProbDiff != p8.MaxProbDiff {
+		t.Fatalf("int8 failing its check: SetPrecision(int8) = %v (%v), %v; Precision() = %v; want bf16 and int8's failed check", got, par, err, e.Precision())
+	}
+	parityTol = 0
+	got, par, err = e.SetPrecision(INT8, batch)
+	if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
+		t.Fatalf("both checks failing: SetPrecision(int8) = %v (%v), %v; want fp32", got, par, err)
+	}
+	parityTol = MaxProbDiff
+
+	cpu := loadShipped(t, "gpt-a-cat-cpu")
+	ec, err := New(cpu, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	got, par, err = ec.SetPrecision(INT8, realWindows(t, cpu, 4))
+	if err != nil || got != BF16 || ec.Precision() != BF16 || !par.OK() {
+		t.Fatalf("cpu preset: SetPrecision(int8) = %v (%v), %v; want bf16", got, par, err)
+	}
+	if err := ec.Force(INT8); err != nil || ec.Precision() != BF16 {
+		t.Fatalf("cpu preset: Force(int8): %v, Precision() = %v; want bf16", err, ec.Precision())
 	}
 }
 

@@ -205,7 +205,7 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 	if e.cells == nil {
 		return full
 	}
-	bf := e.Precision() == BF16
+	bf := e.Precision() != FP32 // block 0 runs bf16 under BF16 and INT8
 	s := e.net.reuseStride()
 	var keep *cellRows
 	u := 0

@@ -74,22 +74,24 @@ func sameAsWhole(t testing.TB, full, e *Engine, b *rgc.Batch, what string) {
 // computed whole, for every shift a window can carry over, for shifts that
 // carry nothing (not a multiple of 4, too large, backwards), on 1 and 2
 // threads (split windows compute the two ends' rows in shared chunks), in
-// float32 and in bf16; and rows are carried exactly when they can be
+// float32, bf16 and int8; and rows are carried exactly when they can be
 // (Stats.ReusedWindows).
 func TestReuseMatchesFullCompute(t *testing.T) {
 	type setting struct {
 		name              string
 		maxBatch, threads int
-		bf16              bool
+		prec              Precision
 		every             bool // every multiple of 4 the plans carry over
 	}
 	settings := []setting{
-		{"gpt-a-cat-cpu", 1, 1, false, true},
-		{"gpt-a-cat-cpu", 1, 2, false, true},
-		{"gpt-a-cat-cpu", 3, 2, true, false},
-		{"gpt-b-logmix-cpu", 2, 2, false, false},
-		{"gpt-a-cat", 1, 2, false, false},
-		{"gpt-a-cat", 3, 1, true, false},
+		{"gpt-a-cat-cpu", 1, 1, FP32, true},
+		{"gpt-a-cat-cpu", 1, 2, FP32, true},
+		{"gpt-a-cat-cpu", 3, 2, BF16, false},
+		{"gpt-a-cat-cpu", 1, 2, INT8, true},
+		{"gpt-b-logmix-cpu", 2, 2, FP32, false},
+		{"gpt-a-cat", 1, 2, FP32, false},
+		{"gpt-a-cat", 3, 1, BF16, false},
+		{"gpt-a-cat", 3, 2, INT8, false},
 	}
 	for i, tc := range settings {
 		w := randomWeights(t, tc.name, len(cellIDs), uint64(11+i))
@@ -104,13 +106,11 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 		}
 		e.setSpin(spinFor)
 		e.wakeParked = true // split windows compute the two ends' rows in shared chunks
-		if tc.bf16 {
-			if err := full.Force(BF16); err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Force(BF16); err != nil {
-				t.Fatal(err)
-			}
+		if err := full.Force(tc.prec); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Force(tc.prec); err != nil {
+			t.Fatal(err)
 		}
 		stride, most := e.net.reuseStride(), len(e.plans)-1
 		if stride != 4 || most < 200 {
@@ -227,6 +227,19 @@ func TestReuseOnlyWhatMatches(t *testing.T) {
 	}
 	call(t, 0, []*stream{other}, []int{5320}) // rows kept in float32
 	call(t, 1, []*stream{other}, []int{5400})
+	if err := e.Force(INT8); err != nil {
+		t.Fatal(err)
+	}
+	if err := full.Force(INT8); err != nil {
+		t.Fatal(err)
+	}
+	call(t, 1, []*stream{other}, []int{5480}) // block 0 runs bf16 under int8 too
+	if err := e.Force(BF16); err != nil {
+		t.Fatal(err)
+	}
+	if err := full.Force(BF16); err != nil {
+		t.Fatal(err)
+	}
 	e.SetReuse(false)
 	call(t, 0, []*stream{other}, []int{5480})
 	e.SetReuse(true)

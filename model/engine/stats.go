@@ -28,8 +28,10 @@ type Stats struct {
 	BackingOff bool
 	// Threads is the number of threads a call runs on.
 	Threads int
-	// BF16 reports whether the bf16 GEMM path serves (SetPrecision).
-	BF16 bool
+	// BF16 reports whether the bf16 GEMM path serves (SetPrecision): in
+	// BF16, and in INT8 for the layers int8 leaves to it; INT8 whether the
+	// int8 path serves the CNN blocks after the first.
+	BF16, INT8 bool
 }
 
 // counters holds Stats' counters, written by the calling goroutine and read
@@ -43,10 +45,13 @@ type counters struct {
 // Predict.
 func (e *Engine) Stats() Stats {
 	c := &e.stats
-	return Stats{
+	s := Stats{
 		Calls: c.calls.Load(), Windows: c.windows.Load(), SplitWindows: c.split.Load(),
 		Parks: c.parks.Load(), Backoffs: c.backoffs.Load(), BackoffCalls: c.backoffCalls.Load(),
 		ReusedWindows: c.reused.Load(),
-		BackingOff:    c.backingOff.Load(), Threads: len(e.workers), BF16: e.Precision() == BF16,
+		BackingOff:    c.backingOff.Load(), Threads: len(e.workers),
 	}
+	p := e.Precision()
+	s.BF16, s.INT8 = p == BF16 || p == INT8, p == INT8
+	return s
 }

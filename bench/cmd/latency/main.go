@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
 	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
 	reloadEvery := fs.Duration("reload-every", 0, "reload the model this often while the devices play, as predictord does on SIGHUP (0: never)")
-	precision := fs.String("precision", "bf16", "arithmetic of the engine, as predictord's --precision: bf16 (where the CPU has it and it passes the parity check, else fp32) or fp32")
+	precision := fs.String("precision", "int8", "arithmetic of the engine, as predictord's --precision: int8 (where the CPU has it and it passes the parity check, else as bf16), bf16 (likewise, else fp32) or fp32")
 	gather := fs.Int("gather", 0, "due windows the daemon gathers into one model call while frames wait, as predictord's --gather (0: as many as engine threads; -1: none)")
 	maxLag := fs.Int64("max-lag", 40, "daemon overload threshold in bins, as predictord's --max-lag: a decision more than this many bins behind the newest frame is skipped (0: never)")
 	stagger := fs.Bool("stagger", true, "the daemon staggers the cells' starts, as predictord's default --stagger (false: every cell's first window at the same frame)")
