@@ -691,6 +691,7 @@ type acts struct {
 
 	x, h   []float32 // [tokens, width] residual stream and normalised copy
 	qkv    []float32 // [tokens, 3 width]
+	kt     []float32 // [width, tokens] keys transposed (fused attention)
 	y      []float32 // [tokens, width] attention output (heads concatenated)
 	mlp    []float32 // [tokens, 4 width]
 	tmp    []float32 // [tokens, width]
@@ -723,7 +724,7 @@ func newWorker(n *network) *worker {
 		c2:   make([]float32, n.stemLen*c.StemCh),
 		pool: make([]float32, c.BlockOut),
 		x:    make([]float32, t*d), h: make([]float32, t*d),
-		qkv: make([]float32, t*3*d),
+		qkv: make([]float32, t*3*d), kt: make([]float32, d*t),
 		y:   make([]float32, t*d), mlp: make([]float32, t*4*d),
 		tmp: make([]float32, t*d), last: make([]float32, d),
 		logits: make([]float32, c.HeadOut()),

@@ -461,12 +461,22 @@ func (ly *layer) forward(n *network, p *pass, lastOnly bool) {
 	x, qkv := a.x, a.qkv
 
 	// ln1, then q, k, v: [T, d] -> [T, 3d], columns [q | k | v], head h
-	// in columns h*hd..(h+1)*hd of each.
+	// in columns h*hd..(h+1)*hd of each; for the fused attention kernel
+	// the keys also transposed, a.kt [d, T].
+	fused := n.fusedAttn()
 	for ch := p.rows(T); ch.next(); {
 		for j := ch.lo; j < ch.hi; j++ {
 			layerNorm(x[j*d:(j+1)*d], a.h[j*d:(j+1)*d], ly.ln1w, ly.ln1b)
 		}
 		ly.qkv.apply(ch.hi-ch.lo, a.h[ch.lo*d:], d, qkv[ch.lo*3*d:], 3*d, wk.work)
+		if fused {
+			for j := ch.lo; j < ch.hi; j++ {
+				k := qkv[j*3*d+d : j*3*d+2*d]
+				for c, v := range k {
+					a.kt[c*T+j] = v
+				}
+			}
+		}
 	}
 	p.sync() // attention reads every token's k and v
 
@@ -498,7 +508,17 @@ func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
 	// q columns of qkv at load). Query q0+i sees keys 0..q0+i, so keys
 	// q1.. are never needed.
 	y := a.y[q0*d:]
-	for head := 0; head < n.cfg.Heads; head++ {
+	if n.fusedAttn() {
+		wide := hd / 32 // 16 columns a head, or 32
+		for head := 0; head < n.cfg.Heads; head++ {
+			q := qkv[q0*3*d+head*hd : (q1-1)*3*d+(head+1)*hd]
+			kt := a.kt[head*hd*n.tokens : (head+1)*hd*n.tokens]
+			v := qkv[2*d+head*hd : (q1-1)*3*d+2*d+(head+1)*hd]
+			out := y[head*hd : (nq-1)*d+(head+1)*hd]
+			attnAVX512(&q[0], 3*d, nq, q0+1, &kt[0], hd, &v[0], 3*d, wide, &wk.att[0], &out[0], d)
+		}
+	}
+	for head := 0; head < n.cfg.Heads && !n.fusedAttn(); head++ {
 		q := qkv[q0*3*d+head*hd:]
 		k := qkv[d+head*hd:]
 		v := qkv[2*d+head*hd:]
