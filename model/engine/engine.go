@@ -725,7 +725,7 @@ func newWorker(n *network) *worker {
 		pool: make([]float32, c.BlockOut),
 		x:    make([]float32, t*d), h: make([]float32, t*d),
 		qkv: make([]float32, t*3*d), kt: make([]float32, d*t),
-		y:   make([]float32, t*d), mlp: make([]float32, t*4*d),
+		y: make([]float32, t*d), mlp: make([]float32, t*4*d),
 		tmp: make([]float32, t*d), last: make([]float32, d),
 		logits: make([]float32, c.HeadOut()),
 	}
