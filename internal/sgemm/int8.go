@@ -126,6 +126,35 @@ func QuantizeU8(dst []uint8, src []float32, inv float32) {
 	quantU8(dst, src, inv)
 }
 
+// QuantizeRowsU8 quantizes each of rows rows of src (cols floats each, row
+// i at src[i*lds:]) with a scale of its own, for A rows of
+// GemmPackedBiasI8: scales[i] and the row's inverse scale are
+// U8Scale(the row's largest value), and dst[i*ldd:] receives the row as
+// QuantizeU8 quantizes it.
+func QuantizeRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+cols-1]
+	_ = src[(rows-1)*lds+cols-1]
+	_ = scales[rows-1]
+	quantRowsU8(dst, ldd, src, lds, rows, cols, scales)
+}
+
+// quantRowsU8Go is the portable definition of QuantizeRowsU8.
+func quantRowsU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
+	for i := 0; i < rows; i++ {
+		row := src[i*lds : i*lds+cols]
+		top := row[0]
+		for _, v := range row[1:] {
+			top = max(top, v)
+		}
+		s, inv := U8Scale(top)
+		scales[i] = s
+		quantU8Go(dst[i*ldd:i*ldd+cols], row, inv)
+	}
+}
+
 // quantU8Go is the portable definition of QuantizeU8.
 func quantU8Go(dst []uint8, src []float32, inv float32) {
 	dst = dst[:len(src)]

@@ -62,6 +62,22 @@ func kernI8x1x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *fl
 //go:noescape
 func quantU8AVX512(dst *uint8, src *float32, n int, inv float32)
 
+// quantRowsAVX512 quantizes rows as quantRowsU8Go does (cols a positive
+// multiple of 16).
+//
+//go:noescape
+func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32)
+
+// quantRowsU8 is quantRowsU8Go, in assembly when the CPU has AVX512_VNNI
+// and cols is a multiple of 16.
+func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
+	if !i8Asm || cols%16 != 0 {
+		quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales)
+		return
+	}
+	quantRowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols, &scales[0])
+}
+
 // kernI8 computes a rows x cols tile (rows 1, 4, 8 or 12; cols 16 or 32) as
 // kernI8Go does, in assembly when the CPU has AVX512_VNNI.
 func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, sw, bias []float32, relu bool) {

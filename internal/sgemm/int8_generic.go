@@ -15,3 +15,8 @@ func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc i
 
 // quantU8 is quantU8Go on this build.
 func quantU8(dst []uint8, src []float32, inv float32) { quantU8Go(dst, src, inv) }
+
+// quantRowsU8 is quantRowsU8Go on this build.
+func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
+	quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales)
+}

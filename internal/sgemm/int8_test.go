@@ -369,3 +369,43 @@ func TestGemmPackedBiasI8Panics(t *testing.T) {
 		}()
 	}
 }
+
+// TestQuantizeRowsU8: each row quantized with its own scale, U8Scale of its
+// largest value, as QuantizeU8 quantizes it; the assembly gives the
+// portable definition's bytes and scales, for rows of ReLU outputs, of
+// zeros, of negative values and with an infinity.
+func TestQuantizeRowsU8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	for _, cols := range []int{16, 64, 128, 17, 5} {
+		const rows, lds, ldd = 9, 140, 150
+		src := make([]float32, rows*lds)
+		for i := range src {
+			if rng.IntN(3) > 0 {
+				src[i] = float32(rng.ExpFloat64())
+			}
+		}
+		clear(src[2*lds : 2*lds+cols]) // all zeros: scale 0
+		for j := 0; j < cols; j++ {
+			src[3*lds+j] = -float32(rng.ExpFloat64()) // all negative: scale 0
+		}
+		src[4*lds+cols/2] = float32(math.Inf(1)) // scale 0
+		i8Paths(t, func(t *testing.T) {
+			dst := make([]uint8, rows*ldd)
+			scales := make([]float32, rows)
+			QuantizeRowsU8(dst, ldd, src, lds, rows, cols, scales)
+			for i := 0; i < rows; i++ {
+				row := src[i*lds : i*lds+cols]
+				top := row[0]
+				for _, v := range row {
+					top = max(top, v)
+				}
+				s, inv := U8Scale(top)
+				want := make([]uint8, cols)
+				quantU8Go(want, row, inv)
+				if scales[i] != s || string(dst[i*ldd:i*ldd+cols]) != string(want) {
+					t.Fatalf("cols %d row %d: scale %v, want %v; bytes %v, want %v", cols, i, scales[i], s, dst[i*ldd:i*ldd+cols], want)
+				}
+			}
+		})
+	}
+}

@@ -355,12 +355,7 @@ func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 	pad := b.conv2.pad
 	h1 := buf.h1[pad*b.mid:]
 	for ch := p.rows(b.lIn); ch.next(); {
-		for r := ch.lo; r < ch.hi; r++ {
-			row := x[r*b.in : (r+1)*b.in]
-			s, inv := sgemm.U8Scale(maxOf(row))
-			buf.xs[r] = s
-			sgemm.QuantizeU8(buf.xq[r*b.in:], row, inv)
-		}
+		sgemm.QuantizeRowsU8(buf.xq[ch.lo*b.in:], b.in, x[ch.lo*b.in:], b.in, ch.hi-ch.lo, b.in, buf.xs[ch.lo:])
 		b.conv1.applyI8(buf.xq, buf.xs, true, ch.lo, ch.hi, h1, true, wk.work)
 		raiseTo(buf.h1max, maxOf(h1[ch.lo*b.mid:ch.hi*b.mid]))
 	}
@@ -379,12 +374,7 @@ func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 		var s1 [1]float32
 		s1[0], _ = sgemm.U8Scale(math.Float32frombits(buf.h1max.Load()))
 		b.conv2.applyI8(buf.h1q, s1[:], false, lo, hi, buf.h2, true, wk.work)
-		for r := lo; r < hi; r++ {
-			row := buf.h2[r*b.mid : (r+1)*b.mid]
-			s, inv := sgemm.U8Scale(maxOf(row))
-			buf.h2s[r] = s
-			sgemm.QuantizeU8(buf.h2q[r*b.mid:], row, inv)
-		}
+		sgemm.QuantizeRowsU8(buf.h2q[lo*b.mid:], b.mid, buf.h2[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h2s[lo:])
 		b.conv3.applyI8(buf.h2q, buf.h2s, true, lo, hi, buf.h3, false, wk.work)
 		if b.shortcut != nil {
 			b.shortcut.applyI8(buf.xq, buf.xs, true, lo, hi, buf.sc, false, wk.work)
