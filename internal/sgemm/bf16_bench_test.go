@@ -42,7 +42,7 @@ func BenchmarkGemmBF16Conv(b *testing.B) {
 			{"int8", func() {
 				scale, inv := U8Scale(3)
 				QuantizeU8(xq, x, inv)
-				GemmPackedBiasI8(s.lOut, xq, s.stride*s.cin, []float32{scale}, 0, pb8, bias, true, c, s.co, work)
+				GemmPackedBiasI8(s.lOut, xq, s.stride*s.cin, []float32{scale}, 0, nil, 0, pb8, bias, true, c, s.co, work)
 			}},
 		} {
 			b.Run(s.name+"/"+p.name, func(b *testing.B) {

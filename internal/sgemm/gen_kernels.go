@@ -81,6 +81,7 @@ func genI8() {
 	}
 	genQuantU8(p)
 	genQuantRowsU8(p)
+	genQuantRowsAsymU8(p)
 	if err := os.WriteFile("int8_amd64.s", []byte(s.String()), 0o644); err != nil {
 		panic(err)
 	}
@@ -91,16 +92,17 @@ func genI8() {
 // a packed B panel of int8 groups, 32 columns (128 bytes) per group step:
 // VPDPBUSD sums each group's four products into int32 accumulators
 // Z0..Z(mr*vecs-1); B vectors Z24, Z25; broadcast groups rotate through
-// Z26..Z31. The store converts each sum to float32, multiplies it by its
-// row's scale (sa + i*sas floats) and its column's (sw), adds the bias and
-// clamps at 0 when relu is set.
+// Z26..Z31. The store subtracts its row's zero point (za + i*zas) times
+// its column's weight sum (cs) from each sum, converts it to float32,
+// multiplies it by its row's scale (sa + i*sas floats) and its column's
+// (sw), adds the bias and clamps at 0 when relu is set.
 func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	const nrBytes = 128 // 32 columns of 4 int8 per packed step
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*vecs+v) }
 	const breg, areg0, nb = 24, 26, 6
 	p("")
-	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, sw *float32, bias *float32, relu int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-88", name)
+	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-112", name)
 	p("\tMOVQ kq+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ lda+16(FP), R9")
@@ -135,23 +137,30 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	}
 	emitLoops(p, step, adv, 4, nrBytes)
 	// The store: Z24 is the clamp (0 with relu, else -Inf), Z26 the row's
-	// scale.
+	// scale, Z27 its zero point.
 	p("store:")
 	p("\tMOVQ sa+48(FP), CX")
 	p("\tMOVQ sas+56(FP), SI")
 	p("\tSHLQ $2, SI")
-	p("\tMOVQ sw+64(FP), DI")
-	p("\tMOVQ bias+72(FP), BX")
+	p("\tMOVQ za+64(FP), R9")
+	p("\tMOVQ zas+72(FP), R11")
+	p("\tSHLQ $2, R11")
+	p("\tMOVQ sw+80(FP), DI")
+	p("\tMOVQ cs+88(FP), R10")
+	p("\tMOVQ bias+96(FP), BX")
 	p("\tMOVL $0xff800000, AX")
-	p("\tCMPQ relu+80(FP), $0")
+	p("\tCMPQ relu+104(FP), $0")
 	p("\tJEQ clamp")
 	p("\tXORL AX, AX")
 	p("clamp:")
 	p("\tVPBROADCASTD AX, Z24")
 	for i := 0; i < mr; i++ {
 		p("\tVBROADCASTSS (CX), Z26")
+		p("\tVPBROADCASTD (R9), Z27")
 		for v := 0; v < vecs; v++ {
 			r := acc(i, v)
+			p("\tVPMULLD %d(R10), Z27, Z25", 64*v)
+			p("\tVPSUBD Z25, %s, %s", r, r)
 			p("\tVCVTDQ2PS %s, %s", r, r)
 			p("\tVMULPS Z26, %s, %s", r, r)
 			p("\tVMULPS %d(DI), %s, %s", 64*v, r, r)
@@ -161,6 +170,7 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 		}
 		if i < mr-1 {
 			p("\tADDQ SI, CX")
+			p("\tADDQ R11, R9")
 			p("\tADDQ R8, DX")
 		}
 	}
@@ -257,9 +267,9 @@ func genQuantRowsU8(p func(string, ...any)) {
 	p("\tVUCOMISS X4, X0")
 	p("\tJBE qrzero") // top <= 0 or NaN
 	p("\tVUCOMISS X5, X0")
-	p("\tJAE qrzero") // top == +Inf
-	p("\tVDIVSS X3, X0, X6")  // scale = top / 255
-	p("\tVDIVSS X0, X3, X1")  // inv = 255 / top
+	p("\tJAE qrzero")        // top == +Inf
+	p("\tVDIVSS X3, X0, X6") // scale = top / 255
+	p("\tVDIVSS X0, X3, X1") // inv = 255 / top
 	p("qrzero:")
 	p("\tVMOVSS X6, (BX)")
 	p("\tVBROADCASTSS X1, Z1")
@@ -283,6 +293,111 @@ func genQuantRowsU8(p func(string, ...any)) {
 	p("\tDECQ CX")
 	p("\tJNE qrrow")
 	p("qrdone:")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// genQuantRowsAsymU8 writes quantRowsAsymAVX512(dst *uint8, ldd int, src
+// *float32, lds, rows, cols int, scales *float32, zeros *int32): each row
+// quantized with a scale and zero point of its own, as
+// quantRowsAsymU8Go does (cols a positive multiple of 16).
+func genQuantRowsAsymU8(p func(string, ...any)) {
+	p("")
+	p("// func quantRowsAsymAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)")
+	p("TEXT ·quantRowsAsymAVX512(SB), NOSPLIT, $0-64")
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ ldd+8(FP), R8")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ lds+24(FP), R9")
+	p("\tSHLQ $2, R9")
+	p("\tMOVQ rows+32(FP), CX")
+	p("\tMOVQ cols+40(FP), R10")
+	p("\tSHRQ $4, R10")
+	p("\tMOVQ scales+48(FP), BX")
+	p("\tMOVQ zeros+56(FP), DX")
+	p("\tMOVL $0x3f000000, AX") // 0.5
+	p("\tVPBROADCASTD AX, Z2")
+	p("\tMOVL $0x437f0000, AX") // 255
+	p("\tVPBROADCASTD AX, Z3")
+	p("\tVPXORD Z4, Z4, Z4")
+	p("\tMOVL $0x7f800000, AX") // +Inf
+	p("\tVPBROADCASTD AX, Z5")
+	p("\tTESTQ CX, CX")
+	p("\tJEQ qadone")
+	p("qarow:")
+	// The row's extremes with 0, in every lane of Z0 (max) and Z7 (min).
+	p("\tMOVQ SI, R11")
+	p("\tMOVQ R10, R12")
+	p("\tVPXORD Z0, Z0, Z0")
+	p("\tVPXORD Z7, Z7, Z7")
+	p("qaext:")
+	p("\tVMOVUPS (R11), Z1")
+	p("\tVMAXPS Z1, Z0, Z0")
+	p("\tVMINPS Z1, Z7, Z7")
+	p("\tADDQ $64, R11")
+	p("\tDECQ R12")
+	p("\tJNE qaext")
+	for _, op := range []struct{ shuf, imm string }{{"VSHUFF64X2", "$0x4e"}, {"VSHUFF64X2", "$0xb1"}, {"VPERMILPS", "$0x4e"}, {"VPERMILPS", "$0xb1"}} {
+		if op.shuf == "VSHUFF64X2" {
+			p("\t%s %s, Z0, Z0, Z1", op.shuf, op.imm)
+			p("\t%s %s, Z7, Z7, Z6", op.shuf, op.imm)
+		} else {
+			p("\t%s %s, Z0, Z1", op.shuf, op.imm)
+			p("\t%s %s, Z7, Z6", op.shuf, op.imm)
+		}
+		p("\tVMAXPS Z1, Z0, Z0")
+		p("\tVMINPS Z6, Z7, Z7")
+	}
+	// X8 = hi - lo; scale = X8/255 and inv = 255/X8 where 0 < X8 < +Inf,
+	// else both 0.
+	p("\tVSUBSS X7, X0, X8")
+	p("\tVXORPS X6, X6, X6")
+	p("\tVXORPS X1, X1, X1")
+	p("\tVUCOMISS X4, X8")
+	p("\tJBE qazero")
+	p("\tVUCOMISS X5, X8")
+	p("\tJAE qazero")
+	p("\tVDIVSS X3, X8, X6")
+	p("\tVDIVSS X8, X3, X1")
+	// z = trunc(min(-lo*inv + 0.5, 255)), 0 with a zero scale; the offset
+	// z + 0.5.
+	p("\tVXORPS X9, X9, X9")
+	p("\tVSUBSS X7, X9, X9")
+	p("\tVMULSS X1, X9, X9")
+	p("\tVADDSS X2, X9, X9")
+	p("\tVMINSS X3, X9, X9")
+	p("\tJMP qastore")
+	p("qazero:")
+	p("\tVMOVAPS X2, X9")
+	p("qastore:")
+	p("\tVMOVSS X6, (BX)")
+	p("\tVCVTTSS2SI X9, AX")
+	p("\tMOVL AX, (DX)")
+	p("\tVCVTSI2SSL AX, X9, X9")
+	p("\tVADDSS X2, X9, X9")
+	p("\tVBROADCASTSS X9, Z9")
+	p("\tVBROADCASTSS X1, Z1")
+	p("\tMOVQ SI, R11")
+	p("\tMOVQ DI, R13")
+	p("\tMOVQ R10, R12")
+	p("qaquant:")
+	p("\tVMULPS (R11), Z1, Z0")
+	p("\tVADDPS Z9, Z0, Z0")
+	p("\tVMAXPS Z4, Z0, Z0")
+	p("\tVMINPS Z3, Z0, Z0")
+	p("\tVCVTTPS2DQ Z0, Z0")
+	p("\tVPMOVDB Z0, (R13)")
+	p("\tADDQ $64, R11")
+	p("\tADDQ $16, R13")
+	p("\tDECQ R12")
+	p("\tJNE qaquant")
+	p("\tADDQ R9, SI")
+	p("\tADDQ R8, DI")
+	p("\tADDQ $4, BX")
+	p("\tADDQ $4, DX")
+	p("\tDECQ CX")
+	p("\tJNE qarow")
+	p("qadone:")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

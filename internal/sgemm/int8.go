@@ -14,14 +14,16 @@ import (
 // "Quantization and training of neural networks for efficient
 // integer-arithmetic-only inference", CVPR 2018), with a scale per weight
 // column (per output channel) and a scale per row of A chosen by the
-// caller: A must be non-negative (ReLU outputs), so no zero point is
-// needed.
+// caller, and a zero point per row where A has negative values: row i of
+// A stands for (a[i, p] - z_i) * aScale_i, which QuantizeRowsAsymU8
+// chooses from the row's range; non-negative A (ReLU outputs) needs none.
 //
 // Every output element is computed the same way on every path: acc = the
-// exact int32 sum over k of a[p]*q[p]; v = float32(acc) (round to nearest
-// even), v = v*aScale (rounded), v = v*colScale (rounded), v = v + bias,
-// then max(v, 0) if relu. So the portable Go kernel gives the same bits as
-// the assembly one.
+// exact int32 sum over k of a[p]*q[p], minus z_i times the column's sum of
+// q (so exactly the sum of (a[p] - z_i)*q[p]); v = float32(acc) (round to
+// nearest even), v = v*aScale (rounded), v = v*colScale (rounded), v = v +
+// bias, then max(v, 0) if relu. So the portable Go kernel gives the same
+// bits as the assembly one.
 const (
 	i8MR = 12
 	i8NR = 32
@@ -39,8 +41,10 @@ type PackedI8 struct {
 	// columns past n are zero.
 	data []int8
 	// scale holds the columns' scales (zero past n, to a multiple of 32):
-	// B[p, j] ~ q[p, j] * scale[j].
+	// B[p, j] ~ q[p, j] * scale[j]; sum the columns' sums of q (zero past
+	// n), for zero points.
 	scale []float32
+	sum   []int32
 }
 
 // K returns the inner dimension of the packed matrix.
@@ -70,7 +74,7 @@ func NewPackedI8(transB bool, k, n int, b []float32, ldb int) *PackedI8 {
 	}
 	np := (n + i8NR - 1) / i8NR
 	kq := (k + 3) / 4
-	p := &PackedI8{k: k, n: n, kq: kq, data: make([]int8, np*kq*i8NR*4), scale: make([]float32, np*i8NR)}
+	p := &PackedI8{k: k, n: n, kq: kq, data: make([]int8, np*kq*i8NR*4), scale: make([]float32, np*i8NR), sum: make([]int32, np*i8NR)}
 	for j := 0; j < n; j++ {
 		var m float64
 		for r := 0; r < k; r++ {
@@ -86,6 +90,7 @@ func NewPackedI8(transB bool, k, n int, b []float32, ldb int) *PackedI8 {
 			v := math.RoundToEven(float64(at(r, j)) / float64(s))
 			v = max(-127, min(127, v))
 			panel[((r/4)*i8NR+j%i8NR)*4+r%4] = int8(v)
+			p.sum[j] += int32(v)
 		}
 	}
 	return p
@@ -155,6 +160,53 @@ func quantRowsU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, sca
 	}
 }
 
+// QuantizeRowsAsymU8 quantizes each of rows rows of src (cols floats each,
+// row i at src[i*lds:], of any sign) with a scale and zero point of its
+// own, for A rows of GemmPackedBiasI8: with lo and hi the row's extremes
+// and 0, scales[i] and inv are U8Scale(hi - lo), zeros[i] = z =
+// min(-lo*inv + 0.5, 255) truncated (0 when the scale is), and
+// dst[i*ldd+j] is src's x*inv +
+// (z + 0.5) clamped to 0..255 (NaN to 0) and truncated, so that x ~
+// (q - z) * scale.
+func QuantizeRowsAsymU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+cols-1]
+	_ = src[(rows-1)*lds+cols-1]
+	_, _ = scales[rows-1], zeros[rows-1]
+	quantRowsAsymU8(dst, ldd, src, lds, rows, cols, scales, zeros)
+}
+
+// quantRowsAsymU8Go is the portable definition of QuantizeRowsAsymU8.
+func quantRowsAsymU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+	for i := 0; i < rows; i++ {
+		row := src[i*lds : i*lds+cols]
+		var lo, hi float32
+		for _, v := range row {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		s, inv := U8Scale(hi - lo)
+		var z int32
+		if inv > 0 {
+			z = int32(min(float32(-lo*inv)+0.5, 255))
+		}
+		scales[i], zeros[i] = s, z
+		off := float32(z) + 0.5
+		q := dst[i*ldd : i*ldd+cols]
+		for j, x := range row {
+			f := float32(x*inv) + off
+			if !(f > 0) {
+				f = 0
+			}
+			if f > 255 {
+				f = 255
+			}
+			q[j] = uint8(int32(f))
+		}
+	}
+}
+
 // quantU8Go is the portable definition of QuantizeU8.
 func quantU8Go(dst []uint8, src []float32, inv float32) {
 	dst = dst[:len(src)]
@@ -172,25 +224,31 @@ func quantU8Go(dst []uint8, src []float32, inv float32) {
 
 // GemmPackedBiasI8 computes C = (A*B) scaled + bias, then max(C, 0) if
 // relu, from A quantized to uint8 (m x k, row i at a[i*lda:], standing for
-// a[i*lda+p] * aScale[i*aStride]) and B packed by NewPackedI8: C[i, j] =
-// float32(sum over p of a[i*lda+p]*q[p, j]) * aScale[i*aStride] *
-// scale[j] + bias[j]. Rows may overlap (lda < k, a convolution's input
-// read as its own im2col matrix) and aStride may be 0 (one scale for
-// every row). Each row is read for k rounded up to a multiple of 4 bytes
-// (those past k meet zero weights), so a must hold that many past the last
-// row's start. tile must hold at least 12*32 floats (for edge panels);
-// GemmPackedBiasI8 allocates nothing.
-func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, b *PackedI8, bias []float32, relu bool, c []float32, ldc int, tile []float32) {
+// (a[i*lda+p] - aZero[i*zStride]) * aScale[i*aStride]) and B packed by
+// NewPackedI8: C[i, j] = float32(sum over p of (a[i*lda+p] - z_i)*q[p,
+// j]) * aScale[i*aStride] * scale[j] + bias[j]. aZero nil means no zero
+// points (A non-negative). Rows may overlap (lda < k, a convolution's
+// input read as its own im2col matrix), and a stride may be 0 (one scale
+// or zero point for every row). Each row is read for k rounded up to a
+// multiple of 4 bytes (those past k meet zero weights), so a must hold that
+// many past the last row's start. tile must hold at least 12*32 floats (for
+// edge panels); GemmPackedBiasI8 allocates nothing.
+func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []int32, zStride int, b *PackedI8, bias []float32, relu bool, c []float32, ldc int, tile []float32) {
 	k, n := b.k, b.n
+	if aZero == nil {
+		aZero, zStride = noZero[:], 0
+	}
 	switch {
-	case m < 0 || lda < 0 || aStride < 0:
-		panic(fmt.Sprintf("sgemm: bad int8 GEMM dimensions: m %d, lda %d, scale stride %d", m, lda, aStride))
+	case m < 0 || lda < 0 || aStride < 0 || zStride < 0:
+		panic(fmt.Sprintf("sgemm: bad int8 GEMM dimensions: m %d, lda %d, scale stride %d, zero point stride %d", m, lda, aStride, zStride))
 	case m == 0 || n == 0:
 		return
 	case len(a) < (m-1)*lda+4*b.kq:
 		panic(fmt.Sprintf("sgemm: A has %d bytes, need %d", len(a), (m-1)*lda+4*b.kq))
 	case len(aScale) < (m-1)*aStride+1:
 		panic(fmt.Sprintf("sgemm: %d row scales for %d rows at stride %d", len(aScale), m, aStride))
+	case len(aZero) < (m-1)*zStride+1:
+		panic(fmt.Sprintf("sgemm: %d zero points for %d rows at stride %d", len(aZero), m, zStride))
 	case len(bias) < n:
 		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
 	case len(tile) < i8MR*i8NR:
@@ -206,7 +264,7 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 		if w <= i8NR/2 {
 			cols = i8NR / 2
 		}
-		sw := b.scale[j0 : j0+cols]
+		sw, cs := b.scale[j0:j0+cols], b.sum[j0:j0+cols]
 		for i0 := 0; i0 < m; {
 			h := m - i0
 			rows := 1
@@ -218,13 +276,13 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 			case h >= 4:
 				rows = 4
 			}
-			ar, sa := a[i0*lda:], aScale[i0*aStride:]
+			ar, sa, za := a[i0*lda:], aScale[i0*aStride:], aZero[i0*zStride:]
 			if w == cols {
-				kernI8(rows, cols, b.kq, ar, lda, bp, c[i0*ldc+j0:], ldc, sa, aStride, sw, bias[j0:j0+cols], relu)
+				kernI8(rows, cols, b.kq, ar, lda, bp, c[i0*ldc+j0:], ldc, sa, aStride, za, zStride, sw, cs, bias[j0:j0+cols], relu)
 				i0 += rows
 				continue
 			}
-			kernI8(rows, cols, b.kq, ar, lda, bp, tile, i8NR, sa, aStride, sw, zeroRow[:cols], false)
+			kernI8(rows, cols, b.kq, ar, lda, bp, tile, i8NR, sa, aStride, za, zStride, sw, cs, zeroRow[:cols], false)
 			for i := 0; i < rows; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
 				for j, v := range tile[i*i8NR : i*i8NR+w] {
@@ -240,12 +298,15 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 	}
 }
 
+// noZero is the zero point of rows that have none.
+var noZero [1]int32
+
 // kernI8Go computes a rows x cols tile (cols <= 32) of C from uint8 rows of
 // A (row i at a[i*lda:], kq groups of 4) and a packed panel of B, as
-// GemmPackedBiasI8 defines it (scale of row i: sa[i*sas]; column scales
-// sw, bias: one row each). It is the portable definition of the assembly
-// kernels.
-func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, sw, bias []float32, relu bool) {
+// GemmPackedBiasI8 defines it (scale of row i: sa[i*sas], zero point
+// za[i*zas]; column scales sw, column sums cs, bias: one row each). It is
+// the portable definition of the assembly kernels.
+func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, relu bool) {
 	b = b[:kq*i8NR*4]
 	for i := 0; i < rows; i++ {
 		ar := a[i*lda : i*lda+4*kq]
@@ -259,10 +320,10 @@ func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc
 					int32(a4[2])*int32(bj[2]) + int32(a4[3])*int32(bj[3])
 			}
 		}
-		s := sa[i*sas]
+		s, z := sa[i*sas], za[i*zas]
 		r := c[i*ldc : i*ldc+cols]
 		for j := range r {
-			v := float32(float32(acc[j]) * s)
+			v := float32(float32(acc[j]-z*cs[j]) * s)
 			v = float32(v * sw[j])
 			v += bias[j]
 			if relu && v < 0 {

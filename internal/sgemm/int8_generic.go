@@ -9,8 +9,8 @@ var i8Asm = false
 func i8AsmAvailable() bool { return false }
 
 // kernI8 is kernI8Go on this build.
-func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, sw, bias []float32, relu bool) {
-	kernI8Go(rows, cols, kq, a, lda, b, c, ldc, sa, sas, sw, bias, relu)
+func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, relu bool) {
+	kernI8Go(rows, cols, kq, a, lda, b, c, ldc, sa, sas, za, zas, sw, cs, bias, relu)
 }
 
 // quantU8 is quantU8Go on this build.
@@ -19,4 +19,9 @@ func quantU8(dst []uint8, src []float32, inv float32) { quantU8Go(dst, src, inv)
 // quantRowsU8 is quantRowsU8Go on this build.
 func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
 	quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales)
+}
+
+// quantRowsAsymU8 is quantRowsAsymU8Go on this build.
+func quantRowsAsymU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+	quantRowsAsymU8Go(dst, ldd, src, lds, rows, cols, scales, zeros)
 }

@@ -92,7 +92,7 @@ func TestGemmPackedBiasI8(t *testing.T) {
 				pb := NewPackedI8(false, s.k, s.n, b, s.n)
 				ldc := s.n + 3
 				c := randSlice(rng, max(0, s.m*ldc))
-				GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, pb, bias, relu, c, ldc, tile)
+				GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, nil, 0, pb, bias, relu, c, ldc, tile)
 				for i := 0; i < s.m; i++ {
 					si := float64(sa[i*s.aStride])
 					for j := 0; j < s.n; j++ {
@@ -149,7 +149,7 @@ func TestI8AsmMatchesGo(t *testing.T) {
 			for i, asm := range []bool{false, true} {
 				i8Asm = asm
 				out[i] = make([]float32, s.m*s.n)
-				GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, pb, bias, relu, out[i], s.n, tile)
+				GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, nil, 0, pb, bias, relu, out[i], s.n, tile)
 			}
 			for e := range out[0] {
 				if math.Float32bits(out[0][e]) != math.Float32bits(out[1][e]) {
@@ -171,12 +171,19 @@ func TestI8AsmMatchesGo(t *testing.T) {
 					b[i] = int8(rng.IntN(255) - 127)
 				}
 				sa, sw, bias := randSlice(rng, 3*rows), randSlice(rng, cols), randSlice(rng, cols)
+				za, cs := make([]int32, 2*rows), make([]int32, cols)
+				for i := range za {
+					za[i] = int32(rng.IntN(256))
+				}
+				for i := range cs {
+					cs[i] = int32(rng.IntN(2*127*4*kq+1) - 127*4*kq)
+				}
 				for _, relu := range []bool{false, true} {
 					var out [2][]float32
 					for i, asm := range []bool{false, true} {
 						i8Asm = asm
 						out[i] = randSlice(rand.New(rand.NewPCG(1, 2)), rows*40)
-						kernI8(rows, cols, kq, a, lda, b, out[i], 40, sa, 3, sw, bias, relu)
+						kernI8(rows, cols, kq, a, lda, b, out[i], 40, sa, 3, za, 2, sw, cs, bias, relu)
 					}
 					for e := range out[0] {
 						if math.Float32bits(out[0][e]) != math.Float32bits(out[1][e]) {
@@ -322,7 +329,7 @@ func TestGemmPackedBiasI8Allocs(t *testing.T) {
 	q := make([]uint8, len(x))
 	if n := testing.AllocsPerRun(20, func() {
 		QuantizeU8(q, x, 3)
-		GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, pb, bias, true, c, s.n, tile)
+		GemmPackedBiasI8(s.m, a, s.lda, sa, s.aStride, nil, 0, pb, bias, true, c, s.n, tile)
 	}); n != 0 {
 		t.Fatalf("%v allocations per call, want 0", n)
 	}
@@ -336,27 +343,27 @@ func TestGemmPackedBiasI8Panics(t *testing.T) {
 	for name, call := range map[string]func(){
 		"short A": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(3, a[:20], 8, sa, 1, pb, bias, false, c, 16, tile)
+			GemmPackedBiasI8(3, a[:20], 8, sa, 1, nil, 0, pb, bias, false, c, 16, tile)
 		},
 		"short scales": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(3, a, 8, sa[:2], 1, pb, bias, false, c, 16, tile)
+			GemmPackedBiasI8(3, a, 8, sa[:2], 1, nil, 0, pb, bias, false, c, 16, tile)
 		},
 		"short bias": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias[:15], false, c, 16, tile)
+			GemmPackedBiasI8(3, a, 8, sa, 1, nil, 0, pb, bias[:15], false, c, 16, tile)
 		},
 		"short C": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c[:40], 16, tile)
+			GemmPackedBiasI8(3, a, 8, sa, 1, nil, 0, pb, bias, false, c[:40], 16, tile)
 		},
 		"short tile": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(3, a, 8, sa, 1, pb, bias, false, c, 16, tile[:10])
+			GemmPackedBiasI8(3, a, 8, sa, 1, nil, 0, pb, bias, false, c, 16, tile[:10])
 		},
 		"negative m": func() {
 			a, sa, bias, c, tile := good()
-			GemmPackedBiasI8(-1, a, 8, sa, 1, pb, bias, false, c, 16, tile)
+			GemmPackedBiasI8(-1, a, 8, sa, 1, nil, 0, pb, bias, false, c, 16, tile)
 		},
 	} {
 		func() {
@@ -407,5 +414,121 @@ func TestQuantizeRowsU8(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGemmPackedBiasI8ZeroPoints: A of both signs, each row quantized with
+// its own scale and zero point (QuantizeRowsAsymU8), against float64
+// arithmetic on the values the bytes stand for and against the float
+// inputs within the quantization bound; the assembly gives the portable
+// kernel's bits.
+func TestGemmPackedBiasI8ZeroPoints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(55, 56))
+	tile := make([]float32, i8MR*i8NR)
+	for _, s := range []struct{ m, k, n int }{{1, 64, 192}, {64, 64, 64}, {13, 256, 64}, {7, 40, 33}, {30, 128, 512}} {
+		kq := (s.k + 3) / 4
+		lda := 4 * kq
+		x := make([]float32, s.m*lda)
+		for i := 0; i < s.m; i++ {
+			for p := 0; p < s.k; p++ {
+				x[i*lda+p] = float32(rng.NormFloat64()) + float32(i%3-1) // some rows mostly one sign
+			}
+		}
+		b, bias := randSlice(rng, s.k*s.n), randSlice(rng, s.n)
+		pb := NewPackedI8(false, s.k, s.n, b, s.n)
+		var outs [][]float32
+		i8Paths(t, func(t *testing.T) {
+			a := make([]uint8, s.m*lda)
+			sa, za := make([]float32, s.m), make([]int32, s.m)
+			QuantizeRowsAsymU8(a, lda, x, lda, s.m, s.k, sa, za)
+			c := make([]float32, s.m*s.n)
+			GemmPackedBiasI8(s.m, a, lda, sa, 1, za, 1, pb, bias, false, c, s.n, tile)
+			outs = append(outs, c)
+			for i := 0; i < s.m; i++ {
+				si, zi := float64(sa[i]), int64(za[i])
+				for j := 0; j < s.n; j++ {
+					sw := float64(pb.scale[j])
+					var acc int64
+					var exact, bound float64
+					for p := 0; p < s.k; p++ {
+						q := int64(pb.data[(j/i8NR)*pb.kq*i8NR*4+((p/4)*i8NR+j%i8NR)*4+p%4])
+						acc += (int64(a[i*lda+p]) - zi) * q
+						xv := float64(x[i*lda+p])
+						exact += xv * float64(b[p*s.n+j])
+						bound += math.Abs(xv)*sw/2 + math.Abs(float64(b[p*s.n+j]))*si/2 + si*sw/4
+					}
+					ref := float64(acc)*si*sw + float64(bias[j])
+					round := (math.Abs(float64(acc)*si*sw) + math.Abs(float64(bias[j]))) * 0x1p-21
+					exact += float64(bias[j])
+					got := float64(c[i*s.n+j])
+					if d := math.Abs(got - ref); !(d <= round) {
+						t.Fatalf("%+v: C[%d,%d] = %v, exact on the quantized values %v (|diff| %g)", s, i, j, got, ref, d)
+					}
+					if d := math.Abs(got - exact); !(d <= bound*1.0001+round) {
+						t.Fatalf("%+v: C[%d,%d] = %v, exact %v (|diff| %g > quantization bound %g)", s, i, j, got, exact, d, bound)
+					}
+				}
+			}
+		})
+		for i := 1; i < len(outs); i++ {
+			for e := range outs[0] {
+				if math.Float32bits(outs[i][e]) != math.Float32bits(outs[0][e]) {
+					t.Fatalf("%+v: element %d: Go %v, assembly %v", s, e, outs[0][e], outs[i][e])
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeRowsAsymU8: every value within half a step of what its byte
+// stands for, (q - z) * scale; rows of one sign, of zeros and with an
+// infinity; the assembly gives the portable definition's bytes, scales and
+// zero points.
+func TestQuantizeRowsAsymU8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(57, 58))
+	for _, cols := range []int{16, 64, 256, 17, 3} {
+		const rows, lds, ldd = 7, 300, 310
+		src := make([]float32, rows*lds)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * 3)
+		}
+		for j := 0; j < cols; j++ {
+			src[1*lds+j] = float32(math.Abs(float64(src[1*lds+j])))  // positive: z = 0
+			src[2*lds+j] = -float32(math.Abs(float64(src[2*lds+j]))) // negative: z = 255
+			src[3*lds+j] = 0
+		}
+		src[4*lds+cols/2] = float32(math.Inf(-1)) // scale 0
+		var got [][]uint8
+		var gotS [][]float32
+		var gotZ [][]int32
+		i8Paths(t, func(t *testing.T) {
+			dst := make([]uint8, rows*ldd)
+			scales, zeros := make([]float32, rows), make([]int32, rows)
+			QuantizeRowsAsymU8(dst, ldd, src, lds, rows, cols, scales, zeros)
+			got, gotS, gotZ = append(got, dst), append(gotS, scales), append(gotZ, zeros)
+			for i := 0; i < rows; i++ {
+				if i == 4 {
+					if scales[i] != 0 || zeros[i] != 0 {
+						t.Fatalf("cols %d: row with an infinity: scale %v, zero point %d; want 0, 0", cols, scales[i], zeros[i])
+					}
+					continue
+				}
+				s, z := float64(scales[i]), float64(zeros[i])
+				for j := 0; j < cols; j++ {
+					x := float64(src[i*lds+j])
+					if d := math.Abs((float64(dst[i*ldd+j])-z)*s - x); d > s*0.5001+1e-12 {
+						t.Fatalf("cols %d row %d: x = %v stands as (%d - %v) * %v, off by %g", cols, i, x, dst[i*ldd+j], z, s, d)
+					}
+				}
+			}
+			if zeros[1] != 0 || zeros[2] != 255 || scales[3] != 0 {
+				t.Fatalf("cols %d: zero points %d (positive row), %d (negative row), scale %v (zeros); want 0, 255, 0", cols, zeros[1], zeros[2], scales[3])
+			}
+		})
+		for k := 1; k < len(got); k++ {
+			if string(got[k]) != string(got[0]) || fmt.Sprint(gotS[k]) != fmt.Sprint(gotS[0]) || fmt.Sprint(gotZ[k]) != fmt.Sprint(gotZ[0]) {
+				t.Fatalf("cols %d: assembly and Go differ: scales %v / %v, zero points %v / %v", cols, gotS[0], gotS[k], gotZ[0], gotZ[k])
+			}
+		}
 	}
 }

@@ -522,7 +522,7 @@ func (c *conv) applyI8(q []uint8, scale []float32, perPos bool, lo, hi int, out 
 	if perPos {
 		sa, stride = scale[lo*c.stride:], c.stride
 	}
-	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, c.w8, c.bias, relu, out[lo*c.cout:], c.cout, work)
+	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, nil, 0, c.w8, c.bias, relu, out[lo*c.cout:], c.cout, work)
 }
 
 // linear is y = x W + b with W [in, out].
