@@ -51,6 +51,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"rgcpred/internal/sgemm"
 	"rgcpred/model"
@@ -530,6 +531,7 @@ type linear struct {
 	in, out int
 	w       *sgemm.PackedB
 	w16     *sgemm.PackedBF16 // bf16 copy of w; nil: float32 path
+	w8      *sgemm.PackedI8   // int8 copy of w; nil: the float paths
 	bias    []float32
 }
 
@@ -543,11 +545,33 @@ func newLinear(w *model.Weights, prefix string) linear {
 // apply computes rows x (rows x in, row stride ldx) into y (rows x out, row
 // stride ldy).
 func (f *linear) apply(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
+	if f.w8 != nil {
+		f.applyI8(rows, x, ldx, y, ldy, work)
+		return
+	}
 	if f.w16 != nil {
 		sgemm.GemmPackedBiasBF16(rows, x, ldx, f.w16, f.bias, false, y, ldy, work)
 		return
 	}
 	sgemm.GemmPackedBias(rows, x, ldx, f.w, f.bias, false, y, ldy, work)
+}
+
+// applyI8 is apply on the int8 path: each row of x quantized to uint8
+// with a scale and zero point of its own (sgemm.QuantizeRowsAsymU8), in
+// work, as many rows at a time as fit there.
+func (f *linear) applyI8(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
+	const tileLen = 12 * 32
+	tile, rest := work[:tileLen], work[tileLen:]
+	ld := (f.in + 3) &^ 3 // a quantized row: groups of 4 bytes
+	block := min(rows, len(rest)/(ld/4+2))
+	for lo := 0; lo < rows; lo += block {
+		n := min(block, rows-lo)
+		q := unsafe.Slice((*uint8)(unsafe.Pointer(&rest[0])), n*ld)
+		scale := rest[n*ld/4 : n*ld/4+n]
+		zero := unsafe.Slice((*int32)(unsafe.Pointer(&rest[n*ld/4+n])), n)
+		sgemm.QuantizeRowsAsymU8(q, ld, x[lo*ldx:], ldx, n, f.in, scale, zero)
+		sgemm.GemmPackedBiasI8(n, q, ld, scale, 1, zero, 1, f.w8, f.bias, false, y[lo*ldy:], ldy, tile)
+	}
 }
 
 // matvec computes y = x W + b for one row with a plain loop (cheaper than a

@@ -31,8 +31,10 @@ const (
 	// stays bf16, so that its rows carry over from a cell's previous
 	// window exactly (reuse.go), and so do blocks narrower than
 	// int8MinMid, which the quantization passes cost more than int8
-	// saves; a model with no block left for int8 (the cpu preset) runs
-	// BF16 when asked for INT8.
+	// saves. A transformer at least int8MinWidth wide runs its linear
+	// layers int8 too, their inputs quantized per row with a zero point
+	// (sgemm.QuantizeRowsAsymU8). A model with no layer left for int8
+	// (gpt-a-cat-cpu) runs BF16 when asked for INT8.
 	INT8 Precision = "int8"
 )
 
@@ -293,6 +295,12 @@ func (e *Engine) probeWindows(n int, seed uint64) *rgc.Batch {
 // to 0.23 ms; docs/results.md).
 const int8MinMid = 64
 
+// int8MinWidth is the narrowest transformer whose linear layers (q, k, v,
+// the projections, the MLP; not the head) run int8, their inputs
+// quantized per row with a zero point: gpt-b's (128) take its transformer
+// from 1.00 to 0.78 ms a window; gpt-a's (64) gain nothing (docs/results.md).
+const int8MinWidth = 128
+
 // setArith switches the network to p: every convolution and linear layer
 // run as a GEMM to the bf16 path (BF16 and INT8) or back, and for INT8 the
 // convolutions of the blocks after the first to the int8 path. The bf16
@@ -322,8 +330,13 @@ func (n *network) setArith(p Precision) {
 			}
 		}
 	}
+	var l8 []*linear // the int8 path's linear layers
+	wide := n.width >= int8MinWidth
 	if n.proj != nil {
 		addLin(n.proj)
+		if wide {
+			l8 = append(l8, n.proj)
+		}
 	}
 	for i := range n.layers {
 		l := &n.layers[i]
@@ -331,9 +344,12 @@ func (n *network) setArith(p Precision) {
 		addLin(&l.proj)
 		addLin(&l.fc)
 		addLin(&l.mproj)
+		if wide {
+			l8 = append(l8, &l.qkv, &l.proj, &l.fc, &l.mproj)
+		}
 	}
 	addLin(&n.head)
-	if p == INT8 && len(w8) == 0 {
+	if p == INT8 && len(w8)+len(l8) == 0 {
 		p = BF16
 	}
 	bf16, int8 := p == BF16 || p == INT8, p == INT8
@@ -344,9 +360,12 @@ func (n *network) setArith(p Precision) {
 		}
 	}
 	if int8 && n.w8 == nil {
-		n.w8 = make([]*sgemm.PackedI8, len(w8))
+		n.w8 = make([]*sgemm.PackedI8, len(w8)+len(l8))
 		for i, c := range w8 {
 			n.w8[i] = sgemm.NewPackedI8From(c.w)
+		}
+		for i, l := range l8 {
+			n.w8[len(w8)+i] = sgemm.NewPackedI8From(l.w)
 		}
 	}
 	for i, w := range ws {
@@ -359,6 +378,12 @@ func (n *network) setArith(p Precision) {
 		c.w8 = nil
 		if int8 {
 			c.w8 = n.w8[i]
+		}
+	}
+	for i, l := range l8 {
+		l.w8 = nil
+		if int8 {
+			l.w8 = n.w8[len(w8)+i]
 		}
 	}
 	n.arith = p

@@ -76,7 +76,7 @@ func TestParityRealWindows(t *testing.T) {
 }
 
 func parityRealWindows(t *testing.T, prec Precision, windows int) {
-	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu", "gpt-b-cat-cpu"} {
 		ck := loadShipped(t, name)
 		batch := realWindows(t, ck, windows)
 		probe := realWindows(t, ck, 8)
@@ -97,8 +97,8 @@ func parityRealWindows(t *testing.T, prec Precision, windows int) {
 				t.Errorf("%s threads %d batch %d: %s parity fails: %v", name, tc.threads, tc.maxBatch, prec, par)
 			}
 			want := prec
-			if prec == INT8 && ck.Weights.Config.BlockMid < int8MinMid {
-				want = BF16 // no block wide enough to gain from int8
+			if c := ck.Weights.Config; prec == INT8 && c.BlockMid < int8MinMid && c.Width() < int8MinWidth {
+				want = BF16 // no layer wide enough to gain from int8
 			}
 			got, _, err := e.SetPrecision(prec, probe)
 			if err != nil || got != want || e.Precision() != want {

@@ -89,6 +89,7 @@ func TestReuseMatchesFullCompute(t *testing.T) {
 		{"gpt-a-cat-cpu", 3, 2, BF16, false},
 		{"gpt-a-cat-cpu", 1, 2, INT8, true},
 		{"gpt-b-logmix-cpu", 2, 2, FP32, false},
+		{"gpt-b-logmix-cpu", 2, 2, INT8, false}, // int8 transformer
 		{"gpt-a-cat", 1, 2, FP32, false},
 		{"gpt-a-cat", 3, 1, BF16, false},
 		{"gpt-a-cat", 3, 2, INT8, false},
