@@ -578,13 +578,7 @@ func (f *linear) applyI8(rows int, x []float32, ldx int, y []float32, ldy int, w
 // GEMM for the tiny squeeze-excite layers).
 func (f *linear) matvec(x, y []float32, w []float32) {
 	copy(y[:f.out], f.bias)
-	for i := 0; i < f.in; i++ {
-		xi := x[i]
-		row := w[i*f.out : (i+1)*f.out]
-		for j, v := range row {
-			y[j] += xi * v
-		}
-	}
+	matvecAdd(x[:f.in], w[:f.in*f.out], y[:f.out])
 }
 
 // block is a bottleneck block with squeeze-excite.

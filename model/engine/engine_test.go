@@ -235,6 +235,7 @@ func TestVectorMath(t *testing.T) {
 			t.Fatalf("gelu(%v) = %v, want %v (hasAVX2 %v)", x, g[i], want, hasAVX2)
 		}
 	}
+	checkGeluWide(t, xs, g)
 	var es []float32
 	for x := float32(-80); x <= 80; x += 0.0113 {
 		es = append(es, x)

@@ -29,6 +29,16 @@ func maxOfGo(x []float32) float32 {
 	return m
 }
 
+func matvecAddGo(x, w, y []float32) {
+	out := len(y)
+	for i, xi := range x {
+		row := w[i*out : (i+1)*out]
+		for j, v := range row {
+			y[j] += xi * v
+		}
+	}
+}
+
 func sumGo(x []float32) float32 {
 	var s float32
 	for _, v := range x {

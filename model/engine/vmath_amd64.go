@@ -12,6 +12,12 @@ var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //go:noescape
 func geluAVX2(x *float32, n int)
 
+// geluAVX512 is geluAVX2 for n % 16 == 0 (the same arithmetic, so the
+// same results).
+//
+//go:noescape
+func geluAVX512(x *float32, n int)
+
 // expAVX2 replaces x[0:n] by exp(x[i]), arguments clamped to [-87, 87];
 // n % 8 == 0.
 //
@@ -21,6 +27,10 @@ func expAVX2(x *float32, n int)
 // geluTanh applies GELU with the tanh approximation (Hendrycks & Gimpel,
 // 2016), as GPT-2: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place.
 func geluTanh(x []float32) {
+	if n16 := len(x) &^ 15; hasAVX512 && n16 > 0 {
+		geluAVX512(&x[0], n16)
+		x = x[n16:]
+	}
 	n8 := len(x) &^ 7
 	if hasAVX2 && n8 > 0 {
 		geluAVX2(&x[0], n8)
@@ -44,6 +54,20 @@ func expInPlace(x []float32) {
 
 //go:noescape
 func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func matvecAVX2(x *float32, in int, w *float32, out int, y *float32)
+
+// matvecAdd adds x W to y (W: len(x) rows of len(y) columns).
+func matvecAdd(x, w, y []float32) {
+	in, out := len(x), len(y)
+	if hasAVX2 && out%8 == 0 && in > 0 && out > 0 {
+		_ = w[in*out-1]
+		matvecAVX2(&x[0], in, &w[0], out, &y[0])
+		return
+	}
+	matvecAddGo(x, w, y)
+}
 
 //go:noescape
 func gateReluAVX2(out, h, gate, sc *float32, n int)

@@ -387,3 +387,99 @@ nloop:
 ndone:
 	VZEROUPPER
 	RET
+
+// func geluAVX512(x *float32, n int) applies GELU in place to x[0:n], n a
+// multiple of 16: geluAVX2's arithmetic, 16 lanes at a time.
+TEXT ·geluAVX512(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $4, CX
+	JZ g5done
+	VBROADCASTSS vconst<>+0(SB), Z16
+	VBROADCASTSS vconst<>+32(SB), Z17
+	VBROADCASTSS vconst<>+64(SB), Z18
+	VBROADCASTSS vconst<>+96(SB), Z19
+	VBROADCASTSS vconst<>+128(SB), Z20
+	VBROADCASTSS vconst<>+160(SB), Z21
+	VBROADCASTSS vconst<>+192(SB), Z22
+	VBROADCASTSS vconst<>+224(SB), Z23
+	VBROADCASTSS vconst<>+256(SB), Z24
+	VBROADCASTSS vconst<>+288(SB), Z25
+	VBROADCASTSS vconst<>+320(SB), Z26
+	VBROADCASTSS vconst<>+352(SB), Z27
+	VBROADCASTSS vconst<>+384(SB), Z28
+	VBROADCASTSS vconst<>+416(SB), Z29
+	VBROADCASTSS vconst<>+448(SB), Z30
+	VBROADCASTSS vconst<>+480(SB), Z31
+g5loop:
+	VMOVUPS (SI), Z0
+	VMULPS Z0, Z0, Z1
+	VMOVAPS Z17, Z2
+	VFMADD213PS Z16, Z1, Z2
+	VMULPS Z0, Z2, Z2
+	VPXORD Z18, Z2, Z2
+	VMAXPS Z19, Z2, Z2
+	VMINPS Z20, Z2, Z2
+	VMULPS Z21, Z2, Z3
+	VRNDSCALEPS $0, Z3, Z3
+	VMOVAPS Z2, Z4
+	VFNMADD231PS Z22, Z3, Z4
+	VFNMADD231PS Z23, Z3, Z4
+	VMOVAPS Z24, Z5
+	VFMADD213PS Z25, Z4, Z5
+	VFMADD213PS Z26, Z4, Z5
+	VFMADD213PS Z27, Z4, Z5
+	VFMADD213PS Z28, Z4, Z5
+	VFMADD213PS Z29, Z4, Z5
+	VFMADD213PS Z30, Z4, Z5
+	VFMADD213PS Z30, Z4, Z5
+	VCVTPS2DQ Z3, Z6
+	VPSLLD $23, Z6, Z6
+	VPADDD Z31, Z6, Z6
+	VMULPS Z6, Z5, Z5
+	VADDPS Z30, Z5, Z5
+	VDIVPS Z5, Z0, Z0
+	VMOVUPS Z0, (SI)
+	ADDQ $64, SI
+	DECQ CX
+	JNZ g5loop
+g5done:
+	VZEROUPPER
+	RET
+
+// func matvecAVX2(x *float32, in int, w *float32, out int, y *float32) adds
+// x W to y: y[j] += sum over i of x[i]*w[i*out+j] (fused multiply-adds in
+// order of i), out a multiple of 8.
+TEXT ·matvecAVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ in+8(FP), R8
+	MOVQ w+16(FP), DX
+	MOVQ out+24(FP), R9
+	MOVQ y+32(FP), DI
+	MOVQ R9, R10
+	SHLQ $2, R10 // a row of w in bytes
+	SHRQ $3, R9
+	JZ mvdone
+mvblock:
+	VMOVUPS (DI), Y0
+	MOVQ SI, AX
+	MOVQ DX, BX
+	MOVQ R8, CX
+	TESTQ CX, CX
+	JZ mvstore
+mvrow:
+	VBROADCASTSS (AX), Y1
+	VFMADD231PS (BX), Y1, Y0
+	ADDQ $4, AX
+	ADDQ R10, BX
+	DECQ CX
+	JNZ mvrow
+mvstore:
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, DX
+	DECQ R9
+	JNZ mvblock
+mvdone:
+	VZEROUPPER
+	RET

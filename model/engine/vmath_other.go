@@ -16,6 +16,9 @@ func expInPlace(x []float32) {
 	}
 }
 
+// matvecAdd adds x W to y (W: len(x) rows of len(y) columns).
+func matvecAdd(x, w, y []float32) { matvecAddGo(x, w, y) }
+
 // addTo sets dst[i] += src[i] for i < len(dst) (src at least as long).
 func addTo(dst, src []float32) { addToGo(dst, src[:len(dst)]) }
 

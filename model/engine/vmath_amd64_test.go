@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package engine
+
+import (
+	"math"
+	"testing"
+)
+
+// checkGeluWide checks that GELU on 16 lanes (what geluTanh gave, g) has
+// the bits of the 8-lane kernel, whose arithmetic it repeats.
+func checkGeluWide(t *testing.T, xs, g []float32) {
+	t.Helper()
+	if !hasAVX512 || !hasAVX2 {
+		return
+	}
+	n8 := len(xs) &^ 7
+	g8 := append([]float32(nil), xs[:n8]...)
+	geluAVX2(&g8[0], n8)
+	for i := range g8 {
+		if math.Float32bits(g8[i]) != math.Float32bits(g[i]) {
+			t.Fatalf("gelu(%v): 16 lanes %v, 8 lanes %v", xs[i], g[i], g8[i])
+		}
+	}
+}
