@@ -95,14 +95,15 @@ func genI8() {
 // Z26..Z31. The store subtracts its row's zero point (za + i*zas) times
 // its column's weight sum (cs) from each sum, converts it to float32,
 // multiplies it by its row's scale (sa + i*sas floats) and its column's
-// (sw), adds the bias and clamps at 0 when relu is set.
+// (sw), adds its base (row i at bias + i*bs floats: the bias row with bs
+// 0, C itself to accumulate) and clamps at 0 when relu is set.
 func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	const nrBytes = 128 // 32 columns of 4 int8 per packed step
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*vecs+v) }
 	const breg, areg0, nb = 24, 26, 6
 	p("")
-	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-112", name)
+	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-120", name)
 	p("\tMOVQ kq+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ lda+16(FP), R9")
@@ -148,8 +149,10 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	p("\tMOVQ sw+80(FP), DI")
 	p("\tMOVQ cs+88(FP), R10")
 	p("\tMOVQ bias+96(FP), BX")
+	p("\tMOVQ bs+104(FP), R12")
+	p("\tSHLQ $2, R12")
 	p("\tMOVL $0xff800000, AX")
-	p("\tCMPQ relu+104(FP), $0")
+	p("\tCMPQ relu+112(FP), $0")
 	p("\tJEQ clamp")
 	p("\tXORL AX, AX")
 	p("clamp:")
@@ -171,6 +174,7 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 		if i < mr-1 {
 			p("\tADDQ SI, CX")
 			p("\tADDQ R11, R9")
+			p("\tADDQ R12, BX")
 			p("\tADDQ R8, DX")
 		}
 	}

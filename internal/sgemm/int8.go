@@ -234,6 +234,22 @@ func quantU8Go(dst []uint8, src []float32, inv float32) {
 // many past the last row's start. tile must hold at least 12*32 floats (for
 // edge panels); GemmPackedBiasI8 allocates nothing.
 func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []int32, zStride int, b *PackedI8, bias []float32, relu bool, c []float32, ldc int, tile []float32) {
+	if len(bias) < b.n {
+		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), b.n))
+	}
+	gemmI8(m, a, lda, aScale, aStride, aZero, zStride, b, bias, 0, relu, c, ldc, tile)
+}
+
+// GemmPackedAccI8 is GemmPackedBiasI8 accumulating into C: C = C + (A*B)
+// scaled, then max(C, 0) if relu, with no zero points (A non-negative):
+// the sum of several products into one C (a convolution's taps).
+func GemmPackedAccI8(m int, a []uint8, lda int, aScale []float32, aStride int, b *PackedI8, relu bool, c []float32, ldc int, tile []float32) {
+	gemmI8(m, a, lda, aScale, aStride, nil, 0, b, c, ldc, relu, c, ldc, tile)
+}
+
+// gemmI8 computes C = base + (A*B) scaled, then max(C, 0) if relu, base
+// row i at base[i*bs:].
+func gemmI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []int32, zStride int, b *PackedI8, base []float32, bs int, relu bool, c []float32, ldc int, tile []float32) {
 	k, n := b.k, b.n
 	if aZero == nil {
 		aZero, zStride = noZero[:], 0
@@ -249,8 +265,6 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 		panic(fmt.Sprintf("sgemm: %d row scales for %d rows at stride %d", len(aScale), m, aStride))
 	case len(aZero) < (m-1)*zStride+1:
 		panic(fmt.Sprintf("sgemm: %d zero points for %d rows at stride %d", len(aZero), m, zStride))
-	case len(bias) < n:
-		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), n))
 	case len(tile) < i8MR*i8NR:
 		panic(fmt.Sprintf("sgemm: tile of %d floats, need %d", len(tile), i8MR*i8NR))
 	}
@@ -278,15 +292,16 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 			}
 			ar, sa, za := a[i0*lda:], aScale[i0*aStride:], aZero[i0*zStride:]
 			if w == cols {
-				kernI8(rows, cols, b.kq, ar, lda, bp, c[i0*ldc+j0:], ldc, sa, aStride, za, zStride, sw, cs, bias[j0:j0+cols], relu)
+				kernI8(rows, cols, b.kq, ar, lda, bp, c[i0*ldc+j0:], ldc, sa, aStride, za, zStride, sw, cs, base[i0*bs+j0:], bs, relu)
 				i0 += rows
 				continue
 			}
-			kernI8(rows, cols, b.kq, ar, lda, bp, tile, i8NR, sa, aStride, za, zStride, sw, cs, zeroRow[:cols], false)
+			kernI8(rows, cols, b.kq, ar, lda, bp, tile, i8NR, sa, aStride, za, zStride, sw, cs, zeroRow[:cols], 0, false)
 			for i := 0; i < rows; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
+				bi := base[(i0+i)*bs+j0 : (i0+i)*bs+j0+w]
 				for j, v := range tile[i*i8NR : i*i8NR+w] {
-					v += bias[j0+j]
+					v += bi[j]
 					if relu && v < 0 {
 						v = 0
 					}
@@ -304,9 +319,10 @@ var noZero [1]int32
 // kernI8Go computes a rows x cols tile (cols <= 32) of C from uint8 rows of
 // A (row i at a[i*lda:], kq groups of 4) and a packed panel of B, as
 // GemmPackedBiasI8 defines it (scale of row i: sa[i*sas], zero point
-// za[i*zas]; column scales sw, column sums cs, bias: one row each). It is
-// the portable definition of the assembly kernels.
-func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, relu bool) {
+// za[i*zas]; column scales sw and sums cs: one row each; the base the
+// result is added to, row i at bias[i*bs:]: the bias with bs 0, or C itself
+// to accumulate). It is the portable definition of the assembly kernels.
+func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, bs int, relu bool) {
 	b = b[:kq*i8NR*4]
 	for i := 0; i < rows; i++ {
 		ar := a[i*lda : i*lda+4*kq]
@@ -322,10 +338,11 @@ func kernI8Go(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc
 		}
 		s, z := sa[i*sas], za[i*zas]
 		r := c[i*ldc : i*ldc+cols]
+		base := bias[i*bs : i*bs+cols]
 		for j := range r {
 			v := float32(float32(acc[j]-z*cs[j]) * s)
 			v = float32(v * sw[j])
-			v += bias[j]
+			v += base[j]
 			if relu && v < 0 {
 				v = 0
 			}

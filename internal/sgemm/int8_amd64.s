@@ -4,8 +4,8 @@
 
 #include "textflag.h"
 
-// func kernI8x12x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x12x32(SB), NOSPLIT, $0-112
+// func kernI8x12x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x12x32(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -260,8 +260,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -286,6 +288,7 @@ clamp:
 	VMOVUPS Z1, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -307,6 +310,7 @@ clamp:
 	VMOVUPS Z3, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -328,6 +332,7 @@ clamp:
 	VMOVUPS Z5, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -349,6 +354,7 @@ clamp:
 	VMOVUPS Z7, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -370,6 +376,7 @@ clamp:
 	VMOVUPS Z9, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -391,6 +398,7 @@ clamp:
 	VMOVUPS Z11, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -412,6 +420,7 @@ clamp:
 	VMOVUPS Z13, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -433,6 +442,7 @@ clamp:
 	VMOVUPS Z15, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -454,6 +464,7 @@ clamp:
 	VMOVUPS Z17, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -475,6 +486,7 @@ clamp:
 	VMOVUPS Z19, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -496,6 +508,7 @@ clamp:
 	VMOVUPS Z21, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -518,8 +531,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x8x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x8x32(SB), NOSPLIT, $0-112
+// func kernI8x8x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x8x32(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -704,8 +717,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -730,6 +745,7 @@ clamp:
 	VMOVUPS Z1, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -751,6 +767,7 @@ clamp:
 	VMOVUPS Z3, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -772,6 +789,7 @@ clamp:
 	VMOVUPS Z5, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -793,6 +811,7 @@ clamp:
 	VMOVUPS Z7, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -814,6 +833,7 @@ clamp:
 	VMOVUPS Z9, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -835,6 +855,7 @@ clamp:
 	VMOVUPS Z11, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -856,6 +877,7 @@ clamp:
 	VMOVUPS Z13, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -878,8 +900,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x4x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x4x32(SB), NOSPLIT, $0-112
+// func kernI8x4x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x4x32(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -994,8 +1016,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -1020,6 +1044,7 @@ clamp:
 	VMOVUPS Z1, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1041,6 +1066,7 @@ clamp:
 	VMOVUPS Z3, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1062,6 +1088,7 @@ clamp:
 	VMOVUPS Z5, 64(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1084,8 +1111,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x1x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x1x32(SB), NOSPLIT, $0-112
+// func kernI8x1x32(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x1x32(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -1149,8 +1176,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -1176,8 +1205,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x12x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x12x16(SB), NOSPLIT, $0-112
+// func kernI8x12x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x12x16(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -1355,8 +1384,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -1373,6 +1404,7 @@ clamp:
 	VMOVUPS Z0, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1386,6 +1418,7 @@ clamp:
 	VMOVUPS Z1, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1399,6 +1432,7 @@ clamp:
 	VMOVUPS Z2, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1412,6 +1446,7 @@ clamp:
 	VMOVUPS Z3, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1425,6 +1460,7 @@ clamp:
 	VMOVUPS Z4, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1438,6 +1474,7 @@ clamp:
 	VMOVUPS Z5, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1451,6 +1488,7 @@ clamp:
 	VMOVUPS Z6, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1464,6 +1502,7 @@ clamp:
 	VMOVUPS Z7, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1477,6 +1516,7 @@ clamp:
 	VMOVUPS Z8, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1490,6 +1530,7 @@ clamp:
 	VMOVUPS Z9, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1503,6 +1544,7 @@ clamp:
 	VMOVUPS Z10, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1517,8 +1559,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x8x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x8x16(SB), NOSPLIT, $0-112
+// func kernI8x8x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x8x16(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -1650,8 +1692,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -1668,6 +1712,7 @@ clamp:
 	VMOVUPS Z0, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1681,6 +1726,7 @@ clamp:
 	VMOVUPS Z1, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1694,6 +1740,7 @@ clamp:
 	VMOVUPS Z2, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1707,6 +1754,7 @@ clamp:
 	VMOVUPS Z3, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1720,6 +1768,7 @@ clamp:
 	VMOVUPS Z4, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1733,6 +1782,7 @@ clamp:
 	VMOVUPS Z5, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1746,6 +1796,7 @@ clamp:
 	VMOVUPS Z6, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1760,8 +1811,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x4x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x4x16(SB), NOSPLIT, $0-112
+// func kernI8x4x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x4x16(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -1847,8 +1898,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:
@@ -1865,6 +1918,7 @@ clamp:
 	VMOVUPS Z0, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1878,6 +1932,7 @@ clamp:
 	VMOVUPS Z1, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1891,6 +1946,7 @@ clamp:
 	VMOVUPS Z2, 0(DX)
 	ADDQ SI, CX
 	ADDQ R11, R9
+	ADDQ R12, BX
 	ADDQ R8, DX
 	VBROADCASTSS (CX), Z26
 	VPBROADCASTD (R9), Z27
@@ -1905,8 +1961,8 @@ clamp:
 	VZEROUPPER
 	RET
 
-// func kernI8x1x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, relu int)
-TEXT ·kernI8x1x16(SB), NOSPLIT, $0-112
+// func kernI8x1x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)
+TEXT ·kernI8x1x16(SB), NOSPLIT, $0-120
 	MOVQ kq+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
@@ -1959,8 +2015,10 @@ store:
 	MOVQ sw+80(FP), DI
 	MOVQ cs+88(FP), R10
 	MOVQ bias+96(FP), BX
+	MOVQ bs+104(FP), R12
+	SHLQ $2, R12
 	MOVL $0xff800000, AX
-	CMPQ relu+104(FP), $0
+	CMPQ relu+112(FP), $0
 	JEQ clamp
 	XORL AX, AX
 clamp:

@@ -9,8 +9,8 @@ var i8Asm = false
 func i8AsmAvailable() bool { return false }
 
 // kernI8 is kernI8Go on this build.
-func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, relu bool) {
-	kernI8Go(rows, cols, kq, a, lda, b, c, ldc, sa, sas, za, zas, sw, cs, bias, relu)
+func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc int, sa []float32, sas int, za []int32, zas int, sw []float32, cs []int32, bias []float32, bs int, relu bool) {
+	kernI8Go(rows, cols, kq, a, lda, b, c, ldc, sa, sas, za, zas, sw, cs, bias, bs, relu)
 }
 
 // quantU8 is quantU8Go on this build.

@@ -183,7 +183,7 @@ func TestI8AsmMatchesGo(t *testing.T) {
 					for i, asm := range []bool{false, true} {
 						i8Asm = asm
 						out[i] = randSlice(rand.New(rand.NewPCG(1, 2)), rows*40)
-						kernI8(rows, cols, kq, a, lda, b, out[i], 40, sa, 3, za, 2, sw, cs, bias, relu)
+						kernI8(rows, cols, kq, a, lda, b, out[i], 40, sa, 3, za, 2, sw, cs, bias, 0, relu)
 					}
 					for e := range out[0] {
 						if math.Float32bits(out[0][e]) != math.Float32bits(out[1][e]) {
@@ -528,6 +528,59 @@ func TestQuantizeRowsAsymU8(t *testing.T) {
 		for k := 1; k < len(got); k++ {
 			if string(got[k]) != string(got[0]) || fmt.Sprint(gotS[k]) != fmt.Sprint(gotS[0]) || fmt.Sprint(gotZ[k]) != fmt.Sprint(gotZ[0]) {
 				t.Fatalf("cols %d: assembly and Go differ: scales %v / %v, zero points %v / %v", cols, gotS[0], gotS[k], gotZ[0], gotZ[k])
+			}
+		}
+	}
+}
+
+// TestGemmPackedAccI8: products accumulated into C, the last with ReLU (a
+// convolution's taps), against float64 arithmetic on the quantized values;
+// the assembly gives the portable kernel's bits.
+func TestGemmPackedAccI8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(59, 60))
+	tile := make([]float32, i8MR*i8NR)
+	for _, s := range []i8Shape{{38, 128, 128, 256, 2}, {9, 128, 48, 128, 1}, {13, 20, 17, 40, 2}} {
+		var ins [3]struct {
+			a  []uint8
+			sa []float32
+			b  *PackedI8
+		}
+		for k := range ins {
+			_, a, sa, b, _ := i8Inputs(rng, s)
+			ins[k].a, ins[k].sa, ins[k].b = a, sa, NewPackedI8(false, s.k, s.n, b, s.n)
+		}
+		c0 := randSlice(rng, s.m*s.n)
+		var outs [][]float32
+		i8Paths(t, func(t *testing.T) {
+			c := append([]float32(nil), c0...)
+			for k, in := range ins {
+				GemmPackedAccI8(s.m, in.a, s.lda, in.sa, s.aStride, in.b, k == len(ins)-1, c, s.n, tile)
+			}
+			outs = append(outs, c)
+			for i := 0; i < s.m; i++ {
+				for j := 0; j < s.n; j++ {
+					ref, mag := float64(c0[i*s.n+j]), math.Abs(float64(c0[i*s.n+j]))
+					for _, in := range ins {
+						var acc int64
+						for p := 0; p < s.k; p++ {
+							acc += int64(in.a[i*s.lda+p]) * int64(in.b.data[(j/i8NR)*in.b.kq*i8NR*4+((p/4)*i8NR+j%i8NR)*4+p%4])
+						}
+						v := float64(acc) * float64(in.sa[i*s.aStride]) * float64(in.b.scale[j])
+						ref += v
+						mag += math.Abs(v) + math.Abs(ref)
+					}
+					ref = max(ref, 0)
+					if d := math.Abs(float64(c[i*s.n+j]) - ref); !(d <= mag*0x1p-21) {
+						t.Fatalf("%+v: C[%d,%d] = %v, want %v (|diff| %g)", s, i, j, c[i*s.n+j], ref, d)
+					}
+				}
+			}
+		})
+		for k := 1; k < len(outs); k++ {
+			for e := range outs[0] {
+				if math.Float32bits(outs[k][e]) != math.Float32bits(outs[0][e]) {
+					t.Fatalf("%+v: element %d: Go %v, assembly %v", s, e, outs[0][e], outs[k][e])
+				}
 			}
 		}
 	}
