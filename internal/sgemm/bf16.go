@@ -266,11 +266,11 @@ func toBF16Go(dst []uint16, src []float32) {
 // and packs it for GemmPackedBiasBF16 (for weights whose float32 form was
 // prepared, e.g. with batch norm folded in, before bf16 was chosen).
 func NewPackedBF16From(p *PackedB) *PackedBF16 {
-	return NewPackedBF16(false, p.k, p.n, p.dense(), p.n)
+	return NewPackedBF16(false, p.k, p.n, p.Dense(), p.n)
 }
 
-// dense unpacks the matrix: k x n, row stride n.
-func (p *PackedB) dense() []float32 {
+// Dense returns the matrix unpacked: k x n, row stride n.
+func (p *PackedB) Dense() []float32 {
 	nr := kern.nr
 	b := make([]float32, p.k*p.n)
 	for pc := 0; pc < p.k; pc += kcBlock {

@@ -100,7 +100,7 @@ func NewPackedI8(transB bool, k, n int, b []float32, ldb int) *PackedI8 {
 // weights prepared, e.g. with batch norm folded in, before int8 was
 // chosen).
 func NewPackedI8From(p *PackedB) *PackedI8 {
-	return NewPackedI8(false, p.k, p.n, p.dense(), p.n)
+	return NewPackedI8(false, p.k, p.n, p.Dense(), p.n)
 }
 
 // panel returns the packed columns jp*32 .. jp*32+31.

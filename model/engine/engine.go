@@ -450,7 +450,10 @@ type conv struct {
 	w                         *sgemm.PackedB    // [k*cin, cout]
 	w16                       *sgemm.PackedBF16 // bf16 copy of w; nil: float32 path
 	w8                        *sgemm.PackedI8   // int8 copy of w; nil: the float paths
-	bias                      []float32         // [cout]
+	// taps are int8 copies of w's k taps ([cin, cout] each), for an input
+	// quantized with a scale per position; nil: the other paths.
+	taps []*sgemm.PackedI8
+	bias []float32 // [cout]
 }
 
 // newConv folds batch norm prefix (weight, bias, running_mean, running_var)
@@ -518,12 +521,62 @@ func (c *conv) applyI8(q []uint8, scale []float32, perPos bool, lo, hi int, out 
 	if hi <= lo {
 		return
 	}
+	c.applyI8To(q, scale, perPos, lo, hi, out[lo*c.cout:], relu, work)
+}
+
+// applyI8To is applyI8 with output position lo written to row 0 of dst.
+func (c *conv) applyI8To(q []uint8, scale []float32, perPos bool, lo, hi int, dst []float32, relu bool, work []float32) {
 	ld := c.stride * c.cin
 	sa, stride := scale[:1], 0
 	if perPos {
 		sa, stride = scale[lo*c.stride:], c.stride
 	}
-	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, nil, 0, c.w8, c.bias, relu, out[lo*c.cout:], c.cout, work)
+	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, nil, 0, c.w8, c.bias, relu, dst, c.cout, work)
+}
+
+// applyRingI8 is applyI8 into a ring of n rows whose row base holds output
+// position 0 (as applyRing).
+func (c *conv) applyRingI8(q []uint8, scale []float32, perPos bool, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
+	wrap := n - base
+	if lo < wrap && lo < hi {
+		c.applyI8To(q, scale, perPos, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
+	}
+	if hi > wrap {
+		a := max(lo, wrap)
+		c.applyI8To(q, scale, perPos, a, hi, ring[(a-wrap)*c.cout:], relu, work)
+	}
+}
+
+// applyTaps is apply on the int8 path tap by tap (c.taps), from an input
+// quantized with a scale per position, scale[pos] (the padding's
+// included): each output row sums the k taps' products, each scaled by its
+// input position's scale, so that a row depends only on the positions it
+// reads, whatever the others hold.
+func (c *conv) applyTaps(q []uint8, scale []float32, lo, hi int, out []float32, relu bool, work []float32) {
+	if hi <= lo {
+		return
+	}
+	ld := c.stride * c.cin
+	dst := out[lo*c.cout:]
+	for t, w := range c.taps {
+		a, sa := q[(lo*c.stride+t)*c.cin:], scale[lo*c.stride+t:]
+		last := relu && t == len(c.taps)-1
+		if t == 0 {
+			sgemm.GemmPackedBiasI8(hi-lo, a, ld, sa, c.stride, nil, 0, w, c.bias, last, dst, c.cout, work)
+			continue
+		}
+		sgemm.GemmPackedAccI8(hi-lo, a, ld, sa, c.stride, w, last, dst, c.cout, work)
+	}
+}
+
+// newTaps quantizes c's taps for applyTaps.
+func (c *conv) newTaps() []*sgemm.PackedI8 {
+	w := c.w.Dense()
+	taps := make([]*sgemm.PackedI8, c.k)
+	for t := range taps {
+		taps[t] = sgemm.NewPackedI8(false, c.cin, c.cout, w[t*c.cin*c.cout:], c.cout)
+	}
+	return taps
 }
 
 // linear is y = x W + b with W [in, out].
@@ -611,6 +664,8 @@ type network struct {
 	arith                   Precision           // the arithmetic in effect (precision.go)
 	w16                     []*sgemm.PackedBF16 // bf16 weights once prepared
 	w8                      []*sgemm.PackedI8   // int8 weights once prepared
+	taps                    []*sgemm.PackedI8   // block 0's conv2 taps in int8, once prepared
+	tap3                    *sgemm.PackedI8     // block 0's conv3 in int8, once prepared
 }
 
 func paramSpec(c model.Config, name string) model.ParamSpec {
@@ -692,7 +747,8 @@ type blockBuf struct {
 	// past each, for the kernels' groups of 4 along k) and their scales.
 	xq    []uint8        // [lIn, in] the block's input, a scale per row (xs)
 	xs    []float32      // [lIn]
-	h1q   []uint8        // as h1, one scale for the window (from h1max)
+	h1q   []uint8        // as h1, one scale for the window (from h1max) or one per row (h1s)
+	h1s   []float32      // [pad + lIn + pad], the padding's 0
 	h1max *atomic.Uint32 // largest value of h1 (its float32 bits)
 	h2q   []uint8        // [lOut, mid], a scale per row (h2s)
 	h2s   []float32      // [lOut]
@@ -754,6 +810,7 @@ func newWorker(n *network) *worker {
 			sc: make([]float32, b.lOut*b.out), out: make([]float32, b.lOut*b.out),
 			xq: make([]uint8, b.lIn*b.in+4), xs: make([]float32, b.lIn),
 			h1q: make([]uint8, (b.lIn+2*b.conv2.pad)*b.mid+4), h1max: new(atomic.Uint32),
+			h1s: make([]float32, b.lIn+2*b.conv2.pad),
 			h2q: make([]uint8, b.lOut*b.mid+4), h2s: make([]float32, b.lOut),
 		})
 	}

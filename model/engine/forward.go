@@ -304,16 +304,23 @@ func (b *block) forward(p *pass, buf *blockBuf, x []float32, br *blockRows) []fl
 }
 
 // convs runs the block's convolutions and shortcut on the rows br says,
-// into br.h3 and br.sc.
+// into br.h3 and br.sc. Where conv2 runs int8 tap by tap (block 0 under
+// INT8), its input h1 and conv3's h2 are quantized a row at a time, so
+// that a row computed in one window equals the row another computes.
 func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 	wk := p.wk
+	taps := b.conv2.taps != nil
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
 	// zero padding.
-	h1 := buf.h1[b.conv2.pad*b.mid:]
+	pad := b.conv2.pad
+	h1 := buf.h1[pad*b.mid:]
 	for ch := p.rows(br.h1.total()); ch.next(); {
 		for k := range br.h1.n {
 			lo, hi := br.h1.part(k, ch.lo, ch.hi)
 			b.conv1.apply(x, lo, hi, h1, true, wk.work)
+			if taps && hi > lo {
+				sgemm.QuantizeRowsU8(buf.h1q[(pad+lo)*b.mid:], b.mid, h1[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h1s[pad+lo:])
+			}
 		}
 	}
 	p.sync() // conv2 reads its neighbours' rows of h1
@@ -328,8 +335,14 @@ func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 			if hi <= lo {
 				continue
 			}
-			b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
-			b.conv3.applyRing(buf.h2, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
+			if taps {
+				b.conv2.applyTaps(buf.h1q, buf.h1s, lo, hi, buf.h2, true, wk.work)
+				sgemm.QuantizeRowsU8(buf.h2q[lo*b.mid:], b.mid, buf.h2[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h2s[lo:])
+				b.conv3.applyRingI8(buf.h2q, buf.h2s, true, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
+			} else {
+				b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
+				b.conv3.applyRing(buf.h2, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
+			}
 			if b.shortcut != nil {
 				b.shortcut.applyRing(x, lo, hi, br.sc, br.base, b.lOut, false, wk.work)
 			}

@@ -312,7 +312,8 @@ func (n *network) setArith(p Precision) {
 	var fs []*sgemm.PackedB
 	addConv := func(c *conv) { ws, fs = append(ws, &c.w16), append(fs, c.w) }
 	addLin := func(l *linear) { ws, fs = append(ws, &l.w16), append(fs, l.w) }
-	var w8 []*conv // the int8 path's convolutions
+	var w8 []*conv    // the int8 path's convolutions
+	var tapped *block // block 0 under int8: conv2 tap by tap, conv3 int8
 	addConv(&n.conv1)
 	addConv(&n.conv2)
 	for i := range n.blocks {
@@ -322,6 +323,9 @@ func (n *network) setArith(p Precision) {
 		addConv(&b.conv3)
 		if b.shortcut != nil {
 			addConv(b.shortcut)
+		}
+		if i == 0 && b.mid >= int8MinMid {
+			tapped = b
 		}
 		if i > 0 && b.mid >= int8MinMid {
 			w8 = append(w8, &b.conv1, &b.conv2, &b.conv3)
@@ -349,7 +353,7 @@ func (n *network) setArith(p Precision) {
 		}
 	}
 	addLin(&n.head)
-	if p == INT8 && len(w8)+len(l8) == 0 {
+	if p == INT8 && len(w8)+len(l8) == 0 && tapped == nil {
 		p = BF16
 	}
 	bf16, int8 := p == BF16 || p == INT8, p == INT8
@@ -384,6 +388,15 @@ func (n *network) setArith(p Precision) {
 		l.w8 = nil
 		if int8 {
 			l.w8 = n.w8[len(w8)+i]
+		}
+	}
+	if tapped != nil {
+		if int8 && n.taps == nil {
+			n.taps, n.tap3 = tapped.conv2.newTaps(), sgemm.NewPackedI8From(tapped.conv3.w)
+		}
+		tapped.conv2.taps, tapped.conv3.w8 = nil, nil
+		if int8 {
+			tapped.conv2.taps, tapped.conv3.w8 = n.taps, n.tap3
 		}
 	}
 	n.arith = p

@@ -177,7 +177,7 @@ const keptPerCell = 2
 type cellRows struct {
 	win    []float32 // rgc.WindowLen
 	end    int       // the window's Batch.Ends
-	bf16   bool      // the arithmetic h3 and sc were computed in
+	arith  Precision // the arithmetic h3 and sc were computed in
 	base   int
 	h3, sc []float32 // [lOut, out] each
 	call   uint64    // the last call that used the rows (0: never)
@@ -205,14 +205,14 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 	if e.cells == nil {
 		return full
 	}
-	bf := e.Precision() != FP32 // block 0 runs bf16 under BF16 and INT8
+	arith := e.Precision()
 	s := e.net.reuseStride()
 	var keep *cellRows
 	u := 0
 	kept := e.cells[row*keptPerCell : (row+1)*keptPerCell]
 	for i := range kept {
 		c := &kept[i]
-		if c.call == call || c.call == 0 || c.bf16 != bf {
+		if c.call == call || c.call == 0 || c.arith != arith {
 			continue
 		}
 		if d := end - c.end; d > 0 && d%s == 0 && d/s < len(e.plans) && sameShifted(window, c.win, d, e.net.bins) {
@@ -236,7 +236,7 @@ func (e *Engine) plan(window []float32, end, row int, call uint64) plan {
 	}
 	p := plan{rows: &e.plans[u], h3: keep.h3, sc: keep.sc, base: keep.base}
 	copy(keep.win, window)
-	keep.end, keep.bf16, keep.call = end, bf, call
+	keep.end, keep.arith, keep.call = end, arith, call
 	return p
 }
 
