@@ -106,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "inference threads")
 	fs.IntVar(&o.gather, "gather", 0, "due windows gathered into one model call while frames wait to be processed (0: as many as engine threads; -1: none)")
-	fs.Func("precision", "arithmetic of the engine's convolutions and linear layers: int8 (bf16, with the paper CNN's blocks after the first in 8-bit integers: its window 0.7x bf16's; used only where the CPU has AVX512_VNNI and AVX512_BF16 and it passes a parity check against fp32 at load, else as bf16), bf16 (about twice as fast as fp32 for the paper CNN; used only where the CPU has AVX512_BF16 and it passes the parity check, else fp32), or fp32 (decisions bit for bit those of trainer eval's default) (default int8)", func(v string) error {
+	fs.Func("precision", "arithmetic of the engine's convolutions and linear layers: int8 (bf16, with the transformer's linear layers and the paper CNN's bottleneck blocks in 8-bit integers: its window about 0.65x bf16's; used only where the CPU has AVX512_VNNI and AVX512_BF16 and it passes a parity check against fp32 at load, else as bf16), bf16 (about twice as fast as fp32 for the paper CNN; used only where the CPU has AVX512_BF16 and it passes the parity check, else fp32), or fp32 (decisions bit for bit those of trainer eval's default) (default int8)", func(v string) error {
 		p, err := engine.ParsePrecision(v)
 		o.precision = p
 		return err

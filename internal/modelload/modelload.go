@@ -90,10 +90,8 @@ func Engine(threads int, prec engine.Precision) service.Loader {
 				arith = fmt.Sprintf("%s (parity with fp32: %s)", got, par)
 			case par.Windows == 0:
 				arith = fmt.Sprintf("%s (%s asked for: this CPU lacks its instructions)", got, prec)
-			case !par.OK():
-				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
 			default:
-				arith = fmt.Sprintf("%s (%s asked for: no layer of this model gains from it; parity with fp32: %s)", got, prec, par)
+				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
 			}
 		}
 		name := fmt.Sprintf("%s (data %s, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),

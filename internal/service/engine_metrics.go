@@ -41,7 +41,7 @@ func newEngineCollector(model func() *Model) *engineCollector {
 		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
 		threads:      d("threads", "Threads the inference engine runs a call on."),
 		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, or int8 for the layers it leaves to bf16, with the CPU's instructions and the parity check passed), 0 for fp32."),
-		int8:         d("int8", "1 while the engine's CNN blocks after the first run in int8 (predictord --precision int8, the default, with the CPU's instructions, the parity check passed and blocks wide enough to gain), else 0."),
+		int8:         d("int8", "1 while the engine's widest layers run in int8 (predictord --precision int8, the default, with the CPU's instructions and the parity check passed), else 0."),
 	}
 }
 

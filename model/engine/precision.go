@@ -22,19 +22,22 @@ const (
 	// bfloat16 and accumulates in float32 (sgemm.GemmPackedBiasBF16), on
 	// CPUs with the AVX512_BF16 instructions.
 	BF16 Precision = "bf16"
-	// INT8 is BF16 with the CNN's bottleneck blocks after the first in
-	// 8-bit integers (sgemm.GemmPackedBiasI8): their convolutions' inputs,
-	// all ReLU outputs, quantized to uint8 per call (one scale per row for
-	// the 1x1 convolutions, one per window for the k7 one, whose rows
-	// overlap), weights to int8 per output channel, products summed
-	// exactly in int32; on CPUs with AVX512_VNNI and AVX512_BF16. Block 0
-	// stays bf16, so that its rows carry over from a cell's previous
-	// window exactly (reuse.go), and so do blocks narrower than
-	// int8MinMid, which the quantization passes cost more than int8
-	// saves. A transformer at least int8MinWidth wide runs its linear
-	// layers int8 too, their inputs quantized per row with a zero point
-	// (sgemm.QuantizeRowsAsymU8). A model with no layer left for int8
-	// (gpt-a-cat-cpu) runs BF16 when asked for INT8.
+	// INT8 is BF16 with the widest layers in 8-bit integers
+	// (sgemm.GemmPackedBiasI8: inputs quantized to uint8 per call,
+	// weights to int8 per output channel, products summed exactly in
+	// int32), on CPUs with AVX512_VNNI and AVX512_BF16:
+	//   - the transformer's linear layers (q, k, v, the projections, the
+	//     MLP; not the head), each input row with a scale and zero point
+	//     of its own (sgemm.QuantizeRowsAsymU8);
+	//   - in CNN blocks with at least int8MinMid bottleneck channels (the
+	//     paper CNN's), the convolutions on ReLU outputs: after the first
+	//     block, 1x1 inputs with a scale per row and the k7 input, whose
+	//     rows overlap, with one scale per window; in block 0, whose rows
+	//     carry over from a cell's previous window (reuse.go), a scale per
+	//     row throughout, the k7 convolution summed tap by tap, so that a
+	//     row depends only on the positions it reads.
+	// The stem and the narrower blocks (the cpu preset's), for which the
+	// quantization passes cost more than int8 saves, stay bf16.
 	INT8 Precision = "int8"
 )
 
@@ -295,11 +298,6 @@ func (e *Engine) probeWindows(n int, seed uint64) *rgc.Batch {
 // to 0.23 ms; docs/results.md).
 const int8MinMid = 64
 
-// int8MinWidth is the narrowest transformer whose linear layers (q, k, v,
-// the projections, the MLP; not the head) run int8, their inputs
-// quantized per row with a zero point: gpt-b's (128) take its transformer
-// from 1.00 to 0.78 ms a window; gpt-a's (64) gain nothing (docs/results.md).
-const int8MinWidth = 128
 
 // setArith switches the network to p: every convolution and linear layer
 // run as a GEMM to the bf16 path (BF16 and INT8) or back, and for INT8 the
@@ -335,12 +333,9 @@ func (n *network) setArith(p Precision) {
 		}
 	}
 	var l8 []*linear // the int8 path's linear layers
-	wide := n.width >= int8MinWidth
 	if n.proj != nil {
 		addLin(n.proj)
-		if wide {
-			l8 = append(l8, n.proj)
-		}
+		l8 = append(l8, n.proj)
 	}
 	for i := range n.layers {
 		l := &n.layers[i]
@@ -348,14 +343,9 @@ func (n *network) setArith(p Precision) {
 		addLin(&l.proj)
 		addLin(&l.fc)
 		addLin(&l.mproj)
-		if wide {
-			l8 = append(l8, &l.qkv, &l.proj, &l.fc, &l.mproj)
-		}
+		l8 = append(l8, &l.qkv, &l.proj, &l.fc, &l.mproj)
 	}
 	addLin(&n.head)
-	if p == INT8 && len(w8)+len(l8) == 0 && tapped == nil {
-		p = BF16
-	}
 	bf16, int8 := p == BF16 || p == INT8, p == INT8
 	if bf16 && n.w16 == nil {
 		n.w16 = make([]*sgemm.PackedBF16, len(fs))

@@ -96,13 +96,9 @@ func parityRealWindows(t *testing.T, prec Precision, windows int) {
 			if !par.OK() {
 				t.Errorf("%s threads %d batch %d: %s parity fails: %v", name, tc.threads, tc.maxBatch, prec, par)
 			}
-			want := prec
-			if c := ck.Weights.Config; prec == INT8 && c.BlockMid < int8MinMid && c.Width() < int8MinWidth {
-				want = BF16 // no layer wide enough to gain from int8
-			}
 			got, _, err := e.SetPrecision(prec, probe)
-			if err != nil || got != want || e.Precision() != want {
-				t.Fatalf("%s: SetPrecision(%s) = %v, %v; Precision() = %v, want %v", name, prec, got, err, e.Precision(), want)
+			if err != nil || got != prec || e.Precision() != prec {
+				t.Fatalf("%s: SetPrecision(%s) = %v, %v; Precision() = %v", name, prec, got, err, e.Precision())
 			}
 			out := make([]float32, windows*rgc.NumClasses)
 			if err := e.Predict(batch, out); err != nil {
@@ -322,8 +318,8 @@ func TestForce(t *testing.T) {
 // TestSetPrecisionInt8: int8 takes effect on the paper CNN where the CPU
 // has the instructions; where its parity check fails it falls back to
 // bf16 (reporting int8's check), and to float32 where bf16's fails too;
-// the cpu preset, whose blocks are too narrow to gain, runs bf16 when
-// asked for int8, by SetPrecision and by Force.
+// the cpu preset runs its transformer in int8 and its CNN, too narrow to
+// gain, in bf16.
 func TestSetPrecisionInt8(t *testing.T) {
 	if !Native(INT8) {
 		t.Skip("int8 not native here (no AVX512_VNNI or AVX512_BF16, or the purego build)")
@@ -376,11 +372,16 @@ func TestSetPrecisionInt8(t *testing.T) {
 	}
 	defer ec.Close()
 	got, par, err = ec.SetPrecision(INT8, realWindows(t, cpu, 4))
-	if err != nil || got != BF16 || ec.Precision() != BF16 || !par.OK() {
-		t.Fatalf("cpu preset: SetPrecision(int8) = %v (%v), %v; want bf16", got, par, err)
+	if err != nil || got != INT8 || ec.Precision() != INT8 || !par.OK() {
+		t.Fatalf("cpu preset: SetPrecision(int8) = %v (%v), %v; want int8", got, par, err)
 	}
-	if err := ec.Force(INT8); err != nil || ec.Precision() != BF16 {
-		t.Fatalf("cpu preset: Force(int8): %v, Precision() = %v; want bf16", err, ec.Precision())
+	for i, b := range ec.net.blocks {
+		if b.conv1.w8 != nil || b.conv2.taps != nil || b.conv2.w16 == nil {
+			t.Errorf("cpu preset block %d: not on bf16 under int8", i)
+		}
+	}
+	if l := ec.net.layers[0]; l.qkv.w8 == nil || l.fc.w8 == nil || ec.net.head.w8 != nil {
+		t.Error("cpu preset: the transformer's linear layers not on int8 (or the head on it)")
 	}
 }
 

@@ -30,7 +30,7 @@ type Stats struct {
 	Threads int
 	// BF16 reports whether the bf16 GEMM path serves (SetPrecision): in
 	// BF16, and in INT8 for the layers int8 leaves to it; INT8 whether the
-	// int8 path serves the CNN blocks after the first.
+	// int8 path serves the widest layers.
 	BF16, INT8 bool
 }
 
