@@ -28,12 +28,12 @@ func TestEngineMetrics(t *testing.T) {
 	if n, err := gatherCount(reg); err != nil || n != 0 {
 		t.Fatalf("no model: %d metrics (%v), want none", n, err)
 	}
-	first := &statsPredictor{engine.Stats{Calls: 10, Windows: 12, SplitWindows: 8, ReusedWindows: 6, Parks: 3, Backoffs: 1, BackoffCalls: 2, BackingOff: true, Threads: 2, BF16: true}}
+	first := &statsPredictor{engine.Stats{Calls: 10, Windows: 12, SplitWindows: 8, ReusedWindows: 6, Parks: 3, Backoffs: 1, BackoffCalls: 2, BackingOff: true, Threads: 2, BF16: true, INT8: true}}
 	cur.Store(&Model{Predictor: first})
 	second := &statsPredictor{engine.Stats{Calls: 4, Windows: 5, SplitWindows: 1, ReusedWindows: 2, Parks: 1, Threads: 2}}
 
 	type want struct {
-		split, whole, reused, parks, backoffs, backoffCalls, backingOff, bf16 float64
+		split, whole, reused, parks, backoffs, backoffCalls, backingOff, bf16, int8 float64
 	}
 	check := func(stage string, w want) {
 		t.Helper()
@@ -61,6 +61,7 @@ func TestEngineMetrics(t *testing.T) {
 			"predictord_engine_reused_windows_total": w.reused,
 			"predictord_engine_parks_total":          w.parks,
 			"predictord_engine_bf16":                 w.bf16,
+			"predictord_engine_int8":                 w.int8,
 			"predictord_engine_backoffs_total":       w.backoffs,
 			"predictord_engine_backoff_calls_total":  w.backoffCalls,
 			"predictord_engine_backing_off":          w.backingOff,
@@ -72,7 +73,7 @@ func TestEngineMetrics(t *testing.T) {
 			}
 		}
 	}
-	check("first engine", want{split: 8, whole: 4, reused: 6, parks: 3, backoffs: 1, backoffCalls: 2, backingOff: 1, bf16: 1})
+	check("first engine", want{split: 8, whole: 4, reused: 6, parks: 3, backoffs: 1, backoffCalls: 2, backingOff: 1, bf16: 1, int8: 1})
 	old := c.swap(func() *Model { return cur.Swap(&Model{Predictor: second}) })
 	if old == nil || old.Predictor != first {
 		t.Fatalf("swap returned %v, want the first model", old)
