@@ -292,18 +292,18 @@ func (e *Engine) probeWindows(n int, seed uint64) *rgc.Batch {
 }
 
 // int8MinMid is the fewest bottleneck channels a block runs int8 with: on
-// the paper CNN's blocks (128) int8 takes a window from 0.54 to 0.38 ms on
-// one thread (AMD EPYC, Zen 4); on the cpu preset's (32) the quantization
-// passes and the extra phase cost more than the narrower GEMMs save (0.21
-// to 0.23 ms; docs/results.md).
+// the paper CNN's blocks (128) int8 takes a window moved on from its cell's
+// last from 0.54 to 0.38 ms on one thread (AMD EPYC, Zen 4; block 0 and the
+// transformer still bf16); on the cpu preset's (32) the quantization passes
+// and the extra phase cost more than the narrower GEMMs save (0.21 to 0.23
+// ms; docs/results.md).
 const int8MinMid = 64
-
 
 // setArith switches the network to p: every convolution and linear layer
 // run as a GEMM to the bf16 path (BF16 and INT8) or back, and for INT8 the
-// convolutions of the blocks after the first to the int8 path. The bf16
-// and int8 weights are made once, on the first switch, and kept (n.w16,
-// n.w8) beside the float32 ones. The squeeze-excite layers are
+// layers the INT8 constant lists to the int8 path. The bf16 and int8
+// weights are made once, on the first switch, and kept (n.w16, n.w8,
+// n.taps, n.tap3) beside the float32 ones. The squeeze-excite layers are
 // matrix-vector products and stay float32.
 func (n *network) setArith(p Precision) {
 	var ws []**sgemm.PackedBF16
