@@ -53,10 +53,6 @@ func (p *PackedI8) K() int { return p.k }
 // N returns the number of columns of the packed matrix.
 func (p *PackedI8) N() int { return p.n }
 
-// Scales returns the columns' scales (read-only): column j of B is
-// quantized as q * Scales()[j], q in [-127, 127].
-func (p *PackedI8) Scales() []float32 { return p.scale[:p.n] }
-
 // NewPackedI8 quantizes op(B), a k x n matrix (B is k x n with row stride
 // ldb, or n x k when transB), to int8 with one scale per column (the
 // column's largest magnitude over 127; values round to nearest even) and

@@ -304,7 +304,7 @@ func TestNewPackedI8(t *testing.T) {
 		for p := 0; p < k; p++ {
 			m = max(m, math.Abs(float64(b[p*n+j])))
 		}
-		if s := pb.Scales()[j]; s != float32(m/127) {
+		if s := pb.scale[j]; s != float32(m/127) {
 			t.Fatalf("column %d: scale %v, want %v", j, s, float32(m/127))
 		}
 		for p := 0; p < k; p++ {
