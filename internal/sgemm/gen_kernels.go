@@ -76,7 +76,6 @@ func genI8(p func(string, ...any)) {
 	}
 	genQuantU8(p)
 	genQuantRowsU8(p)
-	genQuantRowsAsymU8(p)
 }
 
 // genI8Kernel writes a micro-kernel for an mr x (16*vecs) tile of C from A
@@ -206,101 +205,14 @@ func genQuantU8(p func(string, ...any)) {
 	p("\tRET")
 }
 
-// genQuantRowsU8 writes quantRowsAVX512(dst *uint8, ldd int, src *float32,
-// lds, rows, cols int, scales *float32): each row of src (cols floats, a
-// positive multiple of 16) quantized with its own scale as
-// quantRowsU8Go does: top = the row's largest value; scale = top/255 and
-// inv = 255/top, both 0 unless 0 < top < +Inf; then the row as
-// quantU8AVX512 quantizes it with inv.
-func genQuantRowsU8(p func(string, ...any)) {
-	p("")
-	p("// func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32)")
-	p("TEXT ·quantRowsAVX512(SB), NOSPLIT, $0-56")
-	p("\tMOVQ dst+0(FP), DI")
-	p("\tMOVQ ldd+8(FP), R8")
-	p("\tMOVQ src+16(FP), SI")
-	p("\tMOVQ lds+24(FP), R9")
-	p("\tSHLQ $2, R9")
-	p("\tMOVQ rows+32(FP), CX")
-	p("\tMOVQ cols+40(FP), R10")
-	p("\tSHRQ $4, R10")
-	p("\tMOVQ scales+48(FP), BX")
-	p("\tMOVL $0x3f000000, AX") // 0.5
-	p("\tVPBROADCASTD AX, Z2")
-	p("\tMOVL $0x437f0000, AX") // 255
-	p("\tVPBROADCASTD AX, Z3")
-	p("\tVPXORD Z4, Z4, Z4")
-	p("\tMOVL $0x7f800000, AX") // +Inf
-	p("\tVPBROADCASTD AX, Z5")
-	p("\tTESTQ CX, CX")
-	p("\tJEQ qrdone")
-	p("qrrow:")
-	// The row's largest value, in every lane of Z0 (max is exact, so the
-	// order does not matter).
-	p("\tMOVQ SI, R11")
-	p("\tMOVQ R10, R12")
-	p("\tVMOVUPS (R11), Z0")
-	p("\tADDQ $64, R11")
-	p("\tDECQ R12")
-	p("\tJEQ qrreduce")
-	p("qrmax:")
-	p("\tVMAXPS (R11), Z0, Z0")
-	p("\tADDQ $64, R11")
-	p("\tDECQ R12")
-	p("\tJNE qrmax")
-	p("qrreduce:")
-	p("\tVSHUFF64X2 $0x4e, Z0, Z0, Z1")
-	p("\tVMAXPS Z1, Z0, Z0")
-	p("\tVSHUFF64X2 $0xb1, Z0, Z0, Z1")
-	p("\tVMAXPS Z1, Z0, Z0")
-	p("\tVPERMILPS $0x4e, Z0, Z1")
-	p("\tVMAXPS Z1, Z0, Z0")
-	p("\tVPERMILPS $0xb1, Z0, Z1")
-	p("\tVMAXPS Z1, Z0, Z0")
-	// scale = top/255, inv = 255/top where 0 < top < +Inf, else both 0.
-	p("\tVXORPS X6, X6, X6")
-	p("\tVXORPS X1, X1, X1")
-	p("\tVUCOMISS X4, X0")
-	p("\tJBE qrzero") // top <= 0 or NaN
-	p("\tVUCOMISS X5, X0")
-	p("\tJAE qrzero")        // top == +Inf
-	p("\tVDIVSS X3, X0, X6") // scale = top / 255
-	p("\tVDIVSS X0, X3, X1") // inv = 255 / top
-	p("qrzero:")
-	p("\tVMOVSS X6, (BX)")
-	p("\tVBROADCASTSS X1, Z1")
-	p("\tMOVQ SI, R11")
-	p("\tMOVQ DI, R13")
-	p("\tMOVQ R10, R12")
-	p("qrquant:")
-	p("\tVMULPS (R11), Z1, Z0")
-	p("\tVADDPS Z2, Z0, Z0")
-	p("\tVMAXPS Z4, Z0, Z0")
-	p("\tVMINPS Z3, Z0, Z0")
-	p("\tVCVTTPS2DQ Z0, Z0")
-	p("\tVPMOVDB Z0, (R13)")
-	p("\tADDQ $64, R11")
-	p("\tADDQ $16, R13")
-	p("\tDECQ R12")
-	p("\tJNE qrquant")
-	p("\tADDQ R9, SI")
-	p("\tADDQ R8, DI")
-	p("\tADDQ $4, BX")
-	p("\tDECQ CX")
-	p("\tJNE qrrow")
-	p("qrdone:")
-	p("\tVZEROUPPER")
-	p("\tRET")
-}
-
-// genQuantRowsAsymU8 writes quantRowsAsymAVX512(dst *uint8, ldd int, src
+// genQuantRowsU8 writes quantRowsAVX512(dst *uint8, ldd int, src
 // *float32, lds, rows, cols int, scales *float32, zeros *int32): each row
 // quantized with a scale and zero point of its own, as
-// quantRowsAsymU8Go does (cols a positive multiple of 16).
-func genQuantRowsAsymU8(p func(string, ...any)) {
+// quantRowsU8Go does (cols a positive multiple of 16).
+func genQuantRowsU8(p func(string, ...any)) {
 	p("")
-	p("// func quantRowsAsymAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)")
-	p("TEXT ·quantRowsAsymAVX512(SB), NOSPLIT, $0-64")
+	p("// func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)")
+	p("TEXT ·quantRowsAVX512(SB), NOSPLIT, $0-64")
 	p("\tMOVQ dst+0(FP), DI")
 	p("\tMOVQ ldd+8(FP), R8")
 	p("\tMOVQ src+16(FP), SI")

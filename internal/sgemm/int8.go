@@ -15,7 +15,7 @@ import (
 // integer-arithmetic-only inference", CVPR 2018), with a scale per weight
 // column (per output channel) and a scale per row of A chosen by the
 // caller, and a zero point per row where A has negative values: row i of
-// A stands for (a[i, p] - z_i) * aScale_i, which QuantizeRowsAsymU8
+// A stands for (a[i, p] - z_i) * aScale_i, which QuantizeRowsU8
 // chooses from the row's range; non-negative A (ReLU outputs) needs none.
 //
 // Every output element is computed the same way on every path: acc = the
@@ -127,36 +127,7 @@ func QuantizeU8(dst []uint8, src []float32, inv float32) {
 	quantU8(dst, src, inv)
 }
 
-// QuantizeRowsU8 quantizes each of rows rows of src (cols floats each, row
-// i at src[i*lds:]) with a scale of its own, for A rows of
-// GemmPackedBiasI8: scales[i] and the row's inverse scale are
-// U8Scale(the row's largest value), and dst[i*ldd:] receives the row as
-// QuantizeU8 quantizes it.
-func QuantizeRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
-	if rows <= 0 || cols <= 0 {
-		return
-	}
-	_ = dst[(rows-1)*ldd+cols-1]
-	_ = src[(rows-1)*lds+cols-1]
-	_ = scales[rows-1]
-	quantRowsU8(dst, ldd, src, lds, rows, cols, scales)
-}
-
-// quantRowsU8Go is the portable definition of QuantizeRowsU8.
-func quantRowsU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
-	for i := 0; i < rows; i++ {
-		row := src[i*lds : i*lds+cols]
-		top := row[0]
-		for _, v := range row[1:] {
-			top = max(top, v)
-		}
-		s, inv := U8Scale(top)
-		scales[i] = s
-		quantU8Go(dst[i*ldd:i*ldd+cols], row, inv)
-	}
-}
-
-// QuantizeRowsAsymU8 quantizes each of rows rows of src (cols floats each,
+// QuantizeRowsU8 quantizes each of rows rows of src (cols floats each,
 // row i at src[i*lds:], of any sign) with a scale and zero point of its
 // own, for A rows of GemmPackedBiasI8: with lo and hi the row's extremes
 // and 0, scales[i] and inv are U8Scale(hi - lo), zeros[i] = z =
@@ -164,18 +135,18 @@ func quantRowsU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, sca
 // dst[i*ldd+j] is src's x*inv +
 // (z + 0.5) clamped to 0..255 (NaN to 0) and truncated, so that x ~
 // (q - z) * scale.
-func QuantizeRowsAsymU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+func QuantizeRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
 	if rows <= 0 || cols <= 0 {
 		return
 	}
 	_ = dst[(rows-1)*ldd+cols-1]
 	_ = src[(rows-1)*lds+cols-1]
 	_, _ = scales[rows-1], zeros[rows-1]
-	quantRowsAsymU8(dst, ldd, src, lds, rows, cols, scales, zeros)
+	quantRowsU8(dst, ldd, src, lds, rows, cols, scales, zeros)
 }
 
-// quantRowsAsymU8Go is the portable definition of QuantizeRowsAsymU8.
-func quantRowsAsymU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+// quantRowsU8Go is the portable definition of QuantizeRowsU8.
+func quantRowsU8Go(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
 	for i := 0; i < rows; i++ {
 		row := src[i*lds : i*lds+cols]
 		var lo, hi float32
@@ -239,8 +210,8 @@ func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, 
 // GemmPackedAccI8 is GemmPackedBiasI8 accumulating into C: C = C + (A*B)
 // scaled, then max(C, 0) if relu, with no zero points (A non-negative):
 // the sum of several products into one C (a convolution's taps).
-func GemmPackedAccI8(m int, a []uint8, lda int, aScale []float32, aStride int, b *PackedI8, relu bool, c []float32, ldc int, tile []float32) {
-	gemmI8(m, a, lda, aScale, aStride, nil, 0, b, c, ldc, relu, c, ldc, tile)
+func GemmPackedAccI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []int32, zStride int, b *PackedI8, relu bool, c []float32, ldc int, tile []float32) {
+	gemmI8(m, a, lda, aScale, aStride, aZero, zStride, b, c, ldc, relu, c, ldc, tile)
 }
 
 // gemmI8 computes C = base + (A*B) scaled, then max(C, 0) if relu, base

@@ -63,36 +63,20 @@ func kernI8x1x16(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *fl
 //go:noescape
 func quantU8AVX512(dst *uint8, src *float32, n int, inv float32)
 
-// quantRowsAVX512 quantizes rows as quantRowsU8Go does (cols a positive
-// multiple of 16).
-//
-//go:noescape
-func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32)
-
-// quantRowsU8 is quantRowsU8Go, in assembly when the CPU has AVX512_VNNI
-// and cols is a multiple of 16.
-func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
-	if !i8Asm || cols%16 != 0 {
-		quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales)
-		return
-	}
-	quantRowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols, &scales[0])
-}
-
-// quantRowsAsymAVX512 quantizes rows as quantRowsAsymU8Go does (cols a
+// quantRowsAVX512 quantizes rows as quantRowsU8Go does (cols a
 // positive multiple of 16).
 //
 //go:noescape
-func quantRowsAsymAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)
+func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)
 
-// quantRowsAsymU8 is quantRowsAsymU8Go, in assembly when the CPU has
+// quantRowsU8 is quantRowsU8Go, in assembly when the CPU has
 // AVX512_VNNI and cols is a multiple of 16.
-func quantRowsAsymU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
 	if !i8Asm || cols%16 != 0 {
-		quantRowsAsymU8Go(dst, ldd, src, lds, rows, cols, scales, zeros)
+		quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales, zeros)
 		return
 	}
-	quantRowsAsymAVX512(&dst[0], ldd, &src[0], lds, rows, cols, &scales[0], &zeros[0])
+	quantRowsAVX512(&dst[0], ldd, &src[0], lds, rows, cols, &scales[0], &zeros[0])
 }
 
 // kernI8 computes a rows x cols tile (rows 1, 4, 8 or 12; cols 16 or 32) as
@@ -111,6 +95,8 @@ func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc i
 	if relu {
 		r = 1
 	}
+	// Direct calls (not a table of func values), so that the kernels'
+	// noescape pointers leave the caller's arrays on its stack.
 	ap, bp, cp, sap, zap, swp, csp, bip := &a[0], &b[0], &c[0], &sa[0], &za[0], &sw[0], &cs[0], &bias[0]
 	switch {
 	case rows == 12 && cols == 32:

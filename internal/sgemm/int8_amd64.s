@@ -2061,83 +2061,8 @@ quant:
 	VZEROUPPER
 	RET
 
-// func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32)
-TEXT ·quantRowsAVX512(SB), NOSPLIT, $0-56
-	MOVQ dst+0(FP), DI
-	MOVQ ldd+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ lds+24(FP), R9
-	SHLQ $2, R9
-	MOVQ rows+32(FP), CX
-	MOVQ cols+40(FP), R10
-	SHRQ $4, R10
-	MOVQ scales+48(FP), BX
-	MOVL $0x3f000000, AX
-	VPBROADCASTD AX, Z2
-	MOVL $0x437f0000, AX
-	VPBROADCASTD AX, Z3
-	VPXORD Z4, Z4, Z4
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z5
-	TESTQ CX, CX
-	JEQ qrdone
-qrrow:
-	MOVQ SI, R11
-	MOVQ R10, R12
-	VMOVUPS (R11), Z0
-	ADDQ $64, R11
-	DECQ R12
-	JEQ qrreduce
-qrmax:
-	VMAXPS (R11), Z0, Z0
-	ADDQ $64, R11
-	DECQ R12
-	JNE qrmax
-qrreduce:
-	VSHUFF64X2 $0x4e, Z0, Z0, Z1
-	VMAXPS Z1, Z0, Z0
-	VSHUFF64X2 $0xb1, Z0, Z0, Z1
-	VMAXPS Z1, Z0, Z0
-	VPERMILPS $0x4e, Z0, Z1
-	VMAXPS Z1, Z0, Z0
-	VPERMILPS $0xb1, Z0, Z1
-	VMAXPS Z1, Z0, Z0
-	VXORPS X6, X6, X6
-	VXORPS X1, X1, X1
-	VUCOMISS X4, X0
-	JBE qrzero
-	VUCOMISS X5, X0
-	JAE qrzero
-	VDIVSS X3, X0, X6
-	VDIVSS X0, X3, X1
-qrzero:
-	VMOVSS X6, (BX)
-	VBROADCASTSS X1, Z1
-	MOVQ SI, R11
-	MOVQ DI, R13
-	MOVQ R10, R12
-qrquant:
-	VMULPS (R11), Z1, Z0
-	VADDPS Z2, Z0, Z0
-	VMAXPS Z4, Z0, Z0
-	VMINPS Z3, Z0, Z0
-	VCVTTPS2DQ Z0, Z0
-	VPMOVDB Z0, (R13)
-	ADDQ $64, R11
-	ADDQ $16, R13
-	DECQ R12
-	JNE qrquant
-	ADDQ R9, SI
-	ADDQ R8, DI
-	ADDQ $4, BX
-	DECQ CX
-	JNE qrrow
-qrdone:
-	VZEROUPPER
-	RET
-
-// func quantRowsAsymAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)
-TEXT ·quantRowsAsymAVX512(SB), NOSPLIT, $0-64
+// func quantRowsAVX512(dst *uint8, ldd int, src *float32, lds, rows, cols int, scales *float32, zeros *int32)
+TEXT ·quantRowsAVX512(SB), NOSPLIT, $0-64
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), R8
 	MOVQ src+16(FP), SI

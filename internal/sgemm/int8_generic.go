@@ -17,11 +17,6 @@ func kernI8(rows, cols, kq int, a []uint8, lda int, b []int8, c []float32, ldc i
 func quantU8(dst []uint8, src []float32, inv float32) { quantU8Go(dst, src, inv) }
 
 // quantRowsU8 is quantRowsU8Go on this build.
-func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32) {
-	quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales)
-}
-
-// quantRowsAsymU8 is quantRowsAsymU8Go on this build.
-func quantRowsAsymU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
-	quantRowsAsymU8Go(dst, ldd, src, lds, rows, cols, scales, zeros)
+func quantRowsU8(dst []uint8, ldd int, src []float32, lds, rows, cols int, scales []float32, zeros []int32) {
+	quantRowsU8Go(dst, ldd, src, lds, rows, cols, scales, zeros)
 }

@@ -377,48 +377,8 @@ func TestGemmPackedBiasI8Panics(t *testing.T) {
 	}
 }
 
-// TestQuantizeRowsU8: each row quantized with its own scale, U8Scale of its
-// largest value, as QuantizeU8 quantizes it; the assembly gives the
-// portable definition's bytes and scales, for rows of ReLU outputs, of
-// zeros, of negative values and with an infinity.
-func TestQuantizeRowsU8(t *testing.T) {
-	rng := rand.New(rand.NewPCG(53, 54))
-	for _, cols := range []int{16, 64, 128, 17, 5} {
-		const rows, lds, ldd = 9, 140, 150
-		src := make([]float32, rows*lds)
-		for i := range src {
-			if rng.IntN(3) > 0 {
-				src[i] = float32(rng.ExpFloat64())
-			}
-		}
-		clear(src[2*lds : 2*lds+cols]) // all zeros: scale 0
-		for j := 0; j < cols; j++ {
-			src[3*lds+j] = -float32(rng.ExpFloat64()) // all negative: scale 0
-		}
-		src[4*lds+cols/2] = float32(math.Inf(1)) // scale 0
-		i8Paths(t, func(t *testing.T) {
-			dst := make([]uint8, rows*ldd)
-			scales := make([]float32, rows)
-			QuantizeRowsU8(dst, ldd, src, lds, rows, cols, scales)
-			for i := 0; i < rows; i++ {
-				row := src[i*lds : i*lds+cols]
-				top := row[0]
-				for _, v := range row {
-					top = max(top, v)
-				}
-				s, inv := U8Scale(top)
-				want := make([]uint8, cols)
-				quantU8Go(want, row, inv)
-				if scales[i] != s || string(dst[i*ldd:i*ldd+cols]) != string(want) {
-					t.Fatalf("cols %d row %d: scale %v, want %v; bytes %v, want %v", cols, i, scales[i], s, dst[i*ldd:i*ldd+cols], want)
-				}
-			}
-		})
-	}
-}
-
 // TestGemmPackedBiasI8ZeroPoints: A of both signs, each row quantized with
-// its own scale and zero point (QuantizeRowsAsymU8), against float64
+// its own scale and zero point (QuantizeRowsU8), against float64
 // arithmetic on the values the bytes stand for and against the float
 // inputs within the quantization bound; the assembly gives the portable
 // kernel's bits.
@@ -440,7 +400,7 @@ func TestGemmPackedBiasI8ZeroPoints(t *testing.T) {
 		i8Paths(t, func(t *testing.T) {
 			a := make([]uint8, s.m*lda)
 			sa, za := make([]float32, s.m), make([]int32, s.m)
-			QuantizeRowsAsymU8(a, lda, x, lda, s.m, s.k, sa, za)
+			QuantizeRowsU8(a, lda, x, lda, s.m, s.k, sa, za)
 			c := make([]float32, s.m*s.n)
 			GemmPackedBiasI8(s.m, a, lda, sa, 1, za, 1, pb, bias, false, c, s.n, tile)
 			outs = append(outs, c)
@@ -480,11 +440,12 @@ func TestGemmPackedBiasI8ZeroPoints(t *testing.T) {
 	}
 }
 
-// TestQuantizeRowsAsymU8: every value within half a step of what its byte
+// TestQuantizeRowsU8: every value within half a step of what its byte
 // stands for, (q - z) * scale; rows of one sign, of zeros and with an
-// infinity; the assembly gives the portable definition's bytes, scales and
-// zero points.
-func TestQuantizeRowsAsymU8(t *testing.T) {
+// infinity; a row of ReLU outputs quantized as QuantizeU8 does with
+// U8Scale of its largest value and zero point 0; the assembly gives the
+// portable definition's bytes, scales and zero points.
+func TestQuantizeRowsU8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(57, 58))
 	for _, cols := range []int{16, 64, 256, 17, 3} {
 		const rows, lds, ldd = 7, 300, 310
@@ -504,7 +465,7 @@ func TestQuantizeRowsAsymU8(t *testing.T) {
 		i8Paths(t, func(t *testing.T) {
 			dst := make([]uint8, rows*ldd)
 			scales, zeros := make([]float32, rows), make([]int32, rows)
-			QuantizeRowsAsymU8(dst, ldd, src, lds, rows, cols, scales, zeros)
+			QuantizeRowsU8(dst, ldd, src, lds, rows, cols, scales, zeros)
 			got, gotS, gotZ = append(got, dst), append(gotS, scales), append(gotZ, zeros)
 			for i := 0; i < rows; i++ {
 				if i == 4 {
@@ -523,6 +484,13 @@ func TestQuantizeRowsAsymU8(t *testing.T) {
 			}
 			if zeros[1] != 0 || zeros[2] != 255 || scales[3] != 0 {
 				t.Fatalf("cols %d: zero points %d (positive row), %d (negative row), scale %v (zeros); want 0, 255, 0", cols, zeros[1], zeros[2], scales[3])
+			}
+			pos := src[1*lds : 1*lds+cols]
+			scale, inv := U8Scale(maxF(pos))
+			want := make([]uint8, cols)
+			quantU8Go(want, pos, inv)
+			if scales[1] != scale || string(dst[1*ldd:1*ldd+cols]) != string(want) {
+				t.Fatalf("cols %d: non-negative row: scale %v, bytes %v; want QuantizeU8's %v, %v", cols, scales[1], dst[1*ldd:1*ldd+cols], scale, want)
 			}
 		})
 		for k := 1; k < len(got); k++ {
@@ -554,7 +522,7 @@ func TestGemmPackedAccI8(t *testing.T) {
 		i8Paths(t, func(t *testing.T) {
 			c := append([]float32(nil), c0...)
 			for k, in := range ins {
-				GemmPackedAccI8(s.m, in.a, s.lda, in.sa, s.aStride, in.b, k == len(ins)-1, c, s.n, tile)
+				GemmPackedAccI8(s.m, in.a, s.lda, in.sa, s.aStride, nil, 0, in.b, k == len(ins)-1, c, s.n, tile)
 			}
 			outs = append(outs, c)
 			for i := 0; i < s.m; i++ {

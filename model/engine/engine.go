@@ -49,7 +49,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -513,59 +512,88 @@ func (c *conv) applyRing(in []float32, lo, hi int, ring []float32, base, n int, 
 	}
 }
 
-// applyI8 is apply on the int8 path (c.w8) from an input quantized to
-// uint8, q (laid out as apply's in), standing for q times the scale of its
-// position: scale[pos] for each input position (the padding's included),
-// or scale[0] for all when perPos is false.
-func (c *conv) applyI8(q []uint8, scale []float32, perPos bool, lo, hi int, out []float32, relu bool, work []float32) {
+// quantized is a convolution's input quantized to uint8, laid out as
+// apply's in (row 0 the first padding row): position p stands for
+// (q[p] - zero[p]) * scale[p], or q[p] * scale[0] for every position when
+// perPos is false (no zero points then). Padding positions hold 0, with
+// scale and zero point 0.
+type quantized struct {
+	q      []uint8
+	scale  []float32
+	zero   []int32
+	perPos bool
+}
+
+// newQuantized makes room for rows positions of cols channels, with
+// room for the GEMM kernels' groups of 4 bytes past the last.
+func newQuantized(rows, cols int) quantized {
+	return quantized{q: make([]uint8, rows*cols+4), scale: make([]float32, rows),
+		zero: make([]int32, rows), perPos: true}
+}
+
+// set quantizes positions lo..hi of src (cols floats each, position p at
+// src[(p-off)*cols:], off being the rows of padding before src's first)
+// each with a scale and zero point of its own.
+func (in *quantized) set(src []float32, lo, hi, cols, off int) {
+	sgemm.QuantizeRowsU8(in.q[lo*cols:], cols, src[(lo-off)*cols:], cols, hi-lo, cols, in.scale[lo:], in.zero[lo:])
+}
+
+// from returns the scales and zero points of the positions first,
+// first+stride, ..., with their strides.
+func (in *quantized) from(first, stride int) (scale []float32, ss int, zero []int32, zs int) {
+	if !in.perPos {
+		return in.scale[:1], 0, nil, 0
+	}
+	return in.scale[first:], stride, in.zero[first:], stride
+}
+
+// applyI8 is apply on the int8 path (c.w8) from the quantized input in.
+func (c *conv) applyI8(in *quantized, lo, hi int, out []float32, relu bool, work []float32) {
 	if hi <= lo {
 		return
 	}
-	c.applyI8To(q, scale, perPos, lo, hi, out[lo*c.cout:], relu, work)
+	c.applyI8To(in, lo, hi, out[lo*c.cout:], relu, work)
 }
 
 // applyI8To is applyI8 with output position lo written to row 0 of dst.
-func (c *conv) applyI8To(q []uint8, scale []float32, perPos bool, lo, hi int, dst []float32, relu bool, work []float32) {
+func (c *conv) applyI8To(in *quantized, lo, hi int, dst []float32, relu bool, work []float32) {
 	ld := c.stride * c.cin
-	sa, stride := scale[:1], 0
-	if perPos {
-		sa, stride = scale[lo*c.stride:], c.stride
-	}
-	sgemm.GemmPackedBiasI8(hi-lo, q[lo*ld:], ld, sa, stride, nil, 0, c.w8, c.bias, relu, dst, c.cout, work)
+	sa, ss, za, zs := in.from(lo*c.stride, c.stride)
+	sgemm.GemmPackedBiasI8(hi-lo, in.q[lo*ld:], ld, sa, ss, za, zs, c.w8, c.bias, relu, dst, c.cout, work)
 }
 
 // applyRingI8 is applyI8 into a ring of n rows whose row base holds output
 // position 0 (as applyRing).
-func (c *conv) applyRingI8(q []uint8, scale []float32, perPos bool, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
+func (c *conv) applyRingI8(in *quantized, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
 	wrap := n - base
 	if lo < wrap && lo < hi {
-		c.applyI8To(q, scale, perPos, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
+		c.applyI8To(in, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
 	}
 	if hi > wrap {
 		a := max(lo, wrap)
-		c.applyI8To(q, scale, perPos, a, hi, ring[(a-wrap)*c.cout:], relu, work)
+		c.applyI8To(in, a, hi, ring[(a-wrap)*c.cout:], relu, work)
 	}
 }
 
 // applyTaps is apply on the int8 path tap by tap (c.taps), from an input
-// quantized with a scale per position, scale[pos] (the padding's
-// included): each output row sums the k taps' products, each scaled by its
-// input position's scale, so that a row depends only on the positions it
-// reads, whatever the others hold.
-func (c *conv) applyTaps(q []uint8, scale []float32, lo, hi int, out []float32, relu bool, work []float32) {
+// quantized a position at a time: each output row sums the k taps'
+// products, each scaled by its input position's scale, so that a row
+// depends only on the positions it reads, whatever the others hold.
+func (c *conv) applyTaps(in *quantized, lo, hi int, out []float32, relu bool, work []float32) {
 	if hi <= lo {
 		return
 	}
 	ld := c.stride * c.cin
 	dst := out[lo*c.cout:]
 	for t, w := range c.taps {
-		a, sa := q[(lo*c.stride+t)*c.cin:], scale[lo*c.stride+t:]
+		a := in.q[(lo*c.stride+t)*c.cin:]
+		sa, ss, za, zs := in.from(lo*c.stride+t, c.stride)
 		last := relu && t == len(c.taps)-1
 		if t == 0 {
-			sgemm.GemmPackedBiasI8(hi-lo, a, ld, sa, c.stride, nil, 0, w, c.bias, last, dst, c.cout, work)
+			sgemm.GemmPackedBiasI8(hi-lo, a, ld, sa, ss, za, zs, w, c.bias, last, dst, c.cout, work)
 			continue
 		}
-		sgemm.GemmPackedAccI8(hi-lo, a, ld, sa, c.stride, w, last, dst, c.cout, work)
+		sgemm.GemmPackedAccI8(hi-lo, a, ld, sa, ss, za, zs, w, last, dst, c.cout, work)
 	}
 }
 
@@ -610,7 +638,7 @@ func (f *linear) apply(rows int, x []float32, ldx int, y []float32, ldy int, wor
 }
 
 // applyI8 is apply on the int8 path: each row of x quantized to uint8
-// with a scale and zero point of its own (sgemm.QuantizeRowsAsymU8), in
+// with a scale and zero point of its own (sgemm.QuantizeRowsU8), in
 // work, as many rows at a time as fit there.
 func (f *linear) applyI8(rows int, x []float32, ldx int, y []float32, ldy int, work []float32) {
 	const tileLen = 12 * 32
@@ -622,7 +650,7 @@ func (f *linear) applyI8(rows int, x []float32, ldx int, y []float32, ldy int, w
 		q := unsafe.Slice((*uint8)(unsafe.Pointer(&rest[0])), n*ld)
 		scale := rest[n*ld/4 : n*ld/4+n]
 		zero := unsafe.Slice((*int32)(unsafe.Pointer(&rest[n*ld/4+n])), n)
-		sgemm.QuantizeRowsAsymU8(q, ld, x[lo*ldx:], ldx, n, f.in, scale, zero)
+		sgemm.QuantizeRowsU8(q, ld, x[lo*ldx:], ldx, n, f.in, scale, zero)
 		sgemm.GemmPackedBiasI8(n, q, ld, scale, 1, zero, 1, f.w8, f.bias, false, y[lo*ldy:], ldy, tile)
 	}
 }
@@ -743,15 +771,10 @@ type blockBuf struct {
 	sc  []float32 // [lOut, out] shortcut branch
 	out []float32 // [lOut, out]
 
-	// The int8 path's quantized convolution inputs (4 bytes of slack
-	// past each, for the kernels' groups of 4 along k) and their scales.
-	xq    []uint8        // [lIn, in] the block's input, a scale per row (xs)
-	xs    []float32      // [lIn]
-	h1q   []uint8        // as h1, one scale for the window (from h1max) or one per row (h1s)
-	h1s   []float32      // [pad + lIn + pad], the padding's 0
-	h1max *atomic.Uint32 // largest value of h1 (its float32 bits)
-	h2q   []uint8        // [lOut, mid], a scale per row (h2s)
-	h2s   []float32      // [lOut]
+	// The int8 path's quantized convolution inputs, and the largest value
+	// of each chunk of h1 at the chunk's first row (0 in its others).
+	qx, qh1, qh2 quantized // [lIn, in], as h1, [lOut, mid]
+	h1top        []float32 // [lIn]
 }
 
 // acts are the activations of one window, shared by the threads that
@@ -808,10 +831,8 @@ func newWorker(n *network) *worker {
 			h1: make([]float32, (b.lIn+2*b.conv2.pad)*b.mid),
 			h2: make([]float32, b.lOut*b.mid), h3: make([]float32, b.lOut*b.out),
 			sc: make([]float32, b.lOut*b.out), out: make([]float32, b.lOut*b.out),
-			xq: make([]uint8, b.lIn*b.in+4), xs: make([]float32, b.lIn),
-			h1q: make([]uint8, (b.lIn+2*b.conv2.pad)*b.mid+4), h1max: new(atomic.Uint32),
-			h1s: make([]float32, b.lIn+2*b.conv2.pad),
-			h2q: make([]uint8, b.lOut*b.mid+4), h2s: make([]float32, b.lOut),
+			qx: newQuantized(b.lIn, b.in), qh1: newQuantized(b.lIn+2*b.conv2.pad, b.mid),
+			qh2: newQuantized(b.lOut, b.mid), h1top: make([]float32, b.lIn),
 		})
 	}
 	wk.acts = a

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math"
-	"sync/atomic"
 
 	"rgcpred/internal/sgemm"
 	"rgcpred/model"
@@ -319,7 +318,7 @@ func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 			lo, hi := br.h1.part(k, ch.lo, ch.hi)
 			b.conv1.apply(x, lo, hi, h1, true, wk.work)
 			if taps && hi > lo {
-				sgemm.QuantizeRowsU8(buf.h1q[(pad+lo)*b.mid:], b.mid, h1[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h1s[pad+lo:])
+				buf.qh1.set(h1, pad+lo, pad+hi, b.mid, pad)
 			}
 		}
 	}
@@ -336,9 +335,9 @@ func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 				continue
 			}
 			if taps {
-				b.conv2.applyTaps(buf.h1q, buf.h1s, lo, hi, buf.h2, true, wk.work)
-				sgemm.QuantizeRowsU8(buf.h2q[lo*b.mid:], b.mid, buf.h2[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h2s[lo:])
-				b.conv3.applyRingI8(buf.h2q, buf.h2s, true, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
+				b.conv2.applyTaps(&buf.qh1, lo, hi, buf.h2, true, wk.work)
+				buf.qh2.set(buf.h2, lo, hi, b.mid, 0)
+				b.conv3.applyRingI8(&buf.qh2, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
 			} else {
 				b.conv2.apply(buf.h1, lo, hi, buf.h2, true, wk.work)
 				b.conv3.applyRing(buf.h2, lo, hi, br.h3, br.base, b.lOut, false, wk.work)
@@ -353,14 +352,13 @@ func (b *block) convs(p *pass, buf *blockBuf, x []float32, br *blockRows) {
 
 // convsI8 is convs on the int8 path, for every row, into buf.h3 and
 // buf.sc. Each convolution's input is quantized to uint8 first: x and h2
-// with a scale per row (their convolutions are 1x1, so each output row
-// reads one input row), h1 with one scale for the window (conv2's rows
-// overlap), the largest value of h1, which the threads gather in
-// buf.h1max while computing it (excite clears it for the next window).
-// Every scale is a function of the window's values alone, so the outputs
-// do not depend on how the rows are cut among threads. The shared
-// h1max is read only inside claimed chunks: a thread that arrives late at
-// a phase runs no chunk of it, so it never acts on a stale value.
+// a row at a time (their convolutions are 1x1, so each output row reads one
+// input row), h1 with one scale for the window (conv2's rows overlap), from
+// its largest value, which each chunk of conv1 leaves at its first row of
+// buf.h1top. Every scale is a function of the window's values alone, so
+// the outputs do not depend on how the rows are cut among threads; h1top
+// is read only inside claimed chunks, as a thread late to a phase runs no
+// chunk of it and so never reads another window's values.
 func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 	wk := p.wk
 	// conv1 (1x1) + bn1 + ReLU: [lIn, in] -> [lIn, mid], inside conv2's
@@ -368,44 +366,34 @@ func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 	pad := b.conv2.pad
 	h1 := buf.h1[pad*b.mid:]
 	for ch := p.rows(b.lIn); ch.next(); {
-		sgemm.QuantizeRowsU8(buf.xq[ch.lo*b.in:], b.in, x[ch.lo*b.in:], b.in, ch.hi-ch.lo, b.in, buf.xs[ch.lo:])
-		b.conv1.applyI8(buf.xq, buf.xs, true, ch.lo, ch.hi, h1, true, wk.work)
-		raiseTo(buf.h1max, maxOf(h1[ch.lo*b.mid:ch.hi*b.mid]))
+		buf.qx.set(x, ch.lo, ch.hi, b.in, 0)
+		b.conv1.applyI8(&buf.qx, ch.lo, ch.hi, h1, true, wk.work)
+		buf.h1top[ch.lo] = maxOf(h1[ch.lo*b.mid : ch.hi*b.mid])
+		clear(buf.h1top[ch.lo+1 : ch.hi])
 	}
 	p.sync() // h1's scale needs every row's largest value
 
 	for ch := p.rows(b.lIn); ch.next(); {
-		_, inv := sgemm.U8Scale(math.Float32frombits(buf.h1max.Load()))
-		sgemm.QuantizeU8(buf.h1q[(pad+ch.lo)*b.mid:], h1[ch.lo*b.mid:ch.hi*b.mid], inv)
+		_, inv := sgemm.U8Scale(maxOf(buf.h1top))
+		sgemm.QuantizeU8(buf.qh1.q[(pad+ch.lo)*b.mid:], h1[ch.lo*b.mid:ch.hi*b.mid], inv)
 	}
 	p.sync() // conv2 reads its neighbours' rows of h1
 
 	// conv2 (k7, stride s) + bn2 + ReLU, then conv3 (1x1) + bn3 on the same
 	// rows; the shortcut (1x1, stride s) + bn when the shape changes.
+	var s1 [1]float32
+	h1w := quantized{q: buf.qh1.q, scale: s1[:]} // one scale for the window
 	for ch := p.rows(b.lOut); ch.next(); {
 		lo, hi := ch.lo, ch.hi
-		var s1 [1]float32
-		s1[0], _ = sgemm.U8Scale(math.Float32frombits(buf.h1max.Load()))
-		b.conv2.applyI8(buf.h1q, s1[:], false, lo, hi, buf.h2, true, wk.work)
-		sgemm.QuantizeRowsU8(buf.h2q[lo*b.mid:], b.mid, buf.h2[lo*b.mid:], b.mid, hi-lo, b.mid, buf.h2s[lo:])
-		b.conv3.applyI8(buf.h2q, buf.h2s, true, lo, hi, buf.h3, false, wk.work)
+		s1[0], _ = sgemm.U8Scale(maxOf(buf.h1top))
+		b.conv2.applyI8(&h1w, lo, hi, buf.h2, true, wk.work)
+		buf.qh2.set(buf.h2, lo, hi, b.mid, 0)
+		b.conv3.applyI8(&buf.qh2, lo, hi, buf.h3, false, wk.work)
 		if b.shortcut != nil {
-			b.shortcut.applyI8(buf.xq, buf.xs, true, lo, hi, buf.sc, false, wk.work)
+			b.shortcut.applyI8(&buf.qx, lo, hi, buf.sc, false, wk.work)
 		}
 	}
 	p.sync() // the pooling reads every row of h3
-}
-
-// raiseTo raises the float32 whose bits m holds to v, for non-negative
-// values (whose bits order as the values do).
-func raiseTo(m *atomic.Uint32, v float32) {
-	bits := math.Float32bits(v)
-	for {
-		old := m.Load()
-		if old >= bits || m.CompareAndSwap(old, bits) {
-			return
-		}
-	}
 }
 
 // excite gates the block's h3 by its squeeze-excite and adds the shortcut
@@ -417,11 +405,6 @@ func (b *block) excite(p *pass, buf *blockBuf, h3, sc []float32, br *blockRows) 
 	// channel; every thread that then gates rows computes the (tiny)
 	// gates itself.
 	for ch := p.cols(b.out); ch.next(); {
-		if ch.lo == 0 {
-			// convsI8's last read of h1's largest value was in the
-			// phase before; its next write is in the next window.
-			buf.h1max.Store(0)
-		}
 		pool := p.a.pool[ch.lo:ch.hi]
 		clear(pool)
 		for l := 0; l < b.lOut; l++ {

@@ -28,7 +28,7 @@ const (
 	// int32), on CPUs with AVX512_VNNI and AVX512_BF16:
 	//   - the transformer's linear layers (q, k, v, the projections, the
 	//     MLP; not the head), each input row with a scale and zero point
-	//     of its own (sgemm.QuantizeRowsAsymU8);
+	//     of its own (sgemm.QuantizeRowsU8);
 	//   - in CNN blocks with at least int8MinMid bottleneck channels (the
 	//     paper CNN's), the convolutions on ReLU outputs: after the first
 	//     block, 1x1 inputs with a scale per row and the k7 input, whose
