@@ -483,7 +483,7 @@ func (ly *layer) forward(n *network, p *pass, lastOnly bool) {
 // attendMLP runs causal self-attention, its projection and the MLP for
 // queries q0..q1, adding both to the residual stream a.x.
 func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
-	d, hd := n.width, n.headDim
+	d := n.width
 	a, wk := p.a, p.wk
 	nq := q1 - q0
 	if nq == 0 {
@@ -494,26 +494,13 @@ func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
 	// q columns of qkv at load). Query q0+i sees keys 0..q0+i, so keys
 	// q1.. are never needed.
 	y := a.y[q0*d:]
-	if n.fusedAttn() {
-		wide := hd / 32 // 16 columns a head, or 32
-		for head := 0; head < n.cfg.Heads; head++ {
-			q := qkv[q0*3*d+head*hd : (q1-1)*3*d+(head+1)*hd]
-			kt := a.kt[head*hd*n.tokens : (head+1)*hd*n.tokens]
-			v := qkv[2*d+head*hd : (q1-1)*3*d+2*d+(head+1)*hd]
-			out := y[head*hd : (nq-1)*d+(head+1)*hd]
-			attnAVX512(&q[0], 3*d, nq, q0+1, &kt[0], hd, &v[0], 3*d, wide, &wk.att[0], &out[0], d)
+	fused := n.fusedAttn()
+	for head := 0; head < n.cfg.Heads; head++ {
+		if fused {
+			n.attendFused(p, qkv, head, q0, q1, y)
+		} else {
+			n.attendGEMM(p, qkv, head, q0, q1, y)
 		}
-	}
-	for head := 0; head < n.cfg.Heads && !n.fusedAttn(); head++ {
-		q := qkv[q0*3*d+head*hd:]
-		k := qkv[d+head*hd:]
-		v := qkv[2*d+head*hd:]
-		// att = q k^T / sqrt(hd): [nq, q1]
-		att := wk.att[:nq*q1]
-		sgemm.GemmWork(wk.gemmWork, false, true, nq, q1, hd, 1, q, 3*d, k, 3*d, 0, att, q1)
-		softmaxCausal(att, nq, q1, q0)
-		// y[:, head] = att v: [nq, q1] x [q1, hd] -> [nq, hd]
-		sgemm.GemmWork(wk.gemmWork, false, false, nq, hd, q1, 1, att, q1, v, 3*d, 0, y[head*hd:], d)
 	}
 
 	// x += y W_proj + b
@@ -532,6 +519,33 @@ func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
 	geluTanh(mlp)
 	ly.mproj.apply(nq, mlp, 4*d, tmp, d, wk.work)
 	addTo(xs, tmp)
+}
+
+// attendFused runs one head's attention for queries q0..q1 on the fused
+// kernel (attn_amd64.s), into the head's columns of y (row 0: query q0),
+// from the keys a.kt transposed in the q, k, v phase.
+func (n *network) attendFused(p *pass, qkv []float32, head, q0, q1 int, y []float32) {
+	d, hd, nq := n.width, n.headDim, q1-q0
+	q := qkv[q0*3*d+head*hd : (q1-1)*3*d+(head+1)*hd]
+	kt := p.a.kt[head*hd*n.tokens : (head+1)*hd*n.tokens]
+	v := qkv[2*d+head*hd : (q1-1)*3*d+2*d+(head+1)*hd]
+	out := y[head*hd : (nq-1)*d+(head+1)*hd]
+	wide := hd / 32 // 16 columns a head, or 32
+	attnAVX512(&q[0], 3*d, nq, q0+1, &kt[0], hd, &v[0], 3*d, wide, &p.wk.att[0], &out[0], d)
+}
+
+// attendGEMM is attendFused as two GEMMs and a softmax pass.
+func (n *network) attendGEMM(p *pass, qkv []float32, head, q0, q1 int, y []float32) {
+	d, hd, nq, wk := n.width, n.headDim, q1-q0, p.wk
+	q := qkv[q0*3*d+head*hd:]
+	k := qkv[d+head*hd:]
+	v := qkv[2*d+head*hd:]
+	// att = q k^T / sqrt(hd): [nq, q1]
+	att := wk.att[:nq*q1]
+	sgemm.GemmWork(wk.gemmWork, false, true, nq, q1, hd, 1, q, 3*d, k, 3*d, 0, att, q1)
+	softmaxCausal(att, nq, q1, q0)
+	// y[:, head] = att v: [nq, q1] x [q1, hd] -> [nq, hd]
+	sgemm.GemmWork(wk.gemmWork, false, false, nq, hd, q1, 1, att, q1, v, 3*d, 0, y[head*hd:], d)
 }
 
 // softmaxCausal replaces each row i of att [nq, T] by the softmax of its
