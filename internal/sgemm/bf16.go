@@ -209,13 +209,7 @@ func macroBF16(mb, n, kp int, a []uint16, ld int, b *PackedBF16, pc int, c []flo
 				if bj != nil {
 					base = bj
 				}
-				for j, v := range tile[i*bf16NR : i*bf16NR+w] {
-					v += base[j]
-					if relu && v < 0 {
-						v = 0
-					}
-					dst[j] = v
-				}
+				storeTileRow(dst, tile[i*bf16NR:i*bf16NR+w], base, relu)
 			}
 			i0 += h
 		}

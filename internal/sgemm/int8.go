@@ -266,14 +266,7 @@ func gemmI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []in
 			kernI8(rows, cols, b.kq, ar, lda, bp, tile, i8NR, sa, aStride, za, zStride, sw, cs, zeroRow[:cols], 0, false)
 			for i := 0; i < rows; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
-				bi := base[(i0+i)*bs+j0 : (i0+i)*bs+j0+w]
-				for j, v := range tile[i*i8NR : i*i8NR+w] {
-					v += bi[j]
-					if relu && v < 0 {
-						v = 0
-					}
-					dst[j] = v
-				}
+				storeTileRow(dst, tile[i*i8NR:i*i8NR+w], base[(i0+i)*bs+j0:], relu)
 			}
 			i0 += rows
 		}

@@ -412,14 +412,7 @@ func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []floa
 				if bj != nil {
 					base = bj
 				}
-				src := tile[i*nr : i*nr+w]
-				for j, v := range src {
-					v += base[j]
-					if relu && v < 0 {
-						v = 0
-					}
-					dst[j] = v
-				}
+				storeTileRow(dst, tile[i*nr:i*nr+w], base, relu)
 			}
 			i0 += h
 		}
@@ -496,6 +489,19 @@ func checkMatOverlap(name string, trans bool, rows, cols int, x []float32, ld in
 	}
 	if need := (rows-1)*ld + cols; len(x) < need {
 		panic(fmt.Sprintf("sgemm: %s has %d elements, need %d", name, len(x), need))
+	}
+}
+
+// storeTileRow stores a row of an edge tile computed with a zero base:
+// dst[j] = tile[j] + base[j], clamped at 0 if relu (dst may be base).
+func storeTileRow(dst, tile, base []float32, relu bool) {
+	base = base[:len(tile)]
+	for j, v := range tile {
+		v += base[j]
+		if relu && v < 0 {
+			v = 0
+		}
+		dst[j] = v
 	}
 }
 
