@@ -89,9 +89,7 @@ func genI8(p func(string, ...any)) {
 // (sw), adds its base (row i at bias + i*bs floats: the bias row with bs
 // 0, C itself to accumulate) and clamps at 0 when relu is set.
 func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
-	const nrBytes = 128 // 32 columns of 4 int8 per packed step
 	acc := func(i, v int) string { return fmt.Sprintf("Z%d", i*vecs+v) }
-	const breg, areg0, nb = 24, 26, 6
 	p("")
 	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-120", name)
@@ -105,29 +103,10 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	p("\tMOVQ c+32(FP), DX")
 	p("\tMOVQ ldc+40(FP), R8")
 	p("\tSHLQ $2, R8")
-	for i := 0; i < mr*vecs; i++ {
-		p("\tVPXORD %s, %s, %s", acc(i/vecs, i%vecs), acc(i/vecs, i%vecs), acc(i/vecs, i%vecs))
-	}
-	step := func(u int) {
-		for v := 0; v < vecs; v++ {
-			p("\tVMOVDQU32 %d(DI), Z%d", u*nrBytes+v*64, breg+v)
-		}
-		for i := 0; i < mr; i++ {
-			a := areg0 + i%nb
-			p("\tVPBROADCASTD %s, Z%d", rowAddr(i, 4*u), a)
-			for v := 0; v < vecs; v++ {
-				// Go operand order: VPDPBUSD s8 source, u8 source, accumulator.
-				p("\tVPDPBUSD Z%d, Z%d, %s", breg+v, a, acc(i, v))
-			}
-		}
-	}
-	nbase := (mr + 3) / 4
-	adv := func(bytes int) {
-		for i := 0; i < nbase; i++ {
-			p("\tADDQ $%d, %s", bytes, bases[i])
-		}
-	}
-	emitLoops(p, step, adv, 4, nrBytes)
+	emitDotLoop(p, mr, vecs, "VMOVDQU32", func(acc, a, b int) string {
+		// Go operand order: VPDPBUSD s8 source, u8 source, accumulator.
+		return fmt.Sprintf("VPDPBUSD Z%d, Z%d, Z%d", b, a, acc)
+	})
 	// The store: Z24 is the clamp (0 with relu, else -Inf), Z26 the row's
 	// scale, Z27 its zero point.
 	p("store:")
@@ -553,25 +532,33 @@ func vcvtne2ps2bf16(dst, src1, src2 int) string {
 // pairs rotate through Z26..Z31. flags bit 1: store bias + A*B (bias: one
 // row of floats) instead of C + A*B; bit 0: store max(result, 0).
 func genBF16Kernel(p func(string, ...any), name string, mr, vecs int) {
-	const nrBytes = 128 // 32 pairs of bf16 per packed step
-	acc := func(i, v int) int { return i*vecs + v }
-	const breg, areg0, nb = 24, 26, 6
 	p("")
 	p("// func %s(kp int, a *uint16, lda int, b *uint32, c *float32, ldc int, bias *float32, flags int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	emitStridedArgs(p, "kp", 1)
+	emitDotLoop(p, mr, vecs, "VMOVUPS", vdpbf16ps)
+	emitStores(p, "VPXORD", "Z24", mr, vecs, 64, func(i, v int) string { return fmt.Sprintf("Z%d", i*vecs+v) })
+}
+
+// emitDotLoop writes the k loop of a kernel whose instruction dot(acc, a,
+// b) adds to accumulator acc the dot products of 4-byte groups: an mr x
+// (16*vecs) tile in Z0..Z(mr*vecs-1), cleared first; per step the B
+// vectors (load, 128 bytes a step) in Z24, Z25, and a 4-byte group of each
+// A row broadcast into Z26..Z31 in turn (rows addressed as rowAddr does).
+func emitDotLoop(p func(string, ...any), mr, vecs int, load string, dot func(acc, a, b int) string) {
+	const nrBytes, breg, areg0, nb = 128, 24, 26, 6
 	for i := 0; i < mr*vecs; i++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", i, i, i)
 	}
 	step := func(u int) {
 		for v := 0; v < vecs; v++ {
-			p("\tVMOVUPS %d(DI), Z%d", u*nrBytes+v*64, breg+v)
+			p("\t%s %d(DI), Z%d", load, u*nrBytes+v*64, breg+v)
 		}
 		for i := 0; i < mr; i++ {
 			a := areg0 + i%nb
 			p("\tVPBROADCASTD %s, Z%d", rowAddr(i, 4*u), a)
 			for v := 0; v < vecs; v++ {
-				p("\t%s", vdpbf16ps(acc(i, v), a, breg+v))
+				p("\t%s", dot(i*vecs+v, a, breg+v))
 			}
 		}
 	}
@@ -582,7 +569,6 @@ func genBF16Kernel(p func(string, ...any), name string, mr, vecs int) {
 		}
 	}
 	emitLoops(p, step, adv, 4, nrBytes)
-	emitStores(p, "VPXORD", fmt.Sprintf("Z%d", breg), mr, vecs, 64, func(i, v int) string { return fmt.Sprintf("Z%d", acc(i, v)) })
 }
 
 // genConvert writes cvtBF16AVX512(dst *uint16, src *float32, n int): n
