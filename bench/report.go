@@ -27,8 +27,9 @@ const RealTimeP99 = 2 * time.Millisecond
 // EngineCounters is what the inference engine did during one measurement
 // (the daemon's predictord_engine_* counters): windows computed, those split
 // across its threads, waits for a helper that parked, contention back-offs and
-// the calls they ran whole, and the windows that carried their first CNN
-// rows over from their cell's previous window.
+// the calls they ran whole, the windows that carried their first CNN rows
+// over from their cell's previous window, and the batches the daemon core
+// announced ahead so that the helper threads polled for them (Expects).
 type EngineCounters struct {
 	Windows       int64 `json:"windows"`
 	SplitWindows  int64 `json:"split_windows"`
@@ -36,6 +37,7 @@ type EngineCounters struct {
 	Backoffs      int64 `json:"backoffs"`
 	BackoffCalls  int64 `json:"backoff_calls"`
 	ReusedWindows int64 `json:"reused_windows"`
+	Expects       int64 `json:"expects"`
 }
 
 // splitShare is the share of windows split across the engine's threads.
@@ -59,7 +61,7 @@ func (c EngineCounters) of(n int64) float64 {
 // minus returns c - o, counter by counter.
 func (c EngineCounters) minus(o EngineCounters) EngineCounters {
 	return EngineCounters{c.Windows - o.Windows, c.SplitWindows - o.SplitWindows, c.Parks - o.Parks,
-		c.Backoffs - o.Backoffs, c.BackoffCalls - o.BackoffCalls, c.ReusedWindows - o.ReusedWindows}
+		c.Backoffs - o.Backoffs, c.BackoffCalls - o.BackoffCalls, c.ReusedWindows - o.ReusedWindows, c.Expects - o.Expects}
 }
 
 // Point is the measurement at one number of cells.
@@ -235,12 +237,12 @@ func pos(v float64) float64 {
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
 		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "real time")
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %7s %9s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "expects", "real time")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6.2f %6d %8d %9v\n",
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6.2f %6d %8d %7d %9v\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, 100*p.OverBound, share(p.DaemonOverBound),
-			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.reuseShare(), p.Engine.Parks, p.Engine.Backoffs, p.RealTime)
+			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.reuseShare(), p.Engine.Parks, p.Engine.Backoffs, p.Engine.Expects, p.RealTime)
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
 	fmt.Fprintf(w, ">bound: share of decisions later than %v end to end; daemon: share whose time inside the daemon alone (frame message in, decision out) exceeded it\n", RealTimeP99)

@@ -314,6 +314,8 @@ func engineCounters(reg *prometheus.Registry) EngineCounters {
 				c.Windows += int64(v)
 			case "predictord_engine_reused_windows_total":
 				c.ReusedWindows += int64(v)
+			case "predictord_engine_expects_total":
+				c.Expects += int64(v)
 			case "predictord_engine_parks_total":
 				c.Parks += int64(v)
 			case "predictord_engine_backoffs_total":

@@ -10,7 +10,10 @@
 // window ending at bin t, and 81 classes for the next spike after t.
 package rgc
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Time base and window geometry shared by every package.
 const (
@@ -80,4 +83,14 @@ func (b *Batch) Check() error {
 type Predictor interface {
 	// Predict fills out with the class probabilities of every window of b.
 	Predict(b *Batch, out []float32) error
+}
+
+// Expecter is implemented by predictors that can prepare for a call they
+// are told of ahead (the CPU engine keeps its helper threads polling): a
+// caller that knows n windows fall due within d calls Expect(n, d). Expect
+// returns at once and must be safe to call concurrently with Predict; a
+// call that does not come costs the predictor at most d of preparation.
+// It is optional: callers check for it with a type assertion.
+type Expecter interface {
+	Expect(n int, d time.Duration)
 }

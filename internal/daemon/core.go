@@ -371,6 +371,38 @@ func (c *Core) Frames(f *stream.Frames, backlog int64) {
 	for i := range f.Frames {
 		c.frame(f.FirstSeq+int64(i), &f.Frames[i], n-1-int64(i))
 	}
+	c.expect()
+}
+
+// expectBins is how far ahead, in bins, the core announces the next
+// frame's model call to a predictor that can prepare for it (rgc.Expecter):
+// the next frame's arrival with a frame of jitter to spare.
+const expectBins = 2
+
+// expectWithin is expectBins as a duration.
+var expectWithin = binsDuration(expectBins)
+
+// binsDuration returns the duration of n bins at rgc.BinRateHz.
+func binsDuration(n float64) time.Duration {
+	return time.Duration(n * float64(time.Second) / rgc.BinRateHz)
+}
+
+// expect tells a predictor that can prepare for a call (rgc.Expecter) how
+// many windows fall due at the next bin, the next frame's model call.
+func (c *Core) expect() {
+	e, ok := c.pred.(rgc.Expecter)
+	if !ok || !c.started || c.nextDue > c.last+1 {
+		return
+	}
+	n := 0
+	for i := range c.cells {
+		if int64(c.cells[i].Next) == c.last+1 {
+			n++
+		}
+	}
+	if n > 0 {
+		e.Expect(n, expectWithin)
+	}
 }
 
 // frame routes frame seq (rem more frames follow it in its message): to

@@ -762,3 +762,78 @@ func TestCoreSetGather(t *testing.T) {
 		}
 	}
 }
+
+// expectRecorder is a predictor that records the calls announced to it
+// (rgc.Expecter) and the calls made.
+type expectRecorder struct {
+	constPred
+	expects []int // windows announced, one entry per Expect
+	within  []time.Duration
+	calls   []int // windows per Predict call
+}
+
+func (r *expectRecorder) Expect(n int, d time.Duration) {
+	r.expects = append(r.expects, n)
+	r.within = append(r.within, d)
+}
+
+func (r *expectRecorder) Predict(b *rgc.Batch, out []float32) error {
+	r.calls = append(r.calls, b.Len())
+	return r.constPred.Predict(b, out)
+}
+
+// TestCoreExpectsNextCall: after each frames message, a predictor that can
+// prepare (rgc.Expecter) hears how many windows fall due at the next bin,
+// exactly when some do, and the next frame's call has that many windows.
+func TestCoreExpectsNextCall(t *testing.T) {
+	cells := make([]int, 64)
+	for i := range cells {
+		cells[i] = i
+	}
+	for _, chunk := range []int{1, 3} {
+		t.Run(fmt.Sprintf("frames per message %d", chunk), func(t *testing.T) {
+			r := &expectRecorder{}
+			core, err := New(r, &countSink{}, Config{Known: cells, Cells: cells, All: cells, Stagger: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			core.Frames(synthFrames(0, 1000), 0)
+			if len(r.expects) != 0 {
+				t.Fatalf("%d announcements during the first history, want none", len(r.expects))
+			}
+			announced, prevDue := 0, 0
+			for seq := int64(1000); seq < 1700; seq += int64(chunk) {
+				r.expects, r.within, r.calls = r.expects[:0], r.within[:0], r.calls[:0]
+				core.Frames(synthFrames(seq, chunk), 0)
+				if chunk == 1 && prevDue > 0 && !slices.Equal(r.calls, []int{prevDue}) {
+					t.Fatalf("bin %d: calls %v, want one of the %d windows announced", seq, r.calls, prevDue)
+				}
+				// The windows due at the bin after this message's last.
+				next := seq + int64(chunk)
+				due := 0
+				for i := range core.cells {
+					if int64(core.cells[i].Next) == next {
+						due++
+					}
+				}
+				want := []int(nil)
+				if due > 0 {
+					want = []int{due}
+					announced++
+				}
+				if !slices.Equal(r.expects, want) {
+					t.Fatalf("after bins %d..%d: announced %v, want %v", seq, next-1, r.expects, want)
+				}
+				for _, d := range r.within {
+					if d < binsDuration(1) || d > binsDuration(3) {
+						t.Fatalf("announced within %v, want one to three bins", d)
+					}
+				}
+				prevDue = due
+			}
+			if min := 700 / chunk / 2; announced < min {
+				t.Fatalf("%d announcements over 700 bins, want at least %d (64 cells, a window every 40 bins)", announced, min)
+			}
+		})
+	}
+}

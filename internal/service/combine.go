@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"rgcpred/rgc"
 )
@@ -83,6 +84,17 @@ func (c *combiner) Predict(b *rgc.Batch, out []float32) error {
 	*call = combineCall{}
 	callPool.Put(call)
 	return err
+}
+
+// Expect implements rgc.Expecter: it passes the announcement on to the
+// current predictor, if that can prepare for a call.
+func (c *combiner) Expect(n int, d time.Duration) {
+	c.mu.Lock()
+	p := c.p
+	c.mu.Unlock()
+	if e, ok := p.(rgc.Expecter); ok {
+		e.Expect(n, d)
+	}
 }
 
 // predict runs the taken calls c.run on p: one call as it is, several as

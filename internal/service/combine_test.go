@@ -221,3 +221,34 @@ func TestCombinerAllocs(t *testing.T) {
 type nopPredictor struct{}
 
 func (nopPredictor) Predict(*rgc.Batch, []float32) error { return nil }
+
+// expectingPredictor records the calls announced to it (rgc.Expecter).
+type expectingPredictor struct {
+	nopPredictor
+	got []int
+}
+
+func (p *expectingPredictor) Expect(n int, d time.Duration) { p.got = append(p.got, n) }
+
+// TestCombinerExpect: the combiner passes announcements on to the predictor
+// that serves now (after a swap, the new one), and drops them for a
+// predictor that cannot prepare.
+func TestCombinerExpect(t *testing.T) {
+	first, second := &expectingPredictor{}, &expectingPredictor{}
+	c := newCombiner(first)
+	c.Expect(2, time.Millisecond)
+	if err := c.swap(second); err != nil {
+		t.Fatal(err)
+	}
+	c.Expect(3, time.Millisecond)
+	if err := c.swap(nopPredictor{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Expect(4, time.Millisecond) // nopPredictor cannot prepare: dropped
+	if fmt.Sprint(first.got, second.got) != "[2] [3]" {
+		t.Fatalf("announcements heard: first %v, second %v; want [2] and [3]", first.got, second.got)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Expect(2, time.Millisecond) }); n != 0 {
+		t.Errorf("%v allocations per Expect, want 0", n)
+	}
+}

@@ -23,7 +23,7 @@ type engineCollector struct {
 	mu      sync.Mutex
 	retired engine.Stats // sums over the replaced engines
 
-	windows, reused, parks, backoffs, backoffCalls, backingOff, threads, bf16, int8 *prometheus.Desc
+	windows, reused, parks, backoffs, backoffCalls, backingOff, expects, threads, bf16, int8 *prometheus.Desc
 }
 
 // newEngineCollector returns the collector of the engine model() returns.
@@ -39,6 +39,7 @@ func newEngineCollector(model func() *Model) *engineCollector {
 		backoffs:     d("backoffs_total", "Times the engine stopped splitting windows after calls whose waits for helpers parked."),
 		backoffCalls: d("backoff_calls_total", "Calls the engine ran whole because of a contention back-off."),
 		backingOff:   d("backing_off", "1 while the engine runs every window whole because of contention, else 0."),
+		expects:      d("expects_total", "Batches the daemon core announced a frame ahead (rgc.Expecter) for which the engine kept its helper threads polling instead of parked, so that every thread starts the call at once."),
 		threads:      d("threads", "Threads the inference engine runs a call on."),
 		bf16:         d("bf16", "1 while the engine's convolutions and linear layers run in bf16 (predictord --precision bf16, or int8 for the layers it leaves to bf16, with the CPU's instructions and the parity check passed), 0 for fp32."),
 		int8:         d("int8", "1 while the engine's widest layers run in int8 (predictord --precision int8, the default, with the CPU's instructions and the parity check passed), else 0."),
@@ -80,12 +81,13 @@ func (c *engineCollector) swap(swap func() *Model) *Model {
 	r.Parks += st.Parks
 	r.Backoffs += st.Backoffs
 	r.BackoffCalls += st.BackoffCalls
+	r.Expects += st.Expects
 	return old
 }
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.windows, c.reused, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.threads, c.bf16, c.int8} {
+	for _, d := range []*prometheus.Desc{c.windows, c.reused, c.parks, c.backoffs, c.backoffCalls, c.backingOff, c.expects, c.threads, c.bf16, c.int8} {
 		ch <- d
 	}
 }
@@ -110,6 +112,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.parks, st.Parks+r.Parks)
 	counter(c.backoffs, st.Backoffs+r.Backoffs)
 	counter(c.backoffCalls, st.BackoffCalls+r.BackoffCalls)
+	counter(c.expects, st.Expects+r.Expects)
 	flag := func(d *prometheus.Desc, on bool) {
 		v := 0.0
 		if on {

@@ -28,12 +28,12 @@ func TestEngineMetrics(t *testing.T) {
 	if n, err := gatherCount(reg); err != nil || n != 0 {
 		t.Fatalf("no model: %d metrics (%v), want none", n, err)
 	}
-	first := &statsPredictor{engine.Stats{Calls: 10, Windows: 12, SplitWindows: 8, ReusedWindows: 6, Parks: 3, Backoffs: 1, BackoffCalls: 2, BackingOff: true, Threads: 2, BF16: true, INT8: true}}
+	first := &statsPredictor{engine.Stats{Calls: 10, Windows: 12, SplitWindows: 8, ReusedWindows: 6, Parks: 3, Backoffs: 1, BackoffCalls: 2, Expects: 5, BackingOff: true, Threads: 2, BF16: true, INT8: true}}
 	cur.Store(&Model{Predictor: first})
-	second := &statsPredictor{engine.Stats{Calls: 4, Windows: 5, SplitWindows: 1, ReusedWindows: 2, Parks: 1, Threads: 2}}
+	second := &statsPredictor{engine.Stats{Calls: 4, Windows: 5, SplitWindows: 1, ReusedWindows: 2, Parks: 1, Expects: 7, Threads: 2}}
 
 	type want struct {
-		split, whole, reused, parks, backoffs, backoffCalls, backingOff, bf16, int8 float64
+		split, whole, reused, parks, backoffs, backoffCalls, backingOff, expects, bf16, int8 float64
 	}
 	check := func(stage string, w want) {
 		t.Helper()
@@ -65,6 +65,7 @@ func TestEngineMetrics(t *testing.T) {
 			"predictord_engine_backoffs_total":       w.backoffs,
 			"predictord_engine_backoff_calls_total":  w.backoffCalls,
 			"predictord_engine_backing_off":          w.backingOff,
+			"predictord_engine_expects_total":        w.expects,
 			"predictord_engine_threads":              2,
 		}
 		for k, v := range exp {
@@ -73,12 +74,12 @@ func TestEngineMetrics(t *testing.T) {
 			}
 		}
 	}
-	check("first engine", want{split: 8, whole: 4, reused: 6, parks: 3, backoffs: 1, backoffCalls: 2, backingOff: 1, bf16: 1, int8: 1})
+	check("first engine", want{split: 8, whole: 4, reused: 6, parks: 3, backoffs: 1, backoffCalls: 2, backingOff: 1, expects: 5, bf16: 1, int8: 1})
 	old := c.swap(func() *Model { return cur.Swap(&Model{Predictor: second}) })
 	if old == nil || old.Predictor != first {
 		t.Fatalf("swap returned %v, want the first model", old)
 	}
-	check("after a reload", want{split: 9, whole: 8, reused: 8, parks: 4, backoffs: 1, backoffCalls: 2, backingOff: 0})
+	check("after a reload", want{split: 9, whole: 8, reused: 8, parks: 4, backoffs: 1, backoffCalls: 2, backingOff: 0, expects: 12})
 
 	cur.Store(&Model{Predictor: countingPredictorStub{}})
 	if n, err := gatherCount(reg); err != nil || n != 0 {

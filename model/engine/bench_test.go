@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/sgemm"
 	"rgcpred/model"
 	"rgcpred/model/ref"
 	"rgcpred/rgc"
@@ -273,49 +272,74 @@ func BenchmarkPhase(b *testing.B) {
 }
 
 // BenchmarkPaced is the daemon's situation: one call every millisecond (a
-// frame), batch 1, so that the helper threads park between calls: the
+// frame), so that the helper threads park between calls. Batch 1: the
 // engine runs the window alone, or (wake) wakes the helper to split it.
-// Reports the median and 99th percentile latency.
+// Batch 2: a window per thread, with the helper woken by the call, or
+// (expect) kept polling by an Expect a millisecond ahead, as the daemon
+// core announces the next frame's call. Reports the median and 99th
+// percentile latency.
 func BenchmarkPaced(b *testing.B) {
-	prec := FP32
-	if sgemm.BF16Native() {
-		prec = BF16 // predictord's default where the CPU has it
-	}
 	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
 		w := randomWeights(b, name, len(cellIDs), 1)
-		for _, v := range []struct {
-			threads int
-			wake    bool
-		}{{1, false}, {2, false}, {2, true}} {
-			label := fmt.Sprintf("%s/%s/batch1/threads%d", name, prec, v.threads)
-			if v.wake {
-				label += "/wake" // a parked helper is woken to split the window
-			}
-			b.Run(label, func(b *testing.B) {
-				e, err := NewFromWeights(w, cellIDs, 1, v.threads)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer e.Close()
-				e.wakeParked = v.wake
-				if err := e.Force(prec); err != nil {
-					b.Fatal(err)
-				}
-				// The helpers sleep after spinFor between calls; polling
-				// across the whole gap buys nothing here (docs/results.md).
-				// Each window moves 80 bins on from its cell's last, as
-				// in the daemon after "no spike".
-				m := newMover(e, 3000)
-				next := time.Now()
-				pace := func() {
-					next = next.Add(time.Millisecond)
-					time.Sleep(time.Until(next))
-				}
-				lat := timeCalls(b, pace, func() { m.next(b) })
-				b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
-				b.ReportMetric(lat[len(lat)*99/100].Seconds()*1e3, "p99-ms")
-				b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
-			})
+		for _, prec := range pacedPrecisions() {
+			benchPaced(b, name, w, prec)
 		}
+	}
+}
+
+// pacedPrecisions are the precisions BenchmarkPaced runs: bf16 and int8
+// where the CPU runs them natively, else fp32.
+func pacedPrecisions() []Precision {
+	var ps []Precision
+	for _, p := range nativePrecisions() {
+		if p != FP32 {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		ps = []Precision{FP32}
+	}
+	return ps
+}
+
+func benchPaced(b *testing.B, name string, w *model.Weights, prec Precision) {
+	for _, v := range []struct {
+		batch, threads int
+		wake, expect   bool
+	}{{1, 1, false, false}, {1, 2, false, false}, {1, 2, true, false}, {2, 2, false, false}, {2, 2, false, true}} {
+		label := fmt.Sprintf("%s/%s/batch%d/threads%d", name, prec, v.batch, v.threads)
+		if v.wake {
+			label += "/wake" // a parked helper is woken to split the window
+		}
+		if v.expect {
+			label += "/expect" // each call announced a millisecond ahead (Expect)
+		}
+		b.Run(label, func(b *testing.B) {
+			e, err := NewFromWeights(w, cellIDs, v.batch, v.threads)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			e.wakeParked = v.wake
+			if err := e.Force(prec); err != nil {
+				b.Fatal(err)
+			}
+			// The helpers sleep after spinFor between calls unless the
+			// call is expected. Each window moves 80 bins on from its
+			// cell's last, as in the daemon after "no spike".
+			m := newMover(e, 3000).group(v.batch)
+			next := time.Now()
+			pace := func() {
+				if v.expect {
+					e.Expect(v.batch, 2*time.Millisecond)
+				}
+				next = next.Add(time.Millisecond)
+				time.Sleep(time.Until(next))
+			}
+			lat := timeCalls(b, pace, func() { m.next(b) })
+			b.ReportMetric(lat[len(lat)/2].Seconds()*1e3, "p50-ms")
+			b.ReportMetric(lat[len(lat)*99/100].Seconds()*1e3, "p99-ms")
+			b.ReportMetric(float64(e.Stats().Backoffs), "backoffs")
+		})
 	}
 }

@@ -334,6 +334,23 @@ func newMover(e *Engine, n int) *mover {
 	return m
 }
 
+// group makes each call k windows: the next k windows in turn, of k
+// different cells when k is at most len(cellIDs).
+func (m *mover) group(k int) *mover {
+	var bs []rgc.Batch
+	for i := 0; i+k <= len(m.wins); i += k {
+		var b rgc.Batch
+		for _, w := range m.wins[i : i+k] {
+			b.Inputs = append(b.Inputs, w.Inputs...)
+			b.Cells = append(b.Cells, w.Cells...)
+			b.Ends = append(b.Ends, w.Ends...)
+		}
+		bs = append(bs, b)
+	}
+	m.wins, m.i, m.out = bs, 0, make([]float32, k*rgc.NumClasses)
+	return m
+}
+
 // next predicts the next window, going round to the first after the last
 // (whose shift back carries nothing over).
 func (m *mover) next(t testing.TB) {

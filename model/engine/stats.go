@@ -24,6 +24,9 @@ type Stats struct {
 	// ReusedWindows counts windows that carried block 0's rows over from
 	// their cell's previous window (see SetReuse).
 	ReusedWindows int64
+	// Expects counts the Expect calls that kept the helpers polling for
+	// a batch announced ahead.
+	Expects int64
 	// BackingOff reports whether the engine is in a back-off now.
 	BackingOff bool
 	// Threads is the number of threads a call runs on.
@@ -37,8 +40,8 @@ type Stats struct {
 // counters holds Stats' counters, written by the calling goroutine and read
 // by any (a metrics scrape runs beside the serving loop).
 type counters struct {
-	calls, windows, split, parks, backoffs, backoffCalls, reused atomic.Int64
-	backingOff                                                   atomic.Bool
+	calls, windows, split, parks, backoffs, backoffCalls, reused, expects atomic.Int64
+	backingOff                                                            atomic.Bool
 }
 
 // Stats returns the engine's counters. It is safe to call concurrently with
@@ -48,8 +51,8 @@ func (e *Engine) Stats() Stats {
 	s := Stats{
 		Calls: c.calls.Load(), Windows: c.windows.Load(), SplitWindows: c.split.Load(),
 		Parks: c.parks.Load(), Backoffs: c.backoffs.Load(), BackoffCalls: c.backoffCalls.Load(),
-		ReusedWindows: c.reused.Load(),
-		BackingOff:    c.backingOff.Load(), Threads: len(e.workers),
+		ReusedWindows: c.reused.Load(), Expects: c.expects.Load(),
+		BackingOff: c.backingOff.Load(), Threads: len(e.workers),
 	}
 	p := e.Precision()
 	s.BF16, s.INT8 = p == BF16 || p == INT8, p == INT8

@@ -132,8 +132,10 @@ func TestTicketsStress(t *testing.T) {
 
 // TestTeamStress: the caller publishes many jobs (only when every helper
 // has reported the previous one, as dispatch does) while helpers park at
-// once or after a short spin, with random yields and sleeps; every helper
-// must run each published job exactly once, in order.
+// once or after a short spin, with random yields and sleeps, and a quarter
+// of the jobs announced ahead (expect) so that helpers also poll through
+// gaps and wake from parking without a job; every helper must run each
+// published job exactly once, in order.
 func TestTeamStress(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		for _, helpers := range []int{1, 2} {
@@ -171,6 +173,9 @@ func TestTeamStress(t *testing.T) {
 					rng := rand.New(rand.NewPCG(9, 5))
 					var published int64
 					for range calls {
+						if rng.IntN(4) == 0 { // a job announced ahead (Engine.Expect)
+							tm.expect(time.Now().Add(time.Duration(rng.IntN(200)) * time.Microsecond).UnixNano())
+						}
 						if tm.ready() {
 							published++
 							job.Store(published)
@@ -307,5 +312,77 @@ func TestSleepersLateWake(t *testing.T) {
 	<-returned
 	if n := s.n.Load(); n != 0 {
 		t.Errorf("%d sleepers after the waiter returned, want 0", n)
+	}
+}
+
+// TestExpect: Expect of a batch wakes the parked helper, which then polls
+// (not parked) until the announced time has passed and parks again; a lone
+// window or a one-thread engine announces nothing; the outputs of the
+// expected call are the one-thread engine's bit for bit; and Expect
+// allocates nothing.
+func TestExpect(t *testing.T) {
+	defer watchdog(t, 60*time.Second)()
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 31)
+	b := randomBatch(2, cellIDs, 32)
+	want := make([]float32, 2*rgc.NumClasses)
+	solo, err := NewFromWeights(w, cellIDs, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	solo.Expect(2, time.Second) // no helpers: nothing to keep polling
+	if n := solo.Stats().Expects; n != 0 {
+		t.Fatalf("one-thread engine counted %d expects, want 0", n)
+	}
+	if err := solo.Predict(b, want); err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewFromWeights(w, cellIDs, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 5 s", what)
+			}
+		}
+	}
+	until("parked helper", e.team.parked)
+	e.Expect(1, time.Second) // a lone window: left to dispatch
+	time.Sleep(2 * spinFor)
+	if !e.team.parked() || e.Stats().Expects != 0 {
+		t.Fatalf("Expect(1): parked %v, %d expects; want the helper left parked", e.team.parked(), e.Stats().Expects)
+	}
+	const poll = 300 * time.Millisecond
+	t0 := time.Now()
+	e.Expect(2, poll)
+	until("helper polling", func() bool { return !e.team.parked() })
+	time.Sleep(poll / 3)
+	if e.team.parked() && time.Since(t0) < poll {
+		t.Fatalf("helper parked %v after Expect(2, %v)", time.Since(t0), poll)
+	}
+	until("helper parked again", e.team.parked)
+	if d := time.Since(t0); d < poll {
+		t.Fatalf("helper parked again after %v, want after the announced %v", d, poll)
+	}
+	e.Expect(2, poll)
+	until("helper polling", func() bool { return !e.team.parked() })
+	got := make([]float32, len(want))
+	if err := e.Predict(b, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("output %d after Expect: %v, want the one-thread engine's %v", i, got[i], want[i])
+		}
+	}
+	if n := e.Stats().Expects; n != 2 {
+		t.Fatalf("%d expects counted, want 2", n)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { e.Expect(2, time.Millisecond) }); allocs != 0 {
+		t.Fatalf("Expect: %v allocations, want 0", allocs)
 	}
 }
