@@ -192,10 +192,10 @@ func (e *Engine) helper(i int) {
 }
 
 // Expect tells the engine that a call of n windows is likely within d. When
-// n is at least 2 and the engine has helper threads, they poll for that
-// call until d has passed instead of parking, yielding their cores to any
-// other runnable thread meanwhile, so that each takes a window from the
-// call's start: a parked thread takes 0.1-0.3 ms to wake on a virtual
+// n is at least 2 and the engine has helper threads, they poll for the
+// next call instead of parking, until it starts or d has passed, yielding
+// their cores to any other runnable thread meanwhile, so that each takes a
+// window from the call's start: a parked thread takes 0.1-0.3 ms to wake on a virtual
 // machine, and by then the caller has run the window it would have run
 // (docs/engine.md, "Expected calls"). A lone window is left to dispatch's
 // rule of running alone or waking the helpers. Expect returns at once,

@@ -184,7 +184,8 @@ type team struct {
 	// job before it parks.
 	idle atomic.Int64
 	// warm is the time (Unix ns) until which the helpers poll for the
-	// next job instead of parking (expect); 0 or past: none.
+	// next job instead of parking (expect), until that job starts; 0 or
+	// past: none.
 	warm atomic.Int64
 	// fewPs is set by expect when the Go scheduler has fewer Ps than the
 	// engine has threads (GOMAXPROCS <= helpers): a polling helper then
@@ -206,8 +207,10 @@ func newTeam(helpers int) *team {
 func (t *team) ready() bool { return t.done.Load() >= t.helpers }
 
 // start publishes a new job (the caller has written its description
-// before) and wakes the parked helpers. The team must be ready.
+// before), ends the polling for an expected job, and wakes the parked
+// helpers. The team must be ready.
 func (t *team) start() {
+	t.warm.Store(0) // the expected job, if any, has come
 	t.done.Store(0)
 	t.gen.Add(1)
 	t.idleSleep.wake()

@@ -316,7 +316,8 @@ func TestSleepersLateWake(t *testing.T) {
 }
 
 // TestExpect: Expect of a batch wakes the parked helper, which then polls
-// (not parked) until the announced time has passed and parks again; a lone
+// (not parked) until the announced time has passed, or the next call has
+// come, and parks again; a lone
 // window or a one-thread engine announces nothing; the outputs of the
 // expected call are the one-thread engine's bit for bit; and Expect
 // allocates nothing.
@@ -368,12 +369,13 @@ func TestExpect(t *testing.T) {
 	if d := time.Since(t0); d < poll {
 		t.Fatalf("helper parked again after %v, want after the announced %v", d, poll)
 	}
-	e.Expect(2, poll)
+	e.Expect(2, time.Hour)
 	until("helper polling", func() bool { return !e.team.parked() })
 	got := make([]float32, len(want))
 	if err := e.Predict(b, got); err != nil {
 		t.Fatal(err)
 	}
+	until("helper parked after the expected call", e.team.parked) // not an hour later
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("output %d after Expect: %v, want the one-thread engine's %v", i, got[i], want[i])
