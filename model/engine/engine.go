@@ -195,13 +195,14 @@ func (e *Engine) helper(i int) {
 // n is at least 2 and the engine has helper threads, they poll for the
 // next call instead of parking, until it starts or d has passed, yielding
 // their cores to any other runnable thread meanwhile, so that each takes a
-// window from the call's start: a parked thread takes 0.1-0.3 ms to wake on a virtual
-// machine, and by then the caller has run the window it would have run
-// (docs/engine.md, "Expected calls"). A lone window is left to dispatch's
-// rule of running alone or waking the helpers. Expect returns at once,
-// allocates nothing and is safe to call concurrently with Predict; a call
-// that does not come costs at most d of polling. It implements
-// rgc.Expecter, which the daemon core calls after each frames message.
+// window from the call's start: a parked thread takes 0.1-0.3 ms to wake
+// on a virtual machine, and by then the caller has run the window it
+// would have run (docs/engine.md, "Expected calls"). A lone window is left
+// to dispatch's rule of running alone or waking the helpers. Expect
+// returns at once, allocates nothing and is safe to call concurrently with
+// Predict; a call that does not come costs at most d of polling. It
+// implements rgc.Expecter, which the daemon core calls after each frames
+// message.
 func (e *Engine) Expect(n int, d time.Duration) {
 	if e.team == nil || n < 2 || d <= 0 {
 		return
