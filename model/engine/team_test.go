@@ -212,8 +212,9 @@ func TestTeamStress(t *testing.T) {
 // TestEngineStress is the daemon's pattern on a loaded machine: many calls
 // of batch sizes 1, 2, 3, 4 and 64 in random order on 2 and 3 threads,
 // with the contention back-off switching windows between whole and split
-// at random, waits parking at once or spinning, random pauses between
-// calls, and GOMAXPROCS 1 and 2. Every output must equal the 1-thread
+// at random, waits parking at once or spinning, calls announced ahead
+// (Expect) so that helpers poll for them, random pauses between calls,
+// and GOMAXPROCS 1 and 2. Every output must equal the 1-thread
 // engine's bit for bit, and the test fails (with stacks) instead of
 // hanging.
 func TestEngineStress(t *testing.T) {
@@ -265,6 +266,8 @@ func TestEngineStress(t *testing.T) {
 							e.splitAll = !e.splitAll
 						case 4:
 							e.wakeParked = !e.wakeParked
+						case 5: // announced, as the daemon core does
+							e.Expect(n, time.Duration(rng.IntN(2000))*time.Microsecond)
 						}
 						if err := e.Predict(b, out[:n*rgc.NumClasses]); err != nil {
 							t.Fatal(err)
