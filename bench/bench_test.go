@@ -3,10 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
+	"maps"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -147,7 +149,7 @@ func TestRunSmall(t *testing.T) {
 	mdl := &service.Model{Predictor: fakepred.New(known), Cells: known, Name: "fake"}
 	rep, err := Run(context.Background(), Options{
 		Rec: rec, Model: mdl, ModelPath: "fake", Threads: 1, CellCounts: []int{1, 6}, Seconds: 0.5,
-		MaxLag: rgc.Horizon, Log: zerolog.Nop(),
+		MaxLag: rgc.Horizon, Log: zerolog.Nop(), Trace: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +172,77 @@ func TestRunSmall(t *testing.T) {
 		if p.CPU <= 0 || p.MeanBatch < 1 || p.MeanPredictMs <= 0 {
 			t.Fatalf("point %d: cpu %v, mean batch %v, mean call %v ms", i, p.CPU, p.MeanBatch, p.MeanPredictMs)
 		}
+		checkTrace(t, p)
+	}
+	var csv strings.Builder
+	if err := WriteTrace(&csv, rep); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(csv.String(), "\n"); lines != 1+len(rep.Points[0].Trace)+len(rep.Points[1].Trace) {
+		t.Fatalf("trace CSV of %d lines, want a header and %d+%d rows", lines, len(rep.Points[0].Trace), len(rep.Points[1].Trace))
 	}
 	t.Logf("%+v", rep.Points)
+}
+
+// checkTrace: every decision the devices sampled has its parts, from the
+// daemon's and the device's records; the parts are in order (none
+// negative), add up to the latency the device measured (the slowest one is
+// the point's maximum), and come from real model calls; the tail
+// summarises the slowest 1%.
+func checkTrace(t *testing.T, p Point) {
+	t.Helper()
+	if len(p.Trace) != p.Latency.N || p.TraceUnmatched != 0 {
+		t.Fatalf("%d cells: %d trace rows (%d unmatched) for %d sampled decisions", p.Cells, len(p.Trace), p.TraceUnmatched, p.Latency.N)
+	}
+	var slowest time.Duration
+	for _, r := range p.Trace {
+		if r.Inbound < 0 || r.Wait < 0 || r.Call < 0 || r.Publish < 0 || r.Outbound < 0 || r.Batch < 1 {
+			t.Fatalf("%d cells: decision %+v: a negative part or no model call", p.Cells, r)
+		}
+		slowest = max(slowest, r.Total())
+	}
+	if d := math.Abs(float64(slowest)/1e6 - p.Latency.MaxMs); d > 1e-3 {
+		t.Fatalf("%d cells: slowest decision in parts %v, the device measured %v ms", p.Cells, slowest, p.Latency.MaxMs)
+	}
+	calls := 0
+	for _, n := range p.Tail.Batches {
+		calls += n
+	}
+	if want := max(1, len(p.Trace)/100); p.Tail.N != want || calls != want {
+		t.Fatalf("%d cells: tail of %d decisions (%d by call size), want %d", p.Cells, p.Tail.N, calls, want)
+	}
+}
+
+// TestTailOf: the tail is the slowest share of the decisions, its parts
+// the means over them, counted by the size of their model calls.
+func TestTailOf(t *testing.T) {
+	ms := time.Millisecond
+	rows := []TraceRow{
+		{Batch: 1, Inbound: ms, Call: ms},           // 2 ms
+		{Batch: 3, Inbound: ms, Call: 3 * ms},       // 4 ms
+		{Batch: 1, Wait: ms / 2},                    // 0.5 ms
+		{Batch: 2, Call: 2 * ms, Outbound: 4 * ms},  // 6 ms
+		{Batch: 2, Publish: ms / 10, Outbound: ms},  // 1.1 ms
+		{Batch: 1, Inbound: ms / 10, Call: ms / 10}, // 0.2 ms
+	}
+	for _, tc := range []struct {
+		share         float64
+		n             int
+		inbound, call float64
+		outbound      float64
+		batches       map[int]int
+	}{
+		{0.5, 3, 2.0 / 3, 2, 4.0 / 3, map[int]int{1: 1, 2: 1, 3: 1}},
+		{0.01, 1, 0, 2, 4, map[int]int{2: 1}}, // at least one decision
+		{1, 6, 2.1 / 6, 6.1 / 6, 5.0 / 6, map[int]int{1: 3, 2: 2, 3: 1}},
+	} {
+		got := tailOf(rows, tc.share)
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+		if got.N != tc.n || !near(got.InboundMs, tc.inbound) || !near(got.CallMs, tc.call) || !near(got.OutboundMs, tc.outbound) || !maps.Equal(got.Batches, tc.batches) {
+			t.Errorf("share %v: %+v, want %d decisions, inbound %v, call %v, outbound %v ms, calls %v", tc.share, got, tc.n, tc.inbound, tc.call, tc.outbound, tc.batches)
+		}
+	}
+	if tailOf(nil, 0.01) != nil {
+		t.Error("a tail of no decisions")
+	}
 }

@@ -77,6 +77,13 @@ type Point struct {
 	// Reloads counts the model reloads done while the devices played
 	// (Options.ReloadEvery).
 	Reloads int `json:"reloads,omitempty"`
+	// Trace holds every sampled decision's latency in parts, and Tail the
+	// summary of the slowest TailShare of them (Options.Trace; nil
+	// without). TraceUnmatched counts the decisions the devices received
+	// that the daemon did not report (0 unless something is wrong).
+	Trace          []TraceRow `json:"-"`
+	Tail           *Tail      `json:"tail,omitempty"`
+	TraceUnmatched int        `json:"trace_unmatched,omitempty"`
 	// Seconds is the real-time stimulus played (after the 1024-bin history).
 	Seconds float64 `json:"seconds"`
 	// Latency is the frame-to-decision latency over every decision: from
@@ -149,6 +156,9 @@ type Report struct {
 	GOMAXPROCS int   `json:"gomaxprocs"`
 	// Stagger is the daemon's start rule (predictord --stagger).
 	Stagger bool `json:"stagger"`
+	// NoExpect reports that the daemon did not announce each frame's batch
+	// to the engine (predictord --expect=false).
+	NoExpect bool `json:"no_expect,omitempty"`
 	// FLOPsPerWindow is the model's work per window (model.Config.FLOPs)
 	// and PeakGFLOPs the machine's SGEMM rate on one core, measured at the
 	// start: FLOPsPerWindow / PeakGFLOPs is the floor of a window's cost.
@@ -235,14 +245,19 @@ func pos(v float64) float64 {
 
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, GOMAXPROCS %d; %s\n",
-		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, r.GOMAXPROCS, r.Machine)
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, expect %v, GOMAXPROCS %d; %s\n",
+		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, !r.NoExpect, r.GOMAXPROCS, r.Machine)
 	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %7s %9s\n",
 		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "expects", "real time")
 	for _, p := range r.Points {
 		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6.2f %6d %8d %7d %9v\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, 100*p.OverBound, share(p.DaemonOverBound),
 			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.reuseShare(), p.Engine.Parks, p.Engine.Backoffs, p.Engine.Expects, p.RealTime)
+	}
+	for _, p := range r.Points {
+		if p.Tail != nil {
+			fmt.Fprintf(w, "%d cells, the slowest %.0f%% of the decisions: %v\n", p.Cells, 100*TailShare, p.Tail)
+		}
 	}
 	fmt.Fprintf(w, "largest cell count served in real time (p99 <= %v, no missed deadline): %d\n", RealTimeP99, r.MaxRealTimeCells)
 	fmt.Fprintf(w, ">bound: share of decisions later than %v end to end; daemon: share whose time inside the daemon alone (frame message in, decision out) exceeded it\n", RealTimeP99)

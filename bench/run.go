@@ -48,6 +48,13 @@ type Options struct {
 	// the devices play (predictord's SIGHUP), loading it with Reload.
 	ReloadEvery time.Duration
 	Reload      service.Loader
+	// NoExpect turns off the announcement of each frame's batch to the
+	// engine (service.Config.NoExpect, predictord --expect=false).
+	NoExpect bool
+	// Trace records every decision's latency in its parts (Point.Trace,
+	// Point.Tail): when its frames message reached the daemon, its model
+	// call, its publication and its arrival at the device.
+	Trace bool
 	// Progress, if not nil, receives one line per finished point.
 	Progress func(Point)
 	// Log receives the daemon's logs (zerolog.Nop() to silence them).
@@ -121,6 +128,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Gather:         service.Gather(o.Gather, o.Model),
 		MaxLag:         o.MaxLag,
 		Stagger:        o.Stagger,
+		NoExpect:       o.NoExpect,
 		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
 		PeakGFLOPs:     peakGFLOPs(300 * time.Millisecond),
@@ -155,6 +163,14 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		return Point{}, errors.New("bench: reloads asked for without a loader")
 	}
 	loaded := false
+	var tr *tracer
+	var timing func(service.DecisionTiming)
+	if o.Trace {
+		// Room for every cell's windows at one per horizon, twice over
+		// (spikes bring windows forward).
+		tr = newTracer(2 * len(devices) * len(cells) * (int(o.Seconds*rgc.BinRateHz)/rgc.Horizon + 2))
+		timing = tr.timing
+	}
 	svc, err := service.New(service.Config{
 		Devices:   devices,
 		ModelPath: o.ModelPath,
@@ -173,6 +189,8 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		PublishSilence: true,
 		Log:            o.Log,
 		Registry:       reg,
+		Timing:         timing,
+		NoExpect:       o.NoExpect,
 	})
 	if err != nil {
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
@@ -244,9 +262,11 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 				errs[i] = err
 				return
 			}
-			results[i], errs[i] = replay.Run(ctx, pub, replay.Config{
-				Rec: o.Rec, From: from, To: to, Cells: cells, Speed: 1, DecisionTimeout: 2 * time.Second,
-			})
+			cfg := replay.Config{Rec: o.Rec, From: from, To: to, Cells: cells, Speed: 1, DecisionTimeout: 2 * time.Second}
+			if tr != nil {
+				cfg.OnDecision = tr.onDecision(dev)
+			}
+			results[i], errs[i] = replay.Run(ctx, pub, cfg)
 		}()
 	}
 	wg.Wait()
@@ -291,6 +311,10 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	p.LoadAvg = loadAvg()
 	p.Engine = eng
 	p.Reloads = nReloads
+	if tr != nil {
+		p.Trace, p.TraceUnmatched = tr.rows()
+		p.Tail = tailOf(p.Trace, TailShare)
+	}
 	return p, nil
 }
 

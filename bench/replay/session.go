@@ -44,6 +44,11 @@ type Config struct {
 	// Progress, if not nil, is called about once a second with the number of
 	// frames sent and the total.
 	Progress func(sent, total int)
+	// OnDecision, if not nil, hears every decision of a replayed cell whose
+	// latency is sampled (Result.Samples): its cell and window end, when the
+	// frame at End was published and when the decision arrived. It runs on
+	// the NATS delivery goroutine and must return quickly.
+	OnDecision func(cell int32, end int64, sent, received time.Time)
 }
 
 // Result is the outcome of a replay.
@@ -536,6 +541,9 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 		if x.End >= int64(s.cfg.From) && x.End < int64(s.cfg.To) {
 			if pn := s.pubNs[x.End-int64(s.cfg.From)].Load(); pn > 0 {
 				s.res.Samples.Add(rx - time.Duration(pn))
+				if s.cfg.OnDecision != nil {
+					s.cfg.OnDecision(x.Cell, x.End, s.t0.Add(time.Duration(pn)), s.t0.Add(rx))
+				}
 			}
 		}
 		if s.pacer != nil {

@@ -23,8 +23,10 @@ type combiner struct {
 	mu   sync.Mutex
 	cond sync.Cond
 	p    rgc.Predictor
-	gen  uint64 // bumped by swap
-	busy bool   // a caller is running a batch ...
+	// noExpect drops the announcements of calls (Config.NoExpect).
+	noExpect bool
+	gen      uint64 // bumped by swap
+	busy     bool   // a caller is running a batch ...
 	// ... on the predictor of generation runGen.
 	runGen uint64
 	wait   []*combineCall // calls not yet taken
@@ -87,8 +89,12 @@ func (c *combiner) Predict(b *rgc.Batch, out []float32) error {
 }
 
 // Expect implements rgc.Expecter: it passes the announcement on to the
-// current predictor, if that can prepare for a call.
+// current predictor, if that can prepare for a call (and announcements are
+// not off).
 func (c *combiner) Expect(n int, d time.Duration) {
+	if c.noExpect {
+		return
+	}
 	c.mu.Lock()
 	p := c.p
 	c.mu.Unlock()

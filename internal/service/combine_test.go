@@ -251,4 +251,11 @@ func TestCombinerExpect(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { c.Expect(2, time.Millisecond) }); n != 0 {
 		t.Errorf("%v allocations per Expect, want 0", n)
 	}
+	off := &expectingPredictor{}
+	c = newCombiner(off)
+	c.noExpect = true // Config.NoExpect
+	c.Expect(2, time.Millisecond)
+	if len(off.got) != 0 {
+		t.Fatalf("announcements off, yet the predictor heard %v", off.got)
+	}
 }

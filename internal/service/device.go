@@ -101,11 +101,32 @@ type sink struct {
 	batch   prometheus.Observer
 	predict prometheus.Observer
 	pubErr  prometheus.Counter
+	// The model call whose decisions come next (Config.Timing): its
+	// windows (0: none since the last decisions) and its start and end.
+	callN              int
+	callStart, callEnd time.Time
+}
+
+// DecisionTiming is one decision's way through the daemon
+// (Config.Timing): the arrival of the frames message whose processing
+// decided it, the model call that computed it, and its publication (the
+// decision's DecidedAt).
+type DecisionTiming struct {
+	// Device, Cell and End identify the decision (the window ending at bin
+	// End of the device's stream).
+	Device string
+	Cell   int32
+	End    int64
+	// Batch is the number of windows of the model call; 0 for a decision
+	// taken without one (skipped under overload), whose CallStart and
+	// CallEnd are then Arrived.
+	Batch                                  int
+	Arrived, CallStart, CallEnd, Published time.Time
 }
 
 func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	now := time.Now()
-	total := len(ds)
+	total, decided := len(ds), ds
 	for len(ds) > 0 {
 		n := min(len(ds), stream.MaxDecisionsPerMsg)
 		for i := range ds[:n] {
@@ -126,9 +147,28 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	for range total {
 		k.lat.Observe(lat)
 	}
+	if f := k.d.s.cfg.Timing; f != nil {
+		k.timing(f, decided, now)
+	}
+	k.callN = 0
+}
+
+// timing reports the decisions ds, published at now, to f.
+func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Time) {
+	for i := range ds {
+		x := &ds[i]
+		dt := DecisionTiming{Device: k.d.name, Cell: x.Cell, End: x.End, Batch: k.callN,
+			Arrived: k.at, CallStart: k.callStart, CallEnd: k.callEnd, Published: now}
+		if k.callN == 0 || x.Kind == stream.KindSkipped {
+			dt.Batch, dt.CallStart, dt.CallEnd = 0, k.at, k.at
+		}
+		f(dt)
+	}
 }
 
 func (k *sink) Batch(n int, d time.Duration) {
+	k.callEnd = time.Now()
+	k.callStart, k.callN = k.callEnd.Add(-d), n
 	k.batch.Observe(float64(n))
 	k.predict.Observe(d.Seconds())
 }

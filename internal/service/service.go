@@ -114,6 +114,18 @@ type Config struct {
 	LogEvery time.Duration
 	// Log receives the service's logs.
 	Log zerolog.Logger
+	// NoExpect stops the cores announcing each frame's model call to the
+	// model a frame ahead (rgc.Expecter): the engine's helper threads then
+	// park between calls and wake when a call starts, which costs less CPU
+	// and adds latency to every batch (docs/engine.md, "Expected calls").
+	NoExpect bool
+	// Timing, if not nil, hears when each decision's frames message
+	// arrived, when its model call ran and when it was handed to NATS
+	// (DecisionTiming; a hot standby's gate may still hold it back), from
+	// the device's goroutine: the latency bench's
+	// breakdown of the frame-to-decision latency (bench/cmd/latency
+	// --trace). It must return quickly.
+	Timing func(DecisionTiming)
 	// Registry receives the metrics (a fresh one if nil).
 	Registry *prometheus.Registry
 	// PingInterval is how often the NATS client pings the server (default
@@ -295,6 +307,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.maxBatch = maxBatch
 	s.pred = newCombiner(mdl.Predictor)
+	s.pred.noExpect = cfg.NoExpect
 	s.model.Store(mdl)
 	seen := map[string]bool{}
 	for _, name := range cfg.Devices {

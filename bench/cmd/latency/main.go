@@ -7,7 +7,7 @@
 //
 //	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat-cpu.ckpt] [--data data/chicken-17-08-21]
 //	       [--cells 1,5,10,20,40,60,80,120] [--seconds 20] [--threads 2]
-//	       [--json docs/bench-latency.json] [--svg docs/bench-latency.svg] [--cpuprofile FILE]
+//	       [--json docs/bench-latency.json] [--svg docs/bench-latency.svg] [--cpuprofile FILE] [--trace FILE.csv]
 package main
 
 import (
@@ -70,6 +70,8 @@ func run(ctx context.Context, args []string) error {
 	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
+	expect := fs.Bool("expect", true, "the daemon announces each frame's batch to the engine a frame ahead, as predictord's default --expect (false: the helper threads wake when a call starts)")
+	trace := fs.String("trace", "", "record every decision's latency in parts (frame to daemon, wait, model call, publish, daemon to device) and its model call's size, write them here as CSV and print the slowest 1% in parts per point")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
 	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
 	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
@@ -136,7 +138,7 @@ func run(ctx context.Context, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
-		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec),
+		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec), Trace: *trace != "", NoExpect: !*expect,
 		Progress: func(p bench.Point) {
 			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
 				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
@@ -145,7 +147,28 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *trace != "" {
+		if err := writeTrace(*trace, rep); err != nil {
+			return err
+		}
+	}
 	return output(rep, *jsonOut, *svgOut, *compare)
+}
+
+// writeTrace writes the decisions' latency parts of rep to path as CSV.
+func writeTrace(path string, rep *bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--trace: %w", err)
+	}
+	if err := bench.WriteTrace(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("--trace %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--trace %s: %w", path, err)
+	}
+	return nil
 }
 
 // output prints the table and writes the JSON and the plot.
