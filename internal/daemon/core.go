@@ -214,6 +214,7 @@ type Core struct {
 	heldT    int64
 	filled   int64 // last gap-filled bin of the stream, -1 none
 	nextDue  int64 // no cell is due before this bin (0: scan every bin)
+	nDue     int   // the cells due at nextDue, when updateNextDue set it
 	epoch    uint32
 	reason   uint8 // reason of the next start (stream.EventFirst or EventReset)
 	prev     int64 // last bin of the previous stream, -1 none
@@ -392,17 +393,14 @@ func binsDuration(n float64) time.Duration {
 // many windows fall due at the next bin, the next frame's model call.
 func (c *Core) expect() {
 	e, ok := c.pred.(rgc.Expecter)
-	if !ok || !c.started || c.nextDue > c.last+1 {
+	if !ok || !c.started {
 		return
 	}
-	n := 0
-	for i := range c.cells {
-		if int64(c.cells[i].Next) == c.last+1 {
-			n++
-		}
+	if c.nextDue == 0 { // cleared by a (re)start or a history
+		c.updateNextDue()
 	}
-	if n > 0 {
-		e.Expect(n, expectWithin)
+	if c.nextDue == c.last+1 {
+		e.Expect(c.nDue, expectWithin)
 	}
 }
 
@@ -669,13 +667,19 @@ func (c *Core) Flush() {
 }
 
 // updateNextDue records the earliest window end of any cell, so that bins
-// before it (a gap being filled, most frames) skip the scan for due cells.
+// before it (a gap being filled, most frames) skip the scan for due cells,
+// and how many cells it is the window end of (the call expect announces).
 func (c *Core) updateNextDue() {
-	next := int64(math.MaxInt64)
+	next, n := int64(math.MaxInt64), 0
 	for i := range c.cells {
-		next = min(next, int64(c.cells[i].Next))
+		switch e := int64(c.cells[i].Next); {
+		case e < next:
+			next, n = e, 1
+		case e == next:
+			n++
+		}
 	}
-	c.nextDue = next
+	c.nextDue, c.nDue = next, n
 }
 
 // stale reports whether decisions due at bin b are too late to matter: the

@@ -149,8 +149,8 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	}
 	if f := k.d.s.cfg.Timing; f != nil {
 		k.timing(f, decided, now)
+		k.callN = 0
 	}
-	k.callN = 0
 }
 
 // timing reports the decisions ds, published at now, to f.
@@ -167,8 +167,10 @@ func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Tim
 }
 
 func (k *sink) Batch(n int, d time.Duration) {
-	k.callEnd = time.Now()
-	k.callStart, k.callN = k.callEnd.Add(-d), n
+	if k.d.s.cfg.Timing != nil {
+		k.callEnd = time.Now()
+		k.callStart, k.callN = k.callEnd.Add(-d), n
+	}
 	k.batch.Observe(float64(n))
 	k.predict.Observe(d.Seconds())
 }

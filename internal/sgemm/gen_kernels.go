@@ -93,16 +93,7 @@ func genI8Kernel(p func(string, ...any), name string, mr, vecs int) {
 	p("")
 	p("// func %s(kq int, a *uint8, lda int, b *int8, c *float32, ldc int, sa *float32, sas int, za *int32, zas int, sw *float32, cs *int32, bias *float32, bs int, relu int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-120", name)
-	p("\tMOVQ kq+0(FP), CX")
-	p("\tMOVQ a+8(FP), SI")
-	p("\tMOVQ lda+16(FP), R9")
-	p("\tLEAQ (R9)(R9*2), R10")
-	p("\tLEAQ (SI)(R9*4), R11")
-	p("\tLEAQ (R11)(R9*4), R12")
-	p("\tMOVQ b+24(FP), DI")
-	p("\tMOVQ c+32(FP), DX")
-	p("\tMOVQ ldc+40(FP), R8")
-	p("\tSHLQ $2, R8")
+	emitRowArgs(p, "kq", 0)
 	emitDotLoop(p, mr, vecs, "VMOVDQU32", func(acc, a, b int) string {
 		// Go operand order: VPDPBUSD s8 source, u8 source, accumulator.
 		return fmt.Sprintf("VPDPBUSD Z%d, Z%d, Z%d", b, a, acc)
@@ -407,14 +398,24 @@ func rowAddr(i, disp int) string {
 }
 
 // emitStridedArgs loads a strided kernel's arguments (first, a, lda, b, c,
-// ldc, bias, flags) into CX, SI, R9, DI, DX, R8, BX, AX, with R9 and R8 in
-// bytes (A elements of 1<<shift bytes), R10 = 3*R9 and the row bases R11 and
-// R12 four and eight rows down A.
+// ldc, bias, flags) into CX, SI, R9, DI, DX, R8, BX, AX, as emitRowArgs.
 func emitStridedArgs(p func(string, ...any), first string, shift int) {
+	emitRowArgs(p, first, shift)
+	p("\tMOVQ bias+48(FP), BX")
+	p("\tMOVQ flags+56(FP), AX")
+}
+
+// emitRowArgs loads the arguments every row-strided kernel starts with
+// (first, a, lda, b, c, ldc) into CX, SI, R9, DI, DX, R8, with R9 and R8
+// in bytes (A elements of 1<<shift bytes), R10 = 3*R9 and the row bases R11
+// and R12 four and eight rows down A.
+func emitRowArgs(p func(string, ...any), first string, shift int) {
 	p("\tMOVQ %s+0(FP), CX", first)
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ lda+16(FP), R9")
-	p("\tSHLQ $%d, R9", shift)
+	if shift > 0 {
+		p("\tSHLQ $%d, R9", shift)
+	}
 	p("\tLEAQ (R9)(R9*2), R10")
 	p("\tLEAQ (SI)(R9*4), R11")
 	p("\tLEAQ (R11)(R9*4), R12")
@@ -422,8 +423,6 @@ func emitStridedArgs(p func(string, ...any), first string, shift int) {
 	p("\tMOVQ c+32(FP), DX")
 	p("\tMOVQ ldc+40(FP), R8")
 	p("\tSHLQ $2, R8")
-	p("\tMOVQ bias+48(FP), BX")
-	p("\tMOVQ flags+56(FP), AX")
 }
 
 // emitLoops writes the k loop of a strided kernel (CX steps): four steps

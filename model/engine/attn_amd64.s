@@ -9,6 +9,18 @@
 
 #include "textflag.h"
 
+// HREDUCE(op, z, t) leaves op over the 16 lanes of z in every lane of z
+// (halves, quarters, pairs, neighbours); t is scratch.
+#define HREDUCE(op, z, t) \
+	VSHUFF64X2 $0x4e, z, z, t; \
+	op t, z, z; \
+	VSHUFF64X2 $0xb1, z, z, t; \
+	op t, z, z; \
+	VPERMILPS $0x4e, z, t; \
+	op t, z, z; \
+	VPERMILPS $0xb1, z, t; \
+	op t, z, z
+
 // mask<>: 64 zeros, then 64 -Inf; a query that sees n keys adds the 64
 // floats from 64-n on to its scores.
 DATA mask<>+256(SB)/4, $0xff800000
@@ -159,14 +171,7 @@ score:
 	VMAXPS Z1, Z0, Z8
 	VMAXPS Z3, Z2, Z9
 	VMAXPS Z9, Z8, Z8
-	VSHUFF64X2 $0x4e, Z8, Z8, Z9
-	VMAXPS Z9, Z8, Z8
-	VSHUFF64X2 $0xb1, Z8, Z8, Z9
-	VMAXPS Z9, Z8, Z8
-	VPERMILPS $0x4e, Z8, Z9
-	VMAXPS Z9, Z8, Z8
-	VPERMILPS $0xb1, Z8, Z9
-	VMAXPS Z9, Z8, Z8
+	HREDUCE(VMAXPS, Z8, Z9)
 
 	// e = exp(score - max) a block of 16 at a time, through p; their sum
 	// in Z12.
@@ -203,16 +208,9 @@ expblock:
 	DECQ R13
 	JNE expblock
 
-	// The sum in every lane of Z8; p = e / sum.
-	VSHUFF64X2 $0x4e, Z12, Z12, Z9
-	VADDPS Z9, Z12, Z8
-	VSHUFF64X2 $0xb1, Z8, Z8, Z9
-	VADDPS Z9, Z8, Z8
-	VPERMILPS $0x4e, Z8, Z9
-	VADDPS Z9, Z8, Z8
-	VPERMILPS $0xb1, Z8, Z9
-	VADDPS Z9, Z8, Z8
-	VDIVPS Z8, Z26, Z8
+	// The sum in every lane of Z12; p = e / sum.
+	HREDUCE(VADDPS, Z12, Z9)
+	VDIVPS Z12, Z26, Z8
 	VMULPS (DI), Z8, Z0
 	VMULPS 64(DI), Z8, Z1
 	VMULPS 128(DI), Z8, Z2

@@ -519,16 +519,33 @@ func (c *conv) applyTo(in []float32, lo, hi int, dst []float32, relu bool, work 
 	sgemm.GemmPackedBias(hi-lo, in[lo*ld:], ld, c.w, c.bias, relu, dst, c.cout, work)
 }
 
-// applyRing is apply into a ring of n rows whose row base holds output
-// position 0 (position o goes to row (base+o) mod n).
-func (c *conv) applyRing(in []float32, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
+// ringRun is a run of output positions lo..hi that lands on consecutive
+// rows of a ring from row.
+type ringRun struct{ lo, hi, row int }
+
+// ringRuns cuts positions lo..hi into the runs they take in a ring of n
+// rows whose row base holds position 0 (position o goes to row
+// (base+o) mod n): at most two, the second from row 0.
+func ringRuns(lo, hi, base, n int) (runs [2]ringRun, k int) {
 	wrap := n - base // the first position that wraps to row 0
 	if lo < wrap && lo < hi {
-		c.applyTo(in, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
+		runs[k] = ringRun{lo, min(hi, wrap), base + lo}
+		k++
 	}
 	if hi > wrap {
 		a := max(lo, wrap)
-		c.applyTo(in, a, hi, ring[(a-wrap)*c.cout:], relu, work)
+		runs[k] = ringRun{a, hi, a - wrap}
+		k++
+	}
+	return runs, k
+}
+
+// applyRing is apply into a ring of n rows whose row base holds output
+// position 0 (ringRuns).
+func (c *conv) applyRing(in []float32, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
+	runs, k := ringRuns(lo, hi, base, n)
+	for _, r := range runs[:k] {
+		c.applyTo(in, r.lo, r.hi, ring[r.row*c.cout:], relu, work)
 	}
 }
 
@@ -583,15 +600,11 @@ func (c *conv) applyI8To(in *quantized, lo, hi int, dst []float32, relu bool, wo
 }
 
 // applyRingI8 is applyI8 into a ring of n rows whose row base holds output
-// position 0 (as applyRing).
+// position 0 (ringRuns).
 func (c *conv) applyRingI8(in *quantized, lo, hi int, ring []float32, base, n int, relu bool, work []float32) {
-	wrap := n - base
-	if lo < wrap && lo < hi {
-		c.applyI8To(in, lo, min(hi, wrap), ring[(base+lo)*c.cout:], relu, work)
-	}
-	if hi > wrap {
-		a := max(lo, wrap)
-		c.applyI8To(in, a, hi, ring[(a-wrap)*c.cout:], relu, work)
+	runs, k := ringRuns(lo, hi, base, n)
+	for _, r := range runs[:k] {
+		c.applyI8To(in, r.lo, r.hi, ring[r.row*c.cout:], relu, work)
 	}
 }
 
