@@ -159,6 +159,9 @@ type Report struct {
 	// NoExpect reports that the daemon did not announce each frame's batch
 	// to the engine (predictord --expect=false).
 	NoExpect bool `json:"no_expect,omitempty"`
+	// WholeCalls reports that the daemon published each model call's
+	// decisions together when the call ended (predictord --whole-calls).
+	WholeCalls bool `json:"whole_calls,omitempty"`
 	// FLOPsPerWindow is the model's work per window (model.Config.FLOPs)
 	// and PeakGFLOPs the machine's SGEMM rate on one core, measured at the
 	// start: FLOPsPerWindow / PeakGFLOPs is the floor of a window's cost.
@@ -245,8 +248,8 @@ func pos(v float64) float64 {
 
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, expect %v, GOMAXPROCS %d; %s\n",
-		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, !r.NoExpect, r.GOMAXPROCS, r.Machine)
+	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, expect %v, whole calls %v, GOMAXPROCS %d; %s\n",
+		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, !r.NoExpect, r.WholeCalls, r.GOMAXPROCS, r.Machine)
 	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %7s %9s\n",
 		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "expects", "real time")
 	for _, p := range r.Points {

@@ -51,6 +51,9 @@ type Options struct {
 	// NoExpect turns off the announcement of each frame's batch to the
 	// engine (service.Config.NoExpect, predictord --expect=false).
 	NoExpect bool
+	// WholeCalls publishes each model call's decisions together when the
+	// call ends (service.Config.WholeCalls, predictord --whole-calls).
+	WholeCalls bool
 	// Trace records every decision's latency in its parts (Point.Trace,
 	// Point.Tail): when its frames message reached the daemon, its model
 	// call, its publication and its arrival at the device.
@@ -129,6 +132,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		MaxLag:         o.MaxLag,
 		Stagger:        o.Stagger,
 		NoExpect:       o.NoExpect,
+		WholeCalls:     o.WholeCalls,
 		GOMAXPROCS:     runtime.GOMAXPROCS(0),
 		CriterionP99Ms: float64(RealTimeP99) / float64(time.Millisecond),
 		PeakGFLOPs:     peakGFLOPs(300 * time.Millisecond),
@@ -191,6 +195,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		Registry:       reg,
 		Timing:         timing,
 		NoExpect:       o.NoExpect,
+		WholeCalls:     o.WholeCalls,
 	})
 	if err != nil {
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)

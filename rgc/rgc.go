@@ -94,3 +94,17 @@ type Predictor interface {
 type Expecter interface {
 	Expect(n int, d time.Duration)
 }
+
+// Progressive is implemented by predictors that can hand a call's windows
+// over as they are computed (the CPU engine, whose threads finish a batch's
+// windows one after another): a caller that acts on each window's output
+// (the daemon publishes its decision) need not wait for the whole batch.
+// It is optional: callers check for it with a type assertion.
+type Progressive interface {
+	// PredictEach is Predict that may also call done(n), on the calling
+	// goroutine and before it returns, once windows 0..n-1 of b have
+	// their final probabilities in out. Successive calls report a growing
+	// n. Windows not reported when PredictEach returns nil are final
+	// then; when it returns an error, only the reported windows are.
+	PredictEach(b *Batch, out []float32, done func(n int)) error
+}

@@ -79,6 +79,7 @@ type options struct {
 	precision                              engine.Precision
 	gather                                 int
 	expect                                 bool
+	wholeCalls                             bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "inference threads")
 	fs.IntVar(&o.gather, "gather", 0, "due windows gathered into one model call while frames wait to be processed (0: as many as engine threads; -1: none)")
+	fs.BoolVar(&o.wholeCalls, "whole-calls", false, "publish a model call's decisions together when the call ends (default: each as soon as the engine has computed its window, so that a batch's first decisions do not wait for its last)")
 	fs.BoolVar(&o.expect, "expect", true, "announce each frame's batch of windows to the engine a frame ahead, so that its helper threads poll for it instead of waking when it starts (costs CPU between frames; false: less CPU, later decisions for batches)")
 	fs.Func("precision", "arithmetic of the engine's convolutions and linear layers: int8 (bf16, with the transformer's linear layers and the paper CNN's bottleneck blocks in 8-bit integers: its window about 0.65x bf16's; used only where the CPU has AVX512_VNNI and AVX512_BF16 and it passes a parity check against fp32 at load, else as bf16), bf16 (about twice as fast as fp32 for the paper CNN; used only where the CPU has AVX512_BF16 and it passes the parity check, else fp32), or fp32 (decisions bit for bit those of trainer eval's default) (default int8)", func(v string) error {
 		p, err := engine.ParsePrecision(v)
@@ -247,7 +249,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	}
 	svc, err := service.New(service.Config{
 		Devices: splitList(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
-		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect,
+		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Stagger: o.stagger, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes, Policy: policy, Log: log, Registry: reg,
 		PingInterval: o.pingInterval, MaxPingsOutstanding: o.maxPings, StaleAfter: o.staleAfter, DrainTimeout: o.drainTimeout,
 	})

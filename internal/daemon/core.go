@@ -2,8 +2,9 @@
 // shared 1024-bin stimulus ring, every served cell's autoregressive state
 // (rollout.Cell: next window end and its own generated spikes), the batching
 // of every cell due at a frame into one Predict call (announced a frame
-// ahead to a predictor that can prepare for it, rgc.Expecter), and the
-// robustness rules of docs/protocol.md (stale and duplicate frames, gaps,
+// ahead to a predictor that can prepare for it, rgc.Expecter; its
+// decisions sent as the predictor hands its windows over,
+// rgc.Progressive), and the robustness rules of docs/protocol.md (stale and duplicate frames, gaps,
 // clamping, late histories, overload, stream epochs). The stepping rule is
 // rollout.Step via rollout.Cell, the one the offline rollout uses, so for
 // the same stimulus, predictor and initial histories the core emits the
@@ -39,9 +40,13 @@ type Sink interface {
 	// Decisions receives the decisions of one model call (at least one)
 	// while the core processes frame t: several calls per frame when more
 	// than MaxBatch cells are due, and windows of several bins up to t in
-	// one call when the core gathers them (Config.Gather).
+	// one call when the core gathers them (Config.Gather). With a
+	// predictor that hands its windows over as they are computed
+	// (rgc.Progressive), a call's decisions come in parts, in the same
+	// order, during the call (Core.Call tells which).
 	Decisions(t int64, ds []stream.Decision)
-	// Batch reports one Predict call of n windows that took d.
+	// Batch reports one Predict call of n windows that took d, after the
+	// decisions sent during it.
 	Batch(n int, d time.Duration)
 	// Stream reports that a new stream epoch began: every cell's spike
 	// history is lost unless a history arrives before its first window.
@@ -105,6 +110,11 @@ type Config struct {
 	// window at a time. The decisions are the same; only their calls are
 	// grouped. 0 or 1: every bin's due windows go to the model at once.
 	Gather int
+	// WholeCalls sends a call's decisions together when the call ends,
+	// even where the predictor hands windows over as it computes them
+	// (rgc.Progressive), whose decisions are otherwise sent at once: the
+	// first windows of a batch need not wait for its last.
+	WholeCalls bool
 }
 
 // MaxGatherBins bounds how long a gathered window waits for others: the
@@ -234,6 +244,13 @@ type Core struct {
 	probs   []float32
 	due     []int
 	out     []stream.Decision
+	// The model call in progress (Call): its windows, its start, and how
+	// many of them are decided; handed is the predictor's done
+	// (rgc.Progressive), made once.
+	callN     int
+	callStart time.Time
+	decided   int
+	handed    func(n int)
 
 	stats   Stats
 	lastErr error
@@ -292,6 +309,7 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	c.late = make([]int, 0, mb)
 	c.winEnd = -1
 	c.out = make([]stream.Decision, 0, n)
+	c.handed = c.handOver
 	if c.cfg.ConfirmFrames <= 0 {
 		c.cfg.ConfirmFrames = DefaultConfirmFrames
 	}
@@ -713,25 +731,52 @@ func (c *Core) skipped(i int, b, ts int64, flags uint8) stream.Decision {
 }
 
 // predict runs the model on the gathered windows and appends their
-// decisions to c.out.
+// decisions to c.out, or sends them as the predictor hands the windows
+// over (Config.WholeCalls).
 func (c *Core) predict() {
 	n := len(c.gath)
 	c.batch.Inputs, c.batch.Cells, c.batch.Ends = c.inputs[:n*rgc.WindowLen], c.cellBuf[:n], c.endBuf[:n]
-	probs := c.probs[:n*rgc.NumClasses]
-	start := time.Now()
-	err := c.safePredict(probs)
-	c.sink.Batch(n, time.Since(start))
+	c.callN, c.callStart, c.decided = n, time.Now(), 0
+	err := c.safePredict(c.probs[:n*rgc.NumClasses])
+	c.callN = 0
+	c.sink.Batch(n, time.Since(c.callStart))
 	if err != nil {
 		c.lastErr = err
-		c.stats.PredictErrors += uint64(n)
-		for _, g := range c.gath {
+		c.stats.PredictErrors += uint64(n - c.decided)
+		for _, g := range c.gath[c.decided:] {
 			c.out = append(c.out, c.skipped(g.i, g.b, g.ts, g.flags|stream.FlagModelError))
 		}
 		return
 	}
-	for j, g := range c.gath {
+	c.decide(n)
+}
+
+// Call returns the model call in progress, for a sink whose Decisions is
+// called during it (rgc.Progressive): its number of windows and its start.
+// n is 0 outside a call.
+func (c *Core) Call() (n int, start time.Time) {
+	return c.callN, c.callStart
+}
+
+// handOver is the progressive predictor's done: windows 0..n-1 of the call
+// are final, and their decisions go out now, after any taken before the
+// call (skipped windows).
+func (c *Core) handOver(n int) {
+	n = min(n, len(c.gath))
+	c.decide(n)
+	if len(c.out) > 0 {
+		c.sink.Decisions(c.last, c.out)
+		c.out = c.out[:0]
+	}
+}
+
+// decide steps the cells of the call's windows c.decided..n-1 on their
+// probabilities and appends their decisions to c.out.
+func (c *Core) decide(n int) {
+	for j := c.decided; j < n; j++ {
+		g := c.gath[j]
 		i := g.i
-		row := probs[j*rgc.NumClasses : (j+1)*rgc.NumClasses]
+		row := c.probs[j*rgc.NumClasses : (j+1)*rgc.NumClasses]
 		if err := model.CheckDist(row); err != nil {
 			c.lastErr = fmt.Errorf("daemon: cell %d window %d: %w", c.cells[i].ID, g.b, err)
 			c.stats.PredictErrors++
@@ -757,6 +802,7 @@ func (c *Core) predict() {
 		}
 		c.out = append(c.out, d)
 	}
+	c.decided = max(c.decided, n)
 }
 
 // safePredict runs the predictor, turning a panic into an error.
@@ -766,6 +812,9 @@ func (c *Core) safePredict(out []float32) (err error) {
 			err = fmt.Errorf("daemon: predictor panicked: %v", r)
 		}
 	}()
+	if p, ok := c.pred.(rgc.Progressive); ok && !c.cfg.WholeCalls {
+		return p.PredictEach(&c.batch, out, c.handed)
+	}
 	return c.pred.Predict(&c.batch, out)
 }
 

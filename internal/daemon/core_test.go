@@ -837,3 +837,132 @@ func TestCoreExpectsNextCall(t *testing.T) {
 		})
 	}
 }
+
+// handing is a progressive predictor (rgc.Progressive): it computes a
+// batch with p, then hands its windows over step at a time, failing with
+// err once failAt windows are handed over (failAt > 0).
+type handing struct {
+	p      rgc.Predictor
+	step   int
+	failAt int
+	err    error
+}
+
+func (h *handing) Predict(b *rgc.Batch, out []float32) error { return h.p.Predict(b, out) }
+
+func (h *handing) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
+	if err := h.p.Predict(b, out); err != nil {
+		return err
+	}
+	for k := h.step; k < b.Len(); k += h.step { // the last at return
+		done(k)
+		if h.failAt > 0 && k >= h.failAt {
+			return h.err
+		}
+	}
+	return nil
+}
+
+// partSink records decisions with whether each came during its model call
+// (Core.Call) and the order of parts and batch reports.
+type partSink struct {
+	collect
+	core   *Core
+	during []bool   // per decision
+	log    []string // "d<n>" per Decisions during a call, "D<n>" after, "b<n>" per Batch
+}
+
+func (s *partSink) Decisions(t int64, ds []stream.Decision) {
+	n, start := s.core.Call()
+	tag := "D"
+	if n > 0 {
+		tag = "d"
+		if start.IsZero() || time.Since(start) < 0 {
+			panic("a call in progress without its start")
+		}
+	}
+	for range ds {
+		s.during = append(s.during, n > 0)
+	}
+	s.log = append(s.log, fmt.Sprintf("%s%d", tag, len(ds)))
+	s.collect.Decisions(t, ds)
+}
+
+func (s *partSink) Batch(n int, d time.Duration) {
+	s.log = append(s.log, fmt.Sprintf("b%d", n))
+	s.collect.Batch(n, d)
+}
+
+// TestCoreHandsOver: with a predictor that hands windows over as it
+// computes them (rgc.Progressive), each part's decisions go to the sink
+// during the call, before its Batch report, and the decisions are those
+// of whole calls (Config.WholeCalls), in the same order. A failure after
+// some windows were handed over skips only the rest.
+func TestCoreHandsOver(t *testing.T) {
+	cells := []int{1, 2, 3, 4, 5, 6, 7}
+	run := func(p rgc.Predictor, whole bool) *partSink {
+		t.Helper()
+		s := &partSink{}
+		core, err := New(p, s, Config{Known: cells, Cells: cells, PublishSilence: true, WholeCalls: whole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.core = core
+		core.Frames(synthFrames(0, 1200), 0)
+		return s
+	}
+	// "No spike" every time: every call has all 7 windows.
+	quiet := classPred(rgc.NoSpikeClass)
+	want := run(quiet, false)
+	if len(want.got) != 3*len(cells) || !slices.Equal(want.log, []string{"b7", "D7", "b7", "D7", "b7", "D7"}) {
+		t.Fatalf("plain predictor: %d decisions, parts %v; want 3 calls of 7 windows, each sent whole after its call", len(want.got), want.log)
+	}
+	cases := []struct {
+		name  string
+		step  int
+		whole bool
+		log   []string
+	}{
+		// handing leaves the last window to its return.
+		{"one at a time", 1, false, []string{"d1", "d1", "d1", "d1", "d1", "d1", "b7", "D1"}},
+		{"three at a time", 3, false, []string{"d3", "d3", "b7", "D1"}},
+		{"whole calls", 1, true, []string{"b7", "D7"}},
+	}
+	for _, tc := range cases {
+		got := run(&handing{p: quiet, step: tc.step}, tc.whole)
+		if !slices.Equal(got.got, want.got) {
+			t.Fatalf("%s: decisions differ from whole calls'", tc.name)
+		}
+		log := slices.Concat(tc.log, tc.log, tc.log)
+		if !slices.Equal(got.log, log) {
+			t.Fatalf("%s: parts %v, want %v", tc.name, got.log, log)
+		}
+		during := 0
+		for _, d := range got.during {
+			if d {
+				during++
+			}
+		}
+		if wantDuring := map[bool]int{false: 18, true: 0}[tc.whole]; during != wantDuring {
+			t.Fatalf("%s: %d decisions sent during their call (Core.Call), want %d", tc.name, during, wantDuring)
+		}
+	}
+
+	// Failing after 2 windows: those are decided, the other 5 skipped.
+	s := run(&handing{p: quiet, step: 1, failAt: 2, err: errors.New("device lost")}, false)
+	if len(s.got) != 3*len(cells) {
+		t.Fatalf("%d decisions, want %d", len(s.got), 3*len(cells))
+	}
+	for i, d := range s.got {
+		skipped := d.Kind == stream.KindSkipped && d.Flags == stream.FlagModelError
+		if wantSkip := i%len(cells) >= 2; skipped != wantSkip {
+			t.Fatalf("decision %d %+v: skipped %v, want %v", i, d, skipped, wantSkip)
+		}
+		if !skipped && d != want.got[i] {
+			t.Fatalf("decision %d %+v handed over before the failure, want %+v", i, d, want.got[i])
+		}
+	}
+	if st := s.core.Stats(); st.PredictErrors != 15 || st.Predictions != 6 {
+		t.Fatalf("stats %+v, want 15 errors and 6 predictions", st)
+	}
+}

@@ -35,12 +35,18 @@ type combiner struct {
 	run    []*combineCall
 	merged rgc.Batch
 	out    []float32
+	// handed counts the running caller's windows handed over from a
+	// merged batch; handFirst (made once) hands them over.
+	handed    int
+	handFirst func(n int)
 }
 
-// combineCall is one Predict call waiting for, or taken into, a batch.
+// combineCall is one Predict call waiting for, or taken into, a batch;
+// each is PredictEach's done (nil for Predict).
 type combineCall struct {
 	b    *rgc.Batch
 	out  []float32
+	each func(n int)
 	err  error
 	done bool
 }
@@ -51,13 +57,36 @@ var callPool = sync.Pool{New: func() any { return new(combineCall) }}
 func newCombiner(p rgc.Predictor) *combiner {
 	c := &combiner{p: p}
 	c.cond.L = &c.mu
+	c.handFirst = c.handOver
 	return c
+}
+
+// handOver is a merged batch's done: the running caller's windows, first
+// in the batch, among windows 0..n-1 go to the caller's done.
+func (c *combiner) handOver(n int) {
+	first := c.run[0]
+	n = min(n, first.b.Len())
+	if n <= c.handed {
+		return
+	}
+	copy(first.out[c.handed*rgc.NumClasses:], c.out[c.handed*rgc.NumClasses:n*rgc.NumClasses])
+	c.handed = n
+	first.each(n)
 }
 
 // Predict implements rgc.Predictor.
 func (c *combiner) Predict(b *rgc.Batch, out []float32) error {
+	return c.PredictEach(b, out, nil)
+}
+
+// PredictEach implements rgc.Progressive. The caller that runs a batch
+// has its windows handed over as the predictor computes them, when the
+// predictor can (rgc.Progressive): its windows go first in a merged
+// batch. The windows of calls merged into another's are final when their
+// PredictEach returns.
+func (c *combiner) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
 	call := callPool.Get().(*combineCall)
-	*call = combineCall{b: b, out: out}
+	*call = combineCall{b: b, out: out, each: done}
 	c.mu.Lock()
 	c.wait = append(c.wait, call)
 	for !call.done {
@@ -65,10 +94,16 @@ func (c *combiner) Predict(b *rgc.Batch, out []float32) error {
 			c.cond.Wait()
 			continue
 		}
-		// Take every waiting call, this one included, and run them.
+		// Take every waiting call, this one included (first), and run
+		// them.
 		p := c.p
 		c.busy, c.runGen = true, c.gen
-		c.run = append(c.run[:0], c.wait...)
+		c.run = append(c.run[:0], call)
+		for _, w := range c.wait {
+			if w != call {
+				c.run = append(c.run, w)
+			}
+		}
 		clear(c.wait)
 		c.wait = c.wait[:0]
 		c.mu.Unlock()
@@ -107,9 +142,14 @@ func (c *combiner) Expect(n int, d time.Duration) {
 // one merged batch. If the merged batch fails, each call runs alone, so
 // that an error reaches only the call that caused it.
 func (c *combiner) predict(p rgc.Predictor) {
+	pe, progressive := p.(rgc.Progressive)
+	first := c.run[0] // the running caller's own call
 	if len(c.run) == 1 {
-		r := c.run[0]
-		r.err = p.Predict(r.b, r.out)
+		if progressive && first.each != nil {
+			first.err = pe.PredictEach(first.b, first.out, first.each)
+			return
+		}
+		first.err = p.Predict(first.b, first.out)
 		return
 	}
 	n := 0
@@ -131,7 +171,16 @@ func (c *combiner) predict(p rgc.Predictor) {
 		c.out = make([]float32, n*rgc.NumClasses)
 	}
 	out := c.out[:n*rgc.NumClasses]
-	if err := p.Predict(m, out); err != nil {
+	var err error
+	if progressive && first.each != nil {
+		// The caller's windows, first in the merged batch, are handed
+		// over as they come.
+		c.handed = 0
+		err = pe.PredictEach(m, out, c.handFirst)
+	} else {
+		err = p.Predict(m, out)
+	}
+	if err != nil {
 		c.alone(p)
 		return
 	}

@@ -153,13 +153,19 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	}
 }
 
-// timing reports the decisions ds, published at now, to f.
+// timing reports the decisions ds, published at now, to f. Decisions
+// sent during their model call (handed over as computed) have the time
+// their window was handed over as their call's end.
 func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Time) {
+	n, start, end := k.callN, k.callStart, k.callEnd
+	if cn, cs := k.d.core.Call(); cn > 0 {
+		n, start, end = cn, cs, now
+	}
 	for i := range ds {
 		x := &ds[i]
-		dt := DecisionTiming{Device: k.d.name, Cell: x.Cell, End: x.End, Batch: k.callN,
-			Arrived: k.at, CallStart: k.callStart, CallEnd: k.callEnd, Published: now}
-		if k.callN == 0 || x.Kind == stream.KindSkipped {
+		dt := DecisionTiming{Device: k.d.name, Cell: x.Cell, End: x.End, Batch: n,
+			Arrived: k.at, CallStart: start, CallEnd: end, Published: now}
+		if n == 0 || x.Kind == stream.KindSkipped {
 			dt.Batch, dt.CallStart, dt.CallEnd = 0, k.at, k.at
 		}
 		f(dt)
@@ -237,6 +243,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		PublishSilence: s.cfg.PublishSilence,
 		Policy:         s.cfg.Policy,
 		Gather:         s.gather(),
+		WholeCalls:     s.cfg.WholeCalls,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)

@@ -119,6 +119,11 @@ type Config struct {
 	// park between calls and wake when a call starts, which costs less CPU
 	// and adds latency to every batch (docs/engine.md, "Expected calls").
 	NoExpect bool
+	// WholeCalls publishes a model call's decisions together when the call
+	// ends, instead of each as soon as the engine has computed its window
+	// (daemon.Config.WholeCalls): the first windows of a batch then wait
+	// for its last.
+	WholeCalls bool
 	// Timing, if not nil, hears when each decision's frames message
 	// arrived, when its model call ran and when it was handed to NATS
 	// (DecisionTiming; a hot standby's gate may still hold it back), from

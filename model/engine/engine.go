@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -93,6 +94,12 @@ type Engine struct {
 	rows        []int // maxBatch embedding rows
 	sharedPlans []plan
 	winPlans    []plan // maxBatch plans of the call's windows
+	// finished marks the current chunk's windows whose outputs are final;
+	// each, if not nil, is PredictEach's done, told of them in order:
+	// windows 0..eachN of the chunk starting at window eachOff are told.
+	finished       []atomic.Bool
+	each           func(n int)
+	eachOff, eachN int
 
 	// Carrying block 0 over from a cell's previous window (reuse.go):
 	// the rows each shift computes, the rows kept per embedding row (nil:
@@ -161,6 +168,7 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		cfg: cfg, net: newNetwork(w.Clone()), rowOf: rowOf, maxBatch: maxBatch,
 		rows: make([]int, maxBatch), sharedRows: make([]int, maxBatch), tk: newTickets(), nextBackoff: backoffCalls,
 		winPlans: make([]plan, maxBatch), sharedPlans: make([]plan, maxBatch),
+		finished: make([]atomic.Bool, maxBatch),
 	}
 	e.plans = e.net.rowPlans()
 	e.SetReuse(true)
@@ -249,6 +257,37 @@ func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
 	return e.do(b, out, true)
 }
 
+// PredictEach implements rgc.Progressive: it is Predict, and it calls
+// done(n) on the calling goroutine, between the windows it runs, as windows
+// 0..n-1 become final, so that the caller can act on the first windows of
+// a batch while the threads compute the rest (the daemon publishes their
+// decisions). A batch of 5 on 2 threads hands over its windows in three
+// parts, at about 2/5, 4/5 and all of the call. The time done takes is
+// the caller's thread's, not the helpers': keep it short. The outputs are
+// Predict's, bit for bit.
+func (e *Engine) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
+	e.each = done
+	err := e.do(b, out, true)
+	e.each = nil
+	return err
+}
+
+// handOver tells PredictEach's done of the current chunk's windows that
+// became final, in order.
+func (e *Engine) handOver() {
+	if e.each == nil {
+		return
+	}
+	k := e.eachN
+	for k < len(e.cur.rows) && e.finished[k].Load() {
+		k++
+	}
+	if k > e.eachN {
+		e.eachN = k
+		e.each(e.eachOff + k)
+	}
+}
+
 // Logits writes the raw head outputs of each window (Config.HeadOut values:
 // 81 logits for cat, 3 x Mixtures mixture parameters for logmix) to
 // out[i*HeadOut:(i+1)*HeadOut].
@@ -291,7 +330,14 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 		e.cur.out = out[lo*outW : hi*outW]
 		e.cur.outW = outW
 		e.cur.probs = probs
+		if e.each != nil {
+			e.eachOff, e.eachN = lo, 0
+			for i := range hi - lo {
+				e.finished[i].Store(false)
+			}
+		}
 		e.dispatch(hi - lo)
+		e.handOver()
 	}
 	return nil
 }
@@ -367,6 +413,9 @@ func (e *Engine) dispatch(n int) {
 		p := pass{wk: wk, a: wk.acts}
 		for w := 0; w < n; w++ {
 			e.window(&p, c, w)
+			if w < n-1 {
+				e.handOver()
+			}
 		}
 		if lone {
 			runningMean(&e.loneAlone, time.Since(t0))
@@ -435,9 +484,15 @@ func (e *Engine) run(i int, j *job) {
 	t := len(e.workers)
 	ctl := pass{wk: wk, tk: e.tk, threads: t, lead: i == 0, end: j.base, synced: true}
 	whole := pass{wk: wk, a: wk.acts}
+	// The caller hands over the windows finished so far (PredictEach)
+	// after each of its own, except the call's last: do hands that over.
+	last := len(j.rows) - 1
 	for c := ctl.windows(j.whole); c.next(); {
 		for w := c.lo; w < c.hi; w++ {
 			e.window(&whole, j, w)
+			if i == 0 && w < last {
+				e.handOver()
+			}
 		}
 	}
 	// The split windows share worker 0's activations, which its whole
@@ -446,6 +501,9 @@ func (e *Engine) run(i int, j *job) {
 	split := ctl
 	split.a = e.workers[0].acts
 	for w := j.whole; w < len(j.rows); w++ {
+		if i == 0 {
+			e.handOver()
+		}
 		e.window(&split, j, w)
 	}
 }
@@ -455,6 +513,13 @@ func (e *Engine) window(p *pass, j *job, i int) {
 	input := j.inputs[i*rgc.WindowLen : (i+1)*rgc.WindowLen]
 	dst := j.out[i*j.outW : (i+1)*j.outW]
 	e.net.forward(p, input, j.rows[i], &j.plans[i], dst, j.probs)
+	// The window is final: a whole window's thread marks it before it
+	// finishes its ticket (the caller's sync waits for that); a split
+	// window is marked by the caller, whose pass ends synced (a helper's
+	// mark could land after the call and in the next one's flags).
+	if p.tk == nil || p.lead {
+		e.finished[i].Store(true)
+	}
 }
 
 // ---------------------------------------------------------------------------

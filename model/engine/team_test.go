@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -392,5 +393,77 @@ func TestExpect(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(100, func() { e.Expect(2, time.Millisecond) }); allocs != 0 {
 		t.Fatalf("Expect: %v allocations, want 0", allocs)
+	}
+}
+
+// TestPredictEach: PredictEach hands windows over in order as they become
+// final, on the calling goroutine, each part's outputs already Predict's
+// bit for bit, the last report being the whole batch; one thread reports
+// every window, two threads a batch of 5 in at least two parts (the whole
+// windows, then the split one); chunks of maxBatch keep counting across
+// the batch. It allocates nothing.
+func TestPredictEach(t *testing.T) {
+	defer watchdog(t, 60*time.Second)()
+	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 41)
+	for _, tc := range []struct{ maxBatch, threads int }{{8, 1}, {3, 1}, {8, 2}, {3, 2}} {
+		solo, err := NewFromWeights(w, cellIDs, 8, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewFromWeights(w, cellIDs, tc.maxBatch, tc.threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 7; n++ {
+			b := randomBatch(n, cellIDs, uint64(40+n))
+			want := make([]float32, n*rgc.NumClasses)
+			if err := solo.Predict(b, want); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 4 {
+				got := make([]float32, len(want))
+				var reports []int
+				err := e.PredictEach(b, got, func(k int) {
+					if len(reports) > 0 && k <= reports[len(reports)-1] || k > n {
+						t.Fatalf("maxBatch %d, %d threads, batch %d: report %d after %v", tc.maxBatch, tc.threads, n, k, reports)
+					}
+					reports = append(reports, k)
+					for i := range k * rgc.NumClasses {
+						if got[i] != want[i] {
+							t.Fatalf("maxBatch %d, %d threads, batch %d: output %d at report %d: %v, want %v",
+								tc.maxBatch, tc.threads, n, i, k, got[i], want[i])
+						}
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(reports) == 0 || reports[len(reports)-1] != n {
+					t.Fatalf("maxBatch %d, %d threads, batch %d, round %d: reports %v, want the last %d", tc.maxBatch, tc.threads, n, round, reports, n)
+				}
+				if tc.threads == 1 && len(reports) != n {
+					t.Fatalf("one thread, batch %d: reports %v, want one per window", n, reports)
+				}
+				if tc.threads == 2 && tc.maxBatch == 8 && n == 5 && len(reports) < 2 {
+					t.Fatalf("two threads, batch 5: reports %v, want the 4 whole windows before the split one", reports)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("maxBatch %d, %d threads, batch %d: outputs differ from Predict's", tc.maxBatch, tc.threads, n)
+				}
+			}
+		}
+		b := randomBatch(5, cellIDs, 49)
+		out := make([]float32, 5*rgc.NumClasses)
+		reports := 0
+		done := func(int) { reports++ }
+		if a := testing.AllocsPerRun(20, func() {
+			if err := e.PredictEach(b, out, done); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Fatalf("maxBatch %d, %d threads: %v allocations per PredictEach", tc.maxBatch, tc.threads, a)
+		}
+		solo.Close()
+		e.Close()
 	}
 }

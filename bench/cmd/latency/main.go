@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	expect := fs.Bool("expect", true, "the daemon announces each frame's batch to the engine a frame ahead, as predictord's default --expect (false: the helper threads wake when a call starts)")
+	wholeCalls := fs.Bool("whole-calls", false, "the daemon publishes each model call's decisions together when the call ends, as predictord --whole-calls (default: each as soon as its window is computed)")
 	trace := fs.String("trace", "", "record every decision's latency in parts (frame to daemon, wait, model call, publish, daemon to device) and its model call's size, write them here as CSV and print the slowest 1% in parts per point")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
 	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
@@ -138,7 +139,7 @@ func run(ctx context.Context, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
-		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec), Trace: *trace != "", NoExpect: !*expect,
+		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec), Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls,
 		Progress: func(p bench.Point) {
 			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
 				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
