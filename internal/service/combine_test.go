@@ -259,3 +259,112 @@ func TestCombinerExpect(t *testing.T) {
 		t.Fatalf("announcements off, yet the predictor heard %v", off.got)
 	}
 }
+
+// handingEcho is an echoPredictor that hands each window over as soon as
+// the batch is computed, one at a time (rgc.Progressive).
+type handingEcho struct{ echoPredictor }
+
+func (p *handingEcho) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
+	if err := p.Predict(b, out); err != nil {
+		return err
+	}
+	for k := 1; k <= b.Len(); k++ {
+		done(k)
+	}
+	return nil
+}
+
+// handRecorder records the reports of a PredictEach call, checking that
+// the windows reported are final.
+type handRecorder struct {
+	t       *testing.T
+	b       *rgc.Batch
+	out     []float32
+	reports []int
+}
+
+func (r *handRecorder) done(n int) {
+	want := make([]float32, len(r.out))
+	if err := (&echoPredictor{}).Predict(r.b, want); err != nil {
+		r.t.Error(err)
+	}
+	for i := range n * rgc.NumClasses {
+		if r.out[i] != want[i] {
+			r.t.Errorf("report %d: output %d is %v, want %v", n, i, r.out[i], want[i])
+			return
+		}
+	}
+	r.reports = append(r.reports, n)
+}
+
+// TestCombinerHandsOver: a caller's windows reach its done as the
+// predictor hands them over, alone and as the caller that runs a merged
+// batch (its windows first); a caller merged into another's batch gets
+// its windows, final, when its call returns.
+func TestCombinerHandsOver(t *testing.T) {
+	p := &handingEcho{echoPredictor{gate: make(chan struct{}), entered: make(chan struct{}, 16)}}
+	c := newCombiner(p)
+	first, firstOut := testBatch(0, 9, 8, 7)
+	r0 := &handRecorder{t: t, b: first, out: firstOut}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[0] = c.PredictEach(first, firstOut, r0.done) }()
+	<-p.entered // the first call runs alone and holds the model
+	var rs [2]*handRecorder
+	for i, cells := range [][]int{{1, 2}, {3, 4, 5}} {
+		b, out := testBatch(float32(10*(i+1)), cells...)
+		rs[i] = &handRecorder{t: t, b: b, out: out}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i+1] = c.PredictEach(b, out, rs[i].done) }()
+		waitQueued(t, c, i+1)
+	}
+	go func() {
+		for range p.entered {
+			p.gate <- struct{}{}
+		}
+	}()
+	p.gate <- struct{}{}
+	wg.Wait()
+	close(p.entered)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if fmt.Sprint(r0.reports) != "[1 2 3]" {
+		t.Errorf("the call run alone: reports %v, want [1 2 3]", r0.reports)
+	}
+	runners := 0
+	for i, r := range rs {
+		checkEcho(t, fmt.Sprintf("merged call %d", i), r.b, r.out)
+		switch want := r.b.Len(); {
+		case len(r.reports) == 0:
+		case len(r.reports) == want && r.reports[want-1] == want:
+			runners++
+		default:
+			t.Errorf("merged call %d: reports %v, want none or 1..%d", i, r.reports, want)
+		}
+	}
+	if runners != 1 {
+		t.Errorf("%d merged calls had their windows handed over, want the one that ran the batch", runners)
+	}
+	p.mu.Lock()
+	sizes := fmt.Sprint(p.sizes)
+	p.mu.Unlock()
+	if sizes != "[3 5]" {
+		t.Errorf("batch sizes %v, want [3 5]", sizes)
+	}
+
+	single, out := testBatch(0, 1, 2)
+	reports := 0
+	done := func(int) { reports++ }
+	q := newCombiner(&handingEcho{})
+	if n := testing.AllocsPerRun(100, func() {
+		if err := q.PredictEach(single, out, done); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 || reports == 0 {
+		t.Errorf("%v allocations per handed-over call (%d reports), want 0", n, reports)
+	}
+}
