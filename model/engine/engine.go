@@ -267,9 +267,8 @@ func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
 // Predict's, bit for bit.
 func (e *Engine) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
 	e.each = done
-	err := e.do(b, out, true)
-	e.each = nil
-	return err
+	defer func() { e.each = nil }() // also when done panics
+	return e.do(b, out, true)
 }
 
 // handOver tells PredictEach's done of the current chunk's windows that
