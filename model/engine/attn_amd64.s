@@ -1,6 +1,12 @@
 // Fused causal self-attention of one head for AVX-512: for each query, the
 // scores against 64 keys (transposed, kt[d*64 + j]), masked to the keys the
-// query may see, the softmax, and the weighted sum of the value rows.
+// query may see, the softmax, and the weighted sum of the value rows. Two
+// query rows at a time, interleaved: a row's steps depend on each other
+// (sums, horizontal reductions, the exp polynomial), and the two rows'
+// independent chains fill each other's latencies and share the key and
+// value loads. Each row gets the same operations in the same order as it
+// would alone (a lone last row is paired with itself), so its output does
+// not depend on the rows computed with it.
 // exp(t) for t clamped to [-87, 0]: n = round(t log2 e), r = t - n ln2
 // (Cody-Waite, two parts), e^r by its degree-7 Taylor polynomial, times 2^n
 // built in the exponent bits (as vmath_amd64.s).
@@ -102,21 +108,44 @@ DATA aconst<>+36(SB)/4, $0x3f000000 // c2
 DATA aconst<>+40(SB)/4, $0x3f800000 // one
 GLOBL aconst<>(SB), RODATA|NOPTR, $44
 
+// NKEY(off, za, zb) adds the weights at off(AX) (row A) and 256+off(AX)
+// (row B) times the value row at R15 (16 columns) to za and zb, and moves
+// R15 to the next value row.
+#define NKEY(off, za, zb) \
+	VMOVUPS (R15), Z8; \
+	VBROADCASTSS off(AX), Z10; \
+	VBROADCASTSS 256+off(AX), Z11; \
+	VFMADD231PS Z8, Z10, za; \
+	VFMADD231PS Z8, Z11, zb; \
+	ADDQ R12, R15
+
+// WKEY(off, za, zah, zb, zbh) is NKEY for 32 columns: the second 16 to
+// zah and zbh.
+#define WKEY(off, za, zah, zb, zbh) \
+	VMOVUPS (R15), Z8; \
+	VMOVUPS 64(R15), Z9; \
+	VBROADCASTSS off(AX), Z10; \
+	VBROADCASTSS 256+off(AX), Z11; \
+	VFMADD231PS Z8, Z10, za; \
+	VFMADD231PS Z9, Z10, zah; \
+	VFMADD231PS Z8, Z11, zb; \
+	VFMADD231PS Z9, Z11, zbh; \
+	ADDQ R12, R15
+
 // func attnAVX512(q *float32, ldq, nq, n0 int, kt *float32, hd int, v *float32, ldv, wide int, p, y *float32, ldy int)
 //
 // Query row i (q + i*ldq floats) sees keys 0..n0+i-1 (n0+nq-1 <= 64); its
-// output (hd floats: 16, or 32 when wide) goes to y + i*ldy. p is 64
-// floats of scratch (the row's weights).
+// output (hd floats: 16, or 32 when wide) goes to y + i*ldy. p is 128
+// floats of scratch (two rows' weights).
+//
+// Registers through a pair: SI row A's query, BX its output, DX the keys
+// it sees, CX the rows left, DI p, R12 ldv in bytes, R14 row B's query
+// offset from row A's (0: row B is row A again); Z16-Z27 the exp
+// constants.
 TEXT ·attnAVX512(SB), NOSPLIT, $0-96
 	MOVQ q+0(FP), SI
-	MOVQ ldq+8(FP), R8
-	SHLQ $2, R8
 	MOVQ nq+16(FP), CX
 	MOVQ n0+24(FP), DX
-	MOVQ kt+32(FP), R9
-	MOVQ hd+40(FP), R10
-	SHLQ $8, R10 // bytes of kt
-	MOVQ v+48(FP), R11
 	MOVQ ldv+56(FP), R12
 	SHLQ $2, R12
 	MOVQ p+72(FP), DI
@@ -137,27 +166,51 @@ TEXT ·attnAVX512(SB), NOSPLIT, $0-96
 	TESTQ CX, CX
 	JEQ done
 
-row:
-	// Scores: Z0..Z3 = sum over d of q[d] * kt[d, 0:64].
+pair:
+	// Row B is the next row, or row A again when it is the last.
+	MOVQ ldq+8(FP), R14
+	SHLQ $2, R14
+	CMPQ CX, $1
+	JNE scores
+	XORQ R14, R14
+
+scores:
+	// Z0..Z3 (row A) and Z4..Z7 (row B) = sum over d of q[d] * kt[d, 0:64].
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 	MOVQ SI, AX
-	MOVQ R9, R15
-	LEAQ (R9)(R10*1), R14
+	MOVQ kt+32(FP), R15
+	MOVQ hd+40(FP), R10
+	SHLQ $8, R10
+	ADDQ R15, R10
 score:
-	VBROADCASTSS (AX), Z4
-	VFMADD231PS (R15), Z4, Z0
-	VFMADD231PS 64(R15), Z4, Z1
-	VFMADD231PS 128(R15), Z4, Z2
-	VFMADD231PS 192(R15), Z4, Z3
+	VMOVUPS (R15), Z10
+	VMOVUPS 64(R15), Z11
+	VMOVUPS 128(R15), Z12
+	VMOVUPS 192(R15), Z13
+	VBROADCASTSS (AX), Z8
+	VBROADCASTSS (AX)(R14*1), Z9
+	VFMADD231PS Z10, Z8, Z0
+	VFMADD231PS Z11, Z8, Z1
+	VFMADD231PS Z12, Z8, Z2
+	VFMADD231PS Z13, Z8, Z3
+	VFMADD231PS Z10, Z9, Z4
+	VFMADD231PS Z11, Z9, Z5
+	VFMADD231PS Z12, Z9, Z6
+	VFMADD231PS Z13, Z9, Z7
 	ADDQ $4, AX
 	ADDQ $256, R15
-	CMPQ R15, R14
+	CMPQ R15, R10
 	JNE score
 
-	// Mask the keys past n = n0 + i: add mask<>[64-n:128-n].
+	// Mask the keys past n: add mask<>[64-n:128-n]; row B sees DX + 1
+	// keys (DX again when it is row A).
 	LEAQ mask<>+256(SB), AX
 	MOVQ DX, R15
 	SHLQ $2, R15
@@ -166,63 +219,114 @@ score:
 	VADDPS 64(AX), Z1, Z1
 	VADDPS 128(AX), Z2, Z2
 	VADDPS 192(AX), Z3, Z3
+	TESTQ R14, R14
+	JEQ maskb
+	SUBQ $4, AX
+maskb:
+	VADDPS (AX), Z4, Z4
+	VADDPS 64(AX), Z5, Z5
+	VADDPS 128(AX), Z6, Z6
+	VADDPS 192(AX), Z7, Z7
 
-	// Row maximum in every lane of Z8.
+	// Row maxima in every lane of Z8 (A) and Z10 (B).
 	VMAXPS Z1, Z0, Z8
 	VMAXPS Z3, Z2, Z9
 	VMAXPS Z9, Z8, Z8
+	VMAXPS Z5, Z4, Z10
+	VMAXPS Z7, Z6, Z11
+	VMAXPS Z11, Z10, Z10
 	HREDUCE(VMAXPS, Z8, Z9)
+	HREDUCE(VMAXPS, Z10, Z11)
 
-	// e = exp(score - max) a block of 16 at a time, through p; their sum
-	// in Z12.
+	// e = exp(score - max) a block of 16 at a time, through p (row B at
+	// p + 64 floats); the sums in Z12 (A) and Z13 (B).
 	VMOVUPS Z0, (DI)
 	VMOVUPS Z1, 64(DI)
 	VMOVUPS Z2, 128(DI)
 	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
 	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
 	MOVQ DI, AX
-	MOVQ $4, R13
+	MOVQ $4, R15
 expblock:
 	VMOVUPS (AX), Z0
+	VMOVUPS 256(AX), Z4
 	VSUBPS Z8, Z0, Z0
+	VSUBPS Z10, Z4, Z4
 	VMAXPS Z16, Z0, Z0
-	VMULPS Z17, Z0, Z9
-	VRNDSCALEPS $0, Z9, Z9
-	VFNMADD231PS Z18, Z9, Z0
-	VFNMADD231PS Z19, Z9, Z0
-	VMOVAPS Z20, Z10
-	VFMADD213PS Z21, Z0, Z10
-	VFMADD213PS Z22, Z0, Z10
-	VFMADD213PS Z23, Z0, Z10
-	VFMADD213PS Z24, Z0, Z10
-	VFMADD213PS Z25, Z0, Z10
-	VFMADD213PS Z26, Z0, Z10
-	VFMADD213PS Z26, Z0, Z10
-	VCVTPS2DQ Z9, Z9
-	VPSLLD $23, Z9, Z9
-	VPADDD Z27, Z9, Z9
-	VMULPS Z9, Z10, Z0
+	VMAXPS Z16, Z4, Z4
+	VMULPS Z17, Z0, Z1
+	VMULPS Z17, Z4, Z5
+	VRNDSCALEPS $0, Z1, Z1
+	VRNDSCALEPS $0, Z5, Z5
+	VFNMADD231PS Z18, Z1, Z0
+	VFNMADD231PS Z18, Z5, Z4
+	VFNMADD231PS Z19, Z1, Z0
+	VFNMADD231PS Z19, Z5, Z4
+	VMOVAPS Z20, Z2
+	VMOVAPS Z20, Z6
+	VFMADD213PS Z21, Z0, Z2
+	VFMADD213PS Z21, Z4, Z6
+	VFMADD213PS Z22, Z0, Z2
+	VFMADD213PS Z22, Z4, Z6
+	VFMADD213PS Z23, Z0, Z2
+	VFMADD213PS Z23, Z4, Z6
+	VFMADD213PS Z24, Z0, Z2
+	VFMADD213PS Z24, Z4, Z6
+	VFMADD213PS Z25, Z0, Z2
+	VFMADD213PS Z25, Z4, Z6
+	VFMADD213PS Z26, Z0, Z2
+	VFMADD213PS Z26, Z4, Z6
+	VFMADD213PS Z26, Z0, Z2
+	VFMADD213PS Z26, Z4, Z6
+	VCVTPS2DQ Z1, Z1
+	VCVTPS2DQ Z5, Z5
+	VPSLLD $23, Z1, Z1
+	VPSLLD $23, Z5, Z5
+	VPADDD Z27, Z1, Z1
+	VPADDD Z27, Z5, Z5
+	VMULPS Z1, Z2, Z0
+	VMULPS Z5, Z6, Z4
 	VMOVUPS Z0, (AX)
+	VMOVUPS Z4, 256(AX)
 	VADDPS Z0, Z12, Z12
+	VADDPS Z4, Z13, Z13
 	ADDQ $64, AX
-	DECQ R13
+	DECQ R15
 	JNE expblock
 
-	// The sum in every lane of Z12; p = e / sum.
+	// The sums in every lane; p = e / sum.
 	HREDUCE(VADDPS, Z12, Z9)
+	HREDUCE(VADDPS, Z13, Z11)
 	VDIVPS Z12, Z26, Z8
+	VDIVPS Z13, Z26, Z10
 	VMULPS (DI), Z8, Z0
 	VMULPS 64(DI), Z8, Z1
 	VMULPS 128(DI), Z8, Z2
 	VMULPS 192(DI), Z8, Z3
+	VMULPS 256(DI), Z10, Z4
+	VMULPS 320(DI), Z10, Z5
+	VMULPS 384(DI), Z10, Z6
+	VMULPS 448(DI), Z10, Z7
 	VMOVUPS Z0, (DI)
 	VMOVUPS Z1, 64(DI)
 	VMOVUPS Z2, 128(DI)
 	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
 
-	// y = sum over the n keys of p[j] * v[j]: four partial sums (j mod 4)
-	// of 16 columns each (Z28..Z31), and of the next 16 when wide
-	// (Z12..Z15).
+	// y = sum over the row's keys of p[j] * v[j]: four partial sums per
+	// row, key j in partial j mod 4 for each whole group of four keys and
+	// in partial 0 past the last, of 16 columns each (row A Z28..Z31, row
+	// B Z0..Z3), and of the next 16 when wide (A Z12..Z15, B Z4..Z7).
+	// Both rows walk the groups of four row A has; row B then has one key
+	// more (none when it is row A again).
 	VPXORD Z28, Z28, Z28
 	VPXORD Z29, Z29, Z29
 	VPXORD Z30, Z30, Z30
@@ -231,89 +335,168 @@ expblock:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 	MOVQ DI, AX
-	MOVQ R11, R15
-	MOVQ DX, R13
+	MOVQ v+48(FP), R15
+	MOVQ DX, R10
 	CMPQ wide+64(FP), $0
 	JNE wide4
 narrow4:
-	CMPQ R13, $4
-	JLT narrow1
-	VBROADCASTSS (AX), Z4
-	VBROADCASTSS 4(AX), Z5
-	VBROADCASTSS 8(AX), Z6
-	VBROADCASTSS 12(AX), Z7
-	VFMADD231PS (R15), Z4, Z28
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z5, Z29
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z6, Z30
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z7, Z31
-	ADDQ R12, R15
+	CMPQ R10, $4
+	JLT narrowA
+	NKEY(0, Z28, Z0)
+	NKEY(4, Z29, Z1)
+	NKEY(8, Z30, Z2)
+	NKEY(12, Z31, Z3)
 	ADDQ $16, AX
-	SUBQ $4, R13
+	SUBQ $4, R10
 	JMP narrow4
-narrow1:
-	TESTQ R13, R13
+narrowA:
+	// Row A's last R10 keys into its partial 0.
+	MOVQ AX, R8
+	MOVQ R15, R9
+	MOVQ R10, R11
+narrowA1:
+	TESTQ R11, R11
+	JEQ narrowB
+	VBROADCASTSS (R8), Z10
+	VFMADD231PS (R9), Z10, Z28
+	ADDQ R12, R9
+	ADDQ $4, R8
+	DECQ R11
+	JMP narrowA1
+narrowB:
+	// Row B's: a group of four when they make one, else into partial 0.
+	TESTQ R14, R14
+	JEQ narrowB1
+	INCQ R10
+	CMPQ R10, $4
+	JLT narrowB1
+	VBROADCASTSS 256(AX), Z11
+	VFMADD231PS (R15), Z11, Z0
+	ADDQ R12, R15
+	VBROADCASTSS 260(AX), Z11
+	VFMADD231PS (R15), Z11, Z1
+	ADDQ R12, R15
+	VBROADCASTSS 264(AX), Z11
+	VFMADD231PS (R15), Z11, Z2
+	ADDQ R12, R15
+	VBROADCASTSS 268(AX), Z11
+	VFMADD231PS (R15), Z11, Z3
+	JMP sum
+narrowB1:
+	TESTQ R10, R10
 	JEQ sum
-	VBROADCASTSS (AX), Z4
-	VFMADD231PS (R15), Z4, Z28
+	VBROADCASTSS 256(AX), Z11
+	VFMADD231PS (R15), Z11, Z0
 	ADDQ R12, R15
 	ADDQ $4, AX
-	DECQ R13
-	JMP narrow1
+	DECQ R10
+	JMP narrowB1
+
 wide4:
-	CMPQ R13, $4
-	JLT wide1
-	VBROADCASTSS (AX), Z4
-	VBROADCASTSS 4(AX), Z5
-	VBROADCASTSS 8(AX), Z6
-	VBROADCASTSS 12(AX), Z7
-	VFMADD231PS (R15), Z4, Z28
-	VFMADD231PS 64(R15), Z4, Z12
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z5, Z29
-	VFMADD231PS 64(R15), Z5, Z13
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z6, Z30
-	VFMADD231PS 64(R15), Z6, Z14
-	ADDQ R12, R15
-	VFMADD231PS (R15), Z7, Z31
-	VFMADD231PS 64(R15), Z7, Z15
-	ADDQ R12, R15
+	CMPQ R10, $4
+	JLT wideA
+	WKEY(0, Z28, Z12, Z0, Z4)
+	WKEY(4, Z29, Z13, Z1, Z5)
+	WKEY(8, Z30, Z14, Z2, Z6)
+	WKEY(12, Z31, Z15, Z3, Z7)
 	ADDQ $16, AX
-	SUBQ $4, R13
+	SUBQ $4, R10
 	JMP wide4
-wide1:
-	TESTQ R13, R13
+wideA:
+	MOVQ AX, R8
+	MOVQ R15, R9
+	MOVQ R10, R11
+wideA1:
+	TESTQ R11, R11
+	JEQ wideB
+	VBROADCASTSS (R8), Z10
+	VFMADD231PS (R9), Z10, Z28
+	VFMADD231PS 64(R9), Z10, Z12
+	ADDQ R12, R9
+	ADDQ $4, R8
+	DECQ R11
+	JMP wideA1
+wideB:
+	TESTQ R14, R14
+	JEQ wideB1
+	INCQ R10
+	CMPQ R10, $4
+	JLT wideB1
+	VBROADCASTSS 256(AX), Z11
+	VFMADD231PS (R15), Z11, Z0
+	VFMADD231PS 64(R15), Z11, Z4
+	ADDQ R12, R15
+	VBROADCASTSS 260(AX), Z11
+	VFMADD231PS (R15), Z11, Z1
+	VFMADD231PS 64(R15), Z11, Z5
+	ADDQ R12, R15
+	VBROADCASTSS 264(AX), Z11
+	VFMADD231PS (R15), Z11, Z2
+	VFMADD231PS 64(R15), Z11, Z6
+	ADDQ R12, R15
+	VBROADCASTSS 268(AX), Z11
+	VFMADD231PS (R15), Z11, Z3
+	VFMADD231PS 64(R15), Z11, Z7
+	JMP sum
+wideB1:
+	TESTQ R10, R10
 	JEQ sum
-	VBROADCASTSS (AX), Z4
-	VFMADD231PS (R15), Z4, Z28
-	VFMADD231PS 64(R15), Z4, Z12
+	VBROADCASTSS 256(AX), Z11
+	VFMADD231PS (R15), Z11, Z0
+	VFMADD231PS 64(R15), Z11, Z4
 	ADDQ R12, R15
 	ADDQ $4, AX
-	DECQ R13
-	JMP wide1
+	DECQ R10
+	JMP wideB1
+
 sum:
+	// Row B's output: the next row's, or row A's again.
+	MOVQ BX, R8
+	TESTQ R14, R14
+	JEQ store
+	MOVQ ldy+88(FP), R9
+	SHLQ $2, R9
+	ADDQ R9, R8
+store:
 	VADDPS Z29, Z28, Z28
 	VADDPS Z31, Z30, Z30
 	VADDPS Z30, Z28, Z28
 	VMOVUPS Z28, (BX)
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VMOVUPS Z0, (R8)
 	CMPQ wide+64(FP), $0
 	JEQ next
 	VADDPS Z13, Z12, Z12
 	VADDPS Z15, Z14, Z14
 	VADDPS Z14, Z12, Z12
 	VMOVUPS Z12, 64(BX)
+	VADDPS Z5, Z4, Z4
+	VADDPS Z7, Z6, Z6
+	VADDPS Z6, Z4, Z4
+	VMOVUPS Z4, 64(R8)
 next:
-	ADDQ R8, SI
-	MOVQ ldy+88(FP), AX
-	SHLQ $2, AX
-	ADDQ AX, BX
-	INCQ DX
-	DECQ CX
-	JNE row
+	CMPQ CX, $1
+	JEQ done
+	MOVQ ldq+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (SI)(R8*2), SI
+	MOVQ ldy+88(FP), R9
+	SHLQ $2, R9
+	LEAQ (BX)(R9*2), BX
+	ADDQ $2, DX
+	SUBQ $2, CX
+	JNE pair
 done:
 	VZEROUPPER
 	RET
