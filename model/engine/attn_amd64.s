@@ -108,6 +108,31 @@ DATA aconst<>+36(SB)/4, $0x3f000000 // c2
 DATA aconst<>+40(SB)/4, $0x3f800000 // one
 GLOBL aconst<>(SB), RODATA|NOPTR, $44
 
+// SBLOCK(off, k, za, zb) adds the key block at off(R15) (into k) times
+// Z8 (row A's query feature) to za and times Z9 (row B's) to zb.
+#define SBLOCK(off, k, za, zb) \
+	VMOVUPS off(R15), k; \
+	VFMADD231PS k, Z8, za; \
+	VFMADD231PS k, Z9, zb
+
+// SCORE(label, blocks) is the score loop over the query features for the
+// first key blocks (a macro SBLOCKS1..4), then on to masked.
+#define SCORE(label, blocks) \
+label: \
+	VBROADCASTSS (AX), Z8; \
+	VBROADCASTSS (AX)(R14*1), Z9; \
+	blocks; \
+	ADDQ $4, AX; \
+	ADDQ $256, R15; \
+	CMPQ R15, R10; \
+	JNE label; \
+	JMP masked
+
+#define SBLOCKS1 SBLOCK(0, Z10, Z0, Z4)
+#define SBLOCKS2 SBLOCKS1; SBLOCK(64, Z11, Z1, Z5)
+#define SBLOCKS3 SBLOCKS2; SBLOCK(128, Z12, Z2, Z6)
+#define SBLOCKS4 SBLOCKS3; SBLOCK(192, Z13, Z3, Z7)
+
 // NKEY(off, za, zb) adds the weights at off(AX) (row A) and 256+off(AX)
 // (row B) times the value row at R15 (16 columns) to za and zb, and moves
 // R15 to the next value row.
@@ -140,8 +165,12 @@ GLOBL aconst<>(SB), RODATA|NOPTR, $44
 //
 // Registers through a pair: SI row A's query, BX its output, DX the keys
 // it sees, CX the rows left, DI p, R12 ldv in bytes, R14 row B's query
-// offset from row A's (0: row B is row A again); Z16-Z27 the exp
-// constants.
+// offset from row A's (0: row B is row A again), R13 the blocks of 16
+// keys row B sees; Z16-Z27 the exp constants. The blocks past R13 are
+// masked for both rows: their scores are left at 0 (then -Inf), and their
+// exponentials (exp(-87) each, the polynomial's floor) are not added to
+// the sum, which holds the maximum's exp(0) = 1 and so cannot change by
+// them.
 TEXT ·attnAVX512(SB), NOSPLIT, $0-96
 	MOVQ q+0(FP), SI
 	MOVQ nq+16(FP), CX
@@ -175,7 +204,16 @@ pair:
 	XORQ R14, R14
 
 scores:
-	// Z0..Z3 (row A) and Z4..Z7 (row B) = sum over d of q[d] * kt[d, 0:64].
+	// Z0..Z3 (row A) and Z4..Z7 (row B) = sum over d of q[d] * kt[d, 0:64],
+	// over the R13 blocks of keys row B sees (the others stay 0 and are
+	// masked).
+	MOVQ DX, R13
+	TESTQ R14, R14
+	JEQ blocks
+	INCQ R13
+blocks:
+	ADDQ $15, R13
+	SHRQ $4, R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -189,26 +227,17 @@ scores:
 	MOVQ hd+40(FP), R10
 	SHLQ $8, R10
 	ADDQ R15, R10
-score:
-	VMOVUPS (R15), Z10
-	VMOVUPS 64(R15), Z11
-	VMOVUPS 128(R15), Z12
-	VMOVUPS 192(R15), Z13
-	VBROADCASTSS (AX), Z8
-	VBROADCASTSS (AX)(R14*1), Z9
-	VFMADD231PS Z10, Z8, Z0
-	VFMADD231PS Z11, Z8, Z1
-	VFMADD231PS Z12, Z8, Z2
-	VFMADD231PS Z13, Z8, Z3
-	VFMADD231PS Z10, Z9, Z4
-	VFMADD231PS Z11, Z9, Z5
-	VFMADD231PS Z12, Z9, Z6
-	VFMADD231PS Z13, Z9, Z7
-	ADDQ $4, AX
-	ADDQ $256, R15
-	CMPQ R15, R10
-	JNE score
+	CMPQ R13, $2
+	JLT score1
+	JEQ score2
+	CMPQ R13, $3
+	JEQ score3
+	SCORE(score4, SBLOCKS4)
+	SCORE(score3, SBLOCKS3)
+	SCORE(score2, SBLOCKS2)
+	SCORE(score1, SBLOCKS1)
 
+masked:
 	// Mask the keys past n: add mask<>[64-n:128-n]; row B sees DX + 1
 	// keys (DX again when it is row A).
 	LEAQ mask<>+256(SB), AX
@@ -251,7 +280,7 @@ maskb:
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
 	MOVQ DI, AX
-	MOVQ $4, R15
+	MOVQ R13, R15
 expblock:
 	VMOVUPS (AX), Z0
 	VMOVUPS 256(AX), Z4
@@ -304,22 +333,16 @@ expblock:
 	HREDUCE(VADDPS, Z13, Z11)
 	VDIVPS Z12, Z26, Z8
 	VDIVPS Z13, Z26, Z10
-	VMULPS (DI), Z8, Z0
-	VMULPS 64(DI), Z8, Z1
-	VMULPS 128(DI), Z8, Z2
-	VMULPS 192(DI), Z8, Z3
-	VMULPS 256(DI), Z10, Z4
-	VMULPS 320(DI), Z10, Z5
-	VMULPS 384(DI), Z10, Z6
-	VMULPS 448(DI), Z10, Z7
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	VMOVUPS Z2, 128(DI)
-	VMOVUPS Z3, 192(DI)
-	VMOVUPS Z4, 256(DI)
-	VMOVUPS Z5, 320(DI)
-	VMOVUPS Z6, 384(DI)
-	VMOVUPS Z7, 448(DI)
+	MOVQ DI, AX
+	MOVQ R13, R15
+normalize:
+	VMULPS (AX), Z8, Z0
+	VMULPS 256(AX), Z10, Z4
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z4, 256(AX)
+	ADDQ $64, AX
+	DECQ R15
+	JNE normalize
 
 	// y = sum over the row's keys of p[j] * v[j]: four partial sums per
 	// row, key j in partial j mod 4 for each whole group of four keys and
