@@ -100,6 +100,7 @@ type Engine struct {
 	finished       []atomic.Bool
 	each           func(n int)
 	eachOff, eachN int
+	handOverFn     func() // handOver, made once
 
 	// Carrying block 0 over from a cell's previous window (reuse.go):
 	// the rows each shift computes, the rows kept per embedding row (nil:
@@ -170,6 +171,7 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 		winPlans: make([]plan, maxBatch), sharedPlans: make([]plan, maxBatch),
 		finished: make([]atomic.Bool, maxBatch),
 	}
+	e.handOverFn = e.handOver
 	e.plans = e.net.rowPlans()
 	e.SetReuse(true)
 	for i := 0; i < threads; i++ {
@@ -258,8 +260,9 @@ func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
 }
 
 // PredictEach implements rgc.Progressive: it is Predict, and it calls
-// done(n) on the calling goroutine, between the windows it runs, as windows
-// 0..n-1 become final, so that the caller can act on the first windows of
+// done(n) on the calling goroutine, between its windows and between the
+// stages (CNN blocks, transformer layers) of those it runs whole, as
+// windows 0..n-1 become final, so that the caller can act on the first windows of
 // a batch while the threads compute the rest (the daemon publishes their
 // decisions). A batch of 5 on 2 threads hands over its windows in three
 // parts, at about 2/5, 4/5 and all of the call. The time done takes is
@@ -484,7 +487,11 @@ func (e *Engine) run(i int, j *job) {
 	ctl := pass{wk: wk, tk: e.tk, threads: t, lead: i == 0, end: j.base, synced: true}
 	whole := pass{wk: wk, a: wk.acts}
 	// The caller hands over the windows finished so far (PredictEach)
-	// after each of its own, except the call's last: do hands that over.
+	// between the stages of its own and after each, except the call's
+	// last: do hands that over.
+	if i == 0 && e.each != nil {
+		whole.between = e.handOverFn
+	}
 	last := len(j.rows) - 1
 	for c := ctl.windows(j.whole); c.next(); {
 		for w := c.lo; w < c.hi; w++ {

@@ -22,6 +22,9 @@ type pass struct {
 	// phase is complete (sync), and a new phase may only open then.
 	base, end uint64
 	synced    bool
+	// between, if not nil, runs between the stages of a window (the
+	// caller's whole windows: hands over the helpers' finished windows).
+	between func()
 }
 
 // Chunking: a phase of n rows is cut into up to chunksPerThread chunks per
@@ -210,6 +213,9 @@ func (n *network) cnnBlocks(p *pass, x []float32, pl *plan) []float32 {
 			}
 		}
 		x = b.forward(p, buf, x, &br)
+		if p.between != nil {
+			p.between()
+		}
 	}
 	return x
 }
@@ -260,6 +266,9 @@ func (n *network) gpt(p *pass, x []float32, cell int) {
 
 	for l := range n.layers {
 		n.layers[l].forward(n, p, l == len(n.layers)-1)
+		if p.between != nil {
+			p.between()
+		}
 	}
 }
 
