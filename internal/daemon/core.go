@@ -1,11 +1,12 @@
 // Package daemon is predictord's core for one device, free of NATS: the
 // shared 1024-bin stimulus ring, every served cell's autoregressive state
-// (rollout.Cell: next window end and its own generated spikes), the batching
-// of every cell due at a frame into one Predict call (announced a frame
-// ahead to a predictor that can prepare for it, rgc.Expecter; its
+// (rollout.Cell: next window end and its own generated spikes), the
+// batching of every cell due at a frame into one Predict call (announced a
+// frame ahead to a predictor that can prepare for it, rgc.Expecter; its
 // decisions sent as the predictor hands its windows over,
-// rgc.Progressive), and the robustness rules of docs/protocol.md (stale and duplicate frames, gaps,
-// clamping, late histories, overload, stream epochs). The stepping rule is
+// rgc.Progressive), and the robustness rules of docs/protocol.md (stale and
+// duplicate frames, gaps, clamping, late histories, overload, stream
+// epochs). The stepping rule is
 // rollout.Step via rollout.Cell, the one the offline rollout uses, so for
 // the same stimulus, predictor and initial histories the core emits the
 // offline rollout's spikes.
