@@ -80,6 +80,32 @@ func waitQueued(t *testing.T, c *combiner, n int) {
 	}
 }
 
+// queueBehind runs first, which must hold p's gate, then each of waiting
+// while it does, each queued behind it (waiting for the model), then
+// opens the gate for every call and returns their errors, first's at 0.
+func queueBehind(t *testing.T, c *combiner, p *echoPredictor, first func() error, waiting []func() error) []error {
+	t.Helper()
+	errs := make([]error, len(waiting)+1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[0] = first() }()
+	<-p.entered // the first call runs and holds the model
+	for i, call := range waiting {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i+1] = call() }()
+		waitQueued(t, c, i+1)
+	}
+	go func() {
+		for range p.entered {
+			p.gate <- struct{}{}
+		}
+	}()
+	p.gate <- struct{}{}
+	wg.Wait()
+	close(p.entered)
+	return errs
+}
+
 // TestCombinerMerges: calls that arrive while the model is busy run as one
 // batch when it is free, each caller getting exactly its own windows'
 // results; an error in the merged batch reaches only the call that caused
@@ -100,27 +126,14 @@ func TestCombinerMerges(t *testing.T) {
 			p := &echoPredictor{gate: make(chan struct{}), entered: make(chan struct{}, 16)}
 			c := newCombiner(p)
 			first, firstOut := testBatch(0, 9)
-			errs := make([]error, len(tc.waiting)+1)
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[0] = c.Predict(first, firstOut) }()
-			<-p.entered // the first call runs and holds the model
 			batches := make([]*rgc.Batch, len(tc.waiting))
 			outs := make([][]float32, len(tc.waiting))
+			var calls []func() error
 			for i, cells := range tc.waiting {
 				batches[i], outs[i] = testBatch(float32(10*(i+1)), cells...)
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i+1] = c.Predict(batches[i], outs[i]) }()
-				waitQueued(t, c, i+1)
+				calls = append(calls, func() error { return c.Predict(batches[i], outs[i]) })
 			}
-			go func() {
-				for range p.entered {
-					p.gate <- struct{}{}
-				}
-			}()
-			p.gate <- struct{}{}
-			wg.Wait()
-			close(p.entered)
+			errs := queueBehind(t, c, p, func() error { return c.Predict(first, firstOut) }, calls)
 			if errs[0] != nil {
 				t.Fatalf("first call: %v", errs[0])
 			}
@@ -306,27 +319,15 @@ func TestCombinerHandsOver(t *testing.T) {
 	c := newCombiner(p)
 	first, firstOut := testBatch(0, 9, 8, 7)
 	r0 := &handRecorder{t: t, b: first, out: firstOut}
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	wg.Add(1)
-	go func() { defer wg.Done(); errs[0] = c.PredictEach(first, firstOut, r0.done) }()
-	<-p.entered // the first call runs alone and holds the model
 	var rs [2]*handRecorder
+	var calls []func() error
 	for i, cells := range [][]int{{1, 2}, {3, 4, 5}} {
 		b, out := testBatch(float32(10*(i+1)), cells...)
 		rs[i] = &handRecorder{t: t, b: b, out: out}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i+1] = c.PredictEach(b, out, rs[i].done) }()
-		waitQueued(t, c, i+1)
+		calls = append(calls, func() error { return c.PredictEach(b, out, rs[i].done) })
 	}
-	go func() {
-		for range p.entered {
-			p.gate <- struct{}{}
-		}
-	}()
-	p.gate <- struct{}{}
-	wg.Wait()
-	close(p.entered)
+	// The first call runs alone and holds the model; the others merge.
+	errs := queueBehind(t, c, &p.echoPredictor, func() error { return c.PredictEach(first, firstOut, r0.done) }, calls)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)

@@ -157,6 +157,20 @@ label: \
 	VFMADD231PS Z9, Z11, zbh; \
 	ADDQ R12, R15
 
+// BKEY(off, zb) adds row B's weight at 256+off(AX) times the value row at
+// R15 (16 columns) to zb and moves R15 on; BWKEY(off, zb, zbh) is BKEY for
+// 32 columns, the second 16 to zbh.
+#define BKEY(off, zb) \
+	VBROADCASTSS 256+off(AX), Z11; \
+	VFMADD231PS (R15), Z11, zb; \
+	ADDQ R12, R15
+
+#define BWKEY(off, zb, zbh) \
+	VBROADCASTSS 256+off(AX), Z11; \
+	VFMADD231PS (R15), Z11, zb; \
+	VFMADD231PS 64(R15), Z11, zbh; \
+	ADDQ R12, R15
+
 // func attnAVX512(q *float32, ldq, nq, n0 int, kt *float32, hd int, v *float32, ldv, wide int, p, y *float32, ldy int)
 //
 // Query row i (q + i*ldq floats) sees keys 0..n0+i-1 (n0+nq-1 <= 64); its
@@ -402,24 +416,15 @@ narrowB:
 	INCQ R10
 	CMPQ R10, $4
 	JLT narrowB1
-	VBROADCASTSS 256(AX), Z11
-	VFMADD231PS (R15), Z11, Z0
-	ADDQ R12, R15
-	VBROADCASTSS 260(AX), Z11
-	VFMADD231PS (R15), Z11, Z1
-	ADDQ R12, R15
-	VBROADCASTSS 264(AX), Z11
-	VFMADD231PS (R15), Z11, Z2
-	ADDQ R12, R15
-	VBROADCASTSS 268(AX), Z11
-	VFMADD231PS (R15), Z11, Z3
+	BKEY(0, Z0)
+	BKEY(4, Z1)
+	BKEY(8, Z2)
+	BKEY(12, Z3)
 	JMP sum
 narrowB1:
 	TESTQ R10, R10
 	JEQ sum
-	VBROADCASTSS 256(AX), Z11
-	VFMADD231PS (R15), Z11, Z0
-	ADDQ R12, R15
+	BKEY(0, Z0)
 	ADDQ $4, AX
 	DECQ R10
 	JMP narrowB1
@@ -454,29 +459,15 @@ wideB:
 	INCQ R10
 	CMPQ R10, $4
 	JLT wideB1
-	VBROADCASTSS 256(AX), Z11
-	VFMADD231PS (R15), Z11, Z0
-	VFMADD231PS 64(R15), Z11, Z4
-	ADDQ R12, R15
-	VBROADCASTSS 260(AX), Z11
-	VFMADD231PS (R15), Z11, Z1
-	VFMADD231PS 64(R15), Z11, Z5
-	ADDQ R12, R15
-	VBROADCASTSS 264(AX), Z11
-	VFMADD231PS (R15), Z11, Z2
-	VFMADD231PS 64(R15), Z11, Z6
-	ADDQ R12, R15
-	VBROADCASTSS 268(AX), Z11
-	VFMADD231PS (R15), Z11, Z3
-	VFMADD231PS 64(R15), Z11, Z7
+	BWKEY(0, Z0, Z4)
+	BWKEY(4, Z1, Z5)
+	BWKEY(8, Z2, Z6)
+	BWKEY(12, Z3, Z7)
 	JMP sum
 wideB1:
 	TESTQ R10, R10
 	JEQ sum
-	VBROADCASTSS 256(AX), Z11
-	VFMADD231PS (R15), Z11, Z0
-	VFMADD231PS 64(R15), Z11, Z4
-	ADDQ R12, R15
+	BWKEY(0, Z0, Z4)
 	ADDQ $4, AX
 	DECQ R10
 	JMP wideB1
