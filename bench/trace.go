@@ -24,9 +24,10 @@ type TraceRow struct {
 	// Inbound is from the device publishing the frame at End to the
 	// daemon receiving the frames message whose processing decided it;
 	// Wait from there to the start of the model call (calls ahead of it,
-	// windows gathered); Call the model call; Publish from the call's end
-	// to the decision handed to NATS; Outbound from there to the device
-	// receiving it.
+	// windows gathered); Call the model call until the decision's window
+	// was handed over (the whole call with --whole-calls); Publish from
+	// there to the decision handed to NATS; Outbound from there to the
+	// device receiving it.
 	Inbound, Wait, Call, Publish, Outbound time.Duration
 }
 

@@ -44,7 +44,7 @@ type Sink interface {
 	// one call when the core gathers them (Config.Gather). With a
 	// predictor that hands its windows over as they are computed
 	// (rgc.Progressive), a call's decisions come in parts, in the same
-	// order, during the call (Core.Call tells which).
+	// order, during the call. Core.Call tells which call took them.
 	Decisions(t int64, ds []stream.Decision)
 	// Batch reports one Predict call of n windows that took d, after the
 	// decisions sent during it.
@@ -245,13 +245,14 @@ type Core struct {
 	probs   []float32
 	due     []int
 	out     []stream.Decision
-	// The model call in progress (Call): its windows, its start, and how
-	// many of them are decided; handed is the predictor's done
-	// (rgc.Progressive), made once.
-	callN     int
-	callStart time.Time
-	decided   int
-	handed    func(n int)
+	// The model call whose decisions go to the sink (Call): its windows
+	// (0: none), its start and end (zero while it runs), and how many of
+	// them are decided; handed is the predictor's done (rgc.Progressive),
+	// made once.
+	callN              int
+	callStart, callEnd time.Time
+	decided            int
+	handed             func(n int)
 
 	stats   Stats
 	lastErr error
@@ -678,6 +679,7 @@ func (c *Core) Flush() {
 		if len(c.out) > 0 {
 			c.sink.Decisions(c.last, c.out)
 		}
+		c.callN = 0
 		for _, i := range c.late {
 			c.gather(i, int64(c.cells[i].Next))
 		}
@@ -737,10 +739,10 @@ func (c *Core) skipped(i int, b, ts int64, flags uint8) stream.Decision {
 func (c *Core) predict() {
 	n := len(c.gath)
 	c.batch.Inputs, c.batch.Cells, c.batch.Ends = c.inputs[:n*rgc.WindowLen], c.cellBuf[:n], c.endBuf[:n]
-	c.callN, c.callStart, c.decided = n, time.Now(), 0
+	c.callN, c.callStart, c.callEnd, c.decided = n, time.Now(), time.Time{}, 0
 	err := c.safePredict(c.probs[:n*rgc.NumClasses])
-	c.callN = 0
-	c.sink.Batch(n, time.Since(c.callStart))
+	c.callEnd = time.Now()
+	c.sink.Batch(n, c.callEnd.Sub(c.callStart))
 	if err != nil {
 		c.lastErr = err
 		c.stats.PredictErrors += uint64(n - c.decided)
@@ -752,11 +754,13 @@ func (c *Core) predict() {
 	c.decide(n)
 }
 
-// Call returns the model call in progress, for a sink whose Decisions is
-// called during it (rgc.Progressive): its number of windows and its start.
-// n is 0 outside a call.
-func (c *Core) Call() (n int, start time.Time) {
-	return c.callN, c.callStart
+// Call returns, for the sink's Decisions, the model call that took the
+// decisions it is given: its number of windows, its start and its end, end
+// zero while the call runs (decisions handed over during it,
+// rgc.Progressive). n is 0 for decisions taken without a call (skipped
+// under overload).
+func (c *Core) Call() (n int, start, end time.Time) {
+	return c.callN, c.callStart, c.callEnd
 }
 
 // handOver is the progressive predictor's done: windows 0..n-1 of the call

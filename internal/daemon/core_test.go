@@ -864,7 +864,8 @@ func (h *handing) PredictEach(b *rgc.Batch, out []float32, done func(n int)) err
 }
 
 // partSink records decisions with whether each came during its model call
-// (Core.Call) and the order of parts and batch reports.
+// (Core.Call: the call every decision was taken by, ending before or at
+// it) and the order of parts and batch reports.
 type partSink struct {
 	collect
 	core   *Core
@@ -873,16 +874,17 @@ type partSink struct {
 }
 
 func (s *partSink) Decisions(t int64, ds []stream.Decision) {
-	n, start := s.core.Call()
+	n, start, end := s.core.Call()
+	if n == 0 || start.IsZero() || time.Since(start) < 0 || !end.IsZero() && end.Before(start) {
+		panic(fmt.Sprintf("decisions of a call of %d windows from %v to %v", n, start, end))
+	}
+	during := end.IsZero()
 	tag := "D"
-	if n > 0 {
+	if during {
 		tag = "d"
-		if start.IsZero() || time.Since(start) < 0 {
-			panic("a call in progress without its start")
-		}
 	}
 	for range ds {
-		s.during = append(s.during, n > 0)
+		s.during = append(s.during, during)
 	}
 	s.log = append(s.log, fmt.Sprintf("%s%d", tag, len(ds)))
 	s.collect.Decisions(t, ds)

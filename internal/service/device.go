@@ -101,16 +101,13 @@ type sink struct {
 	batch   prometheus.Observer
 	predict prometheus.Observer
 	pubErr  prometheus.Counter
-	// The model call whose decisions come next (Config.Timing): its
-	// windows (0: none since the last decisions) and its start and end.
-	callN              int
-	callStart, callEnd time.Time
 }
 
 // DecisionTiming is one decision's way through the daemon
 // (Config.Timing): the arrival of the frames message whose processing
-// decided it, the model call that computed it, and its publication (the
-// decision's DecidedAt).
+// decided it, the model call that computed it (until its window was
+// handed over, where the engine hands windows over as computed), and its
+// publication (the decision's DecidedAt).
 type DecisionTiming struct {
 	// Device, Cell and End identify the decision (the window ending at bin
 	// End of the device's stream).
@@ -149,17 +146,17 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	}
 	if f := k.d.s.cfg.Timing; f != nil {
 		k.timing(f, decided, now)
-		k.callN = 0
 	}
 }
 
-// timing reports the decisions ds, published at now, to f. Decisions
-// sent during their model call (handed over as computed) have the time
-// their window was handed over as their call's end.
+// timing reports the decisions ds, published at now, to f, with the
+// model call that took them (daemon.Core.Call). Decisions sent during
+// their call (handed over as computed) have the time their window was
+// handed over as their call's end.
 func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Time) {
-	n, start, end := k.callN, k.callStart, k.callEnd
-	if cn, cs := k.d.core.Call(); cn > 0 {
-		n, start, end = cn, cs, now
+	n, start, end := k.d.core.Call()
+	if end.IsZero() {
+		end = now
 	}
 	for i := range ds {
 		x := &ds[i]
@@ -173,10 +170,6 @@ func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Tim
 }
 
 func (k *sink) Batch(n int, d time.Duration) {
-	if k.d.s.cfg.Timing != nil {
-		k.callEnd = time.Now()
-		k.callStart, k.callN = k.callEnd.Add(-d), n
-	}
 	k.batch.Observe(float64(n))
 	k.predict.Observe(d.Seconds())
 }
