@@ -838,31 +838,6 @@ func TestCoreExpectsNextCall(t *testing.T) {
 	}
 }
 
-// handing is a progressive predictor (rgc.Progressive): it computes a
-// batch with p, then hands its windows over step at a time, failing with
-// err once failAt windows are handed over (failAt > 0).
-type handing struct {
-	p      rgc.Predictor
-	step   int
-	failAt int
-	err    error
-}
-
-func (h *handing) Predict(b *rgc.Batch, out []float32) error { return h.p.Predict(b, out) }
-
-func (h *handing) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
-	if err := h.p.Predict(b, out); err != nil {
-		return err
-	}
-	for k := h.step; k < b.Len(); k += h.step { // the last at return
-		done(k)
-		if h.failAt > 0 && k >= h.failAt {
-			return h.err
-		}
-	}
-	return nil
-}
-
 // partSink records decisions with whether each came during its model call
 // (Core.Call: the call every decision was taken by, ending before or at
 // it) and the order of parts and batch reports.
@@ -925,13 +900,13 @@ func TestCoreHandsOver(t *testing.T) {
 		whole bool
 		log   []string
 	}{
-		// handing leaves the last window to its return.
+		// Handing leaves the last window to its return.
 		{"one at a time", 1, false, []string{"d1", "d1", "d1", "d1", "d1", "d1", "b7", "D1"}},
 		{"three at a time", 3, false, []string{"d3", "d3", "b7", "D1"}},
 		{"whole calls", 1, true, []string{"b7", "D7"}},
 	}
 	for _, tc := range cases {
-		got := run(&handing{p: quiet, step: tc.step}, tc.whole)
+		got := run(&fakepred.Handing{P: quiet, Step: tc.step}, tc.whole)
 		if !slices.Equal(got.got, want.got) {
 			t.Fatalf("%s: decisions differ from whole calls'", tc.name)
 		}
@@ -951,7 +926,7 @@ func TestCoreHandsOver(t *testing.T) {
 	}
 
 	// Failing after 2 windows: those are decided, the other 5 skipped.
-	s := run(&handing{p: quiet, step: 1, failAt: 2, err: errors.New("device lost")}, false)
+	s := run(&fakepred.Handing{P: quiet, Step: 1, FailAt: 2, Err: errors.New("device lost")}, false)
 	if len(s.got) != 3*len(cells) {
 		t.Fatalf("%d decisions, want %d", len(s.got), 3*len(cells))
 	}

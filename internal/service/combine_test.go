@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
 )
 
@@ -273,20 +274,6 @@ func TestCombinerExpect(t *testing.T) {
 	}
 }
 
-// handingEcho is an echoPredictor that hands each window over as soon as
-// the batch is computed, one at a time (rgc.Progressive).
-type handingEcho struct{ echoPredictor }
-
-func (p *handingEcho) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
-	if err := p.Predict(b, out); err != nil {
-		return err
-	}
-	for k := 1; k <= b.Len(); k++ {
-		done(k)
-	}
-	return nil
-}
-
 // handRecorder records the reports of a PredictEach call, checking that
 // the windows reported are final.
 type handRecorder struct {
@@ -315,7 +302,8 @@ func (r *handRecorder) done(n int) {
 // batch (its windows first); a caller merged into another's batch gets
 // its windows, final, when its call returns.
 func TestCombinerHandsOver(t *testing.T) {
-	p := &handingEcho{echoPredictor{gate: make(chan struct{}), entered: make(chan struct{}, 16)}}
+	ep := &echoPredictor{gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+	p := &fakepred.Handing{P: ep, Last: true}
 	c := newCombiner(p)
 	first, firstOut := testBatch(0, 9, 8, 7)
 	r0 := &handRecorder{t: t, b: first, out: firstOut}
@@ -327,7 +315,7 @@ func TestCombinerHandsOver(t *testing.T) {
 		calls = append(calls, func() error { return c.PredictEach(b, out, rs[i].done) })
 	}
 	// The first call runs alone and holds the model; the others merge.
-	errs := queueBehind(t, c, &p.echoPredictor, func() error { return c.PredictEach(first, firstOut, r0.done) }, calls)
+	errs := queueBehind(t, c, ep, func() error { return c.PredictEach(first, firstOut, r0.done) }, calls)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -350,9 +338,9 @@ func TestCombinerHandsOver(t *testing.T) {
 	if runners != 1 {
 		t.Errorf("%d merged calls had their windows handed over, want the one that ran the batch", runners)
 	}
-	p.mu.Lock()
-	sizes := fmt.Sprint(p.sizes)
-	p.mu.Unlock()
+	ep.mu.Lock()
+	sizes := fmt.Sprint(ep.sizes)
+	ep.mu.Unlock()
 	if sizes != "[3 5]" {
 		t.Errorf("batch sizes %v, want [3 5]", sizes)
 	}
@@ -360,7 +348,7 @@ func TestCombinerHandsOver(t *testing.T) {
 	single, out := testBatch(0, 1, 2)
 	reports := 0
 	done := func(int) { reports++ }
-	q := newCombiner(&handingEcho{})
+	q := newCombiner(&fakepred.Handing{P: &echoPredictor{}, Last: true})
 	if n := testing.AllocsPerRun(100, func() {
 		if err := q.PredictEach(single, out, done); err != nil {
 			t.Fatal(err)
