@@ -114,7 +114,12 @@ type Config struct {
 	// WholeCalls sends a call's decisions together when the call ends,
 	// even where the predictor hands windows over as it computes them
 	// (rgc.Progressive), whose decisions are otherwise sent at once: the
-	// first windows of a batch need not wait for its last.
+	// first windows of a batch need not wait for its last. Where a call's
+	// decisions are handed over depends on the threads' timing, so the
+	// messages that carry them do too; with WholeCalls, each model call's
+	// decisions are one message (or its MaxDecisionsPerMsg parts), the same
+	// on every instance that sees the same frames (a hot-standby group
+	// matches its replicas' messages).
 	WholeCalls bool
 }
 
@@ -342,6 +347,14 @@ func (c *Core) SetMaxLag(n int64) {
 		c.cfg.MaxLag = n
 	}
 }
+
+// Config returns the configuration in force: New's defaults filled in and
+// the setters applied. Its slices are the core's: do not modify them.
+func (c *Core) Config() Config { return c.cfg }
+
+// SetWholeCalls sets Config.WholeCalls. Call it between frames from the
+// goroutine feeding the core (or before the first).
+func (c *Core) SetWholeCalls(on bool) { c.cfg.WholeCalls = on }
 
 // SetPredictor swaps the predictor (checkpoint reload); cell states are kept.
 func (c *Core) SetPredictor(p rgc.Predictor) { c.pred = p }

@@ -277,12 +277,15 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 	}
 	// Replicas must take the same decisions, and match their messages by
 	// the frame that produced them (standby.Pos). Skipping decisions under
-	// overload and gathering windows while behind both depend on each
-	// instance's own timing, so replicas do neither: an overloaded group
-	// answers late rather than differently.
+	// overload, gathering windows while behind and handing a call's
+	// decisions over as its windows are computed all depend on each
+	// instance's own timing, so replicas do none of them: an overloaded
+	// group answers late rather than differently, and each call's
+	// decisions go out whole.
 	for _, d := range s.devices {
 		d.core.SetGather(0)
 		d.core.SetMaxLag(0)
+		d.core.SetWholeCalls(true)
 	}
 	if s.cfg.MaxLag > 0 {
 		s.log.Warn().Int64("max_lag", s.cfg.MaxLag).Msg("standby: replicas never skip decisions: --max-lag is off in a standby group")

@@ -54,6 +54,13 @@ func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Nothing that depends on the instance's own timing: replicas must
+	// take the same decisions and send them in the same messages.
+	for _, d := range s.devices {
+		if c := d.core.Config(); c.Gather != 0 || c.MaxLag != 0 || !c.WholeCalls {
+			t.Fatalf("replica %s, device %s: gather %d, max lag %d, whole calls %v; want no gathering, no skipping, whole calls", id, d.name, c.Gather, c.MaxLag, c.WholeCalls)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, nc) }()
 	waitUntil(t, "service ready", s.Ready)
