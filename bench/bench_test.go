@@ -15,9 +15,9 @@ import (
 
 	"rgcpred/bench/replay"
 	"rgcpred/evaluation"
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/service"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/service"
 )
 
 func TestAssign(t *testing.T) {

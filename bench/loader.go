@@ -3,10 +3,10 @@ package bench
 import (
 	"fmt"
 
-	"rgcpred/internal/modelload"
-	"rgcpred/internal/service"
 	"rgcpred/model"
 	"rgcpred/model/engine"
+	"rgcpred/serve/modelload"
+	"rgcpred/serve/service"
 )
 
 // LoadEngine loads a checkpoint into the CPU inference engine with threads

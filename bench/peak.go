@@ -3,7 +3,7 @@ package bench
 import (
 	"time"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 )
 
 // peakGFLOPs measures the machine's multiply-add rate on one core: the

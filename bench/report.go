@@ -15,8 +15,8 @@ import (
 	"os"
 	"time"
 
+	"rgcpred/base/plot"
 	"rgcpred/bench/replay"
-	"rgcpred/internal/plot"
 )
 
 // Real-time criterion of the benchmark: a cell count is served in

@@ -15,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench/replay"
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/service"
 	"rgcpred/rgc"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/service"
 	"rgcpred/stream"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"rgcpred/internal/service"
+	"rgcpred/serve/service"
 )
 
 // TraceRow is one decision's frame-to-decision latency in its parts

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/testrec"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 )
 
 // Plot draws r's models as a 2 x 2 grid of charts, one per metric, the

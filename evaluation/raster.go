@@ -3,7 +3,7 @@ package evaluation
 import (
 	"fmt"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 )

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/testrec"
 	"rgcpred/model"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 )
 
 // tinyOptions is a tiny experiment on the synthetic recording in data: 2

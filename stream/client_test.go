@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"rgcpred/internal/embednats"
+	"rgcpred/serve/embednats"
 )
 
 func TestPublisherOverNATS(t *testing.T) {

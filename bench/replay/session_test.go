@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"rgcpred/internal/embednats"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
+	"rgcpred/serve/embednats"
 	"rgcpred/stream"
 )
 

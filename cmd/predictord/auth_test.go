@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"rgcpred/internal/natsauth"
+	"rgcpred/serve/natsauth"
 	"rgcpred/stream"
 	"strings"
 	"testing"

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"rgcpred/internal/modelload"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/serve/modelload"
 )
 
 // writeCheckpoint writes a small random checkpoint of cells ids with the

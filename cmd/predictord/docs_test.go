@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/service"
+	"rgcpred/serve/service"
 )
 
 // Paths of the operator's documents, from this package's directory.

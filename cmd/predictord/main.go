@@ -32,15 +32,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/logsink"
-	"rgcpred/internal/modelload"
-	"rgcpred/internal/natsauth"
-	"rgcpred/internal/recorder"
-	"rgcpred/internal/service"
-	"rgcpred/internal/standby"
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/logsink"
+	"rgcpred/serve/modelload"
+	"rgcpred/serve/natsauth"
+	"rgcpred/serve/recorder"
+	"rgcpred/serve/service"
+	"rgcpred/serve/standby"
 )
 
 // DefaultModel is the shipped checkpoint, relative to the repository root.

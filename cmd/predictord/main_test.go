@@ -16,13 +16,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/service"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 	"rgcpred/rollout"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/service"
 	"rgcpred/stream"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/natsauth"
-	"rgcpred/internal/service"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/natsauth"
+	"rgcpred/serve/service"
 	"rgcpred/stream"
 )
 

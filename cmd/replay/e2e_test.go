@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/service"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 	"rgcpred/rollout"
+	"rgcpred/serve/service"
 )
 
 // TestEmbeddedReplayMatchesOfflineRollout replays the shipped recording's

@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/service"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/service"
 )
 
 // startEmbedded starts an embedded NATS server on loopback and, on it, the

@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/bench"
-	"rgcpred/internal/daemon"
-	"rgcpred/internal/recorder"
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
+	"rgcpred/serve/daemon"
+	"rgcpred/serve/recorder"
 )
 
 // auditOptions are the flags of replay --from-stream: an offline re-run of

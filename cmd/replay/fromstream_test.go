@@ -11,11 +11,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench"
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/recorder"
-	"rgcpred/internal/service"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/recorder"
+	"rgcpred/serve/service"
 )
 
 // TestFromStreamAudit: a daemon serving the shipped checkpoint records its

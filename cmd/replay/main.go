@@ -29,9 +29,9 @@ import (
 
 	"rgcpred/bench"
 	"rgcpred/bench/replay"
-	"rgcpred/internal/service"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/serve/service"
 	"rgcpred/stream"
 )
 

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"testing"
 
-	"rgcpred/internal/service"
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
+	"rgcpred/serve/service"
 )
 
 // TestEmbeddedOracleOnSynthetic replays a synthetic recording through the

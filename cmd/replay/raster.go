@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"rgcpred/base/plot"
 	"rgcpred/bench/replay"
 	"rgcpred/evaluation"
-	"rgcpred/internal/plot"
 	"rgcpred/rgc"
 )
 

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/base/plot"
+	"rgcpred/base/plot/plottest"
 	"rgcpred/bench/replay"
 	"rgcpred/evaluation"
-	"rgcpred/internal/plot"
-	"rgcpred/internal/plot/plottest"
 	"rgcpred/rgc"
 )
 

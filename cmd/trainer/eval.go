@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"rgcpred/base/plot"
 	"rgcpred/evaluation"
-	"rgcpred/internal/plot"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/rollout"

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"rgcpred/base/plot"
+	"rgcpred/base/plot/plottest"
 	"rgcpred/evaluation"
-	"rgcpred/internal/plot"
-	"rgcpred/internal/plot/plottest"
 	"rgcpred/rgc"
 )
 

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/plot"
-	"rgcpred/internal/plot/plottest"
-	"rgcpred/internal/testrec"
+	"rgcpred/base/plot"
+	"rgcpred/base/plot/plottest"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 )
 
 func writeNPY(t *testing.T, path string, data any, shape []int) {

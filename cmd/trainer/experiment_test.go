@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"rgcpred/experiment"
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 )
 
 func TestExperimentCommandErrors(t *testing.T) {

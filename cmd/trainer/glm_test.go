@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc/glm"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 )
 
 // TestGLMCommand fits the GLM to a synthetic recording with `trainer glm`,

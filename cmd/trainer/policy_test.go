@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
+	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
 )
 

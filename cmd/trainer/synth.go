@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"rgcpred/internal/plot/plottest"
+	"rgcpred/base/plot/plottest"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 )

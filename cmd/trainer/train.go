@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 	"rgcpred/model"
 	"rgcpred/model/train"
 	"rgcpred/rgc"

@@ -5,7 +5,7 @@
 //
 // At load time batch norm (running statistics, eps 1e-5) is folded into the
 // convolutions, every weight matrix is packed for the SGEMM micro-kernel
-// (rgcpred/internal/sgemm), and every buffer is allocated, so that a call
+// (rgcpred/base/sgemm), and every buffer is allocated, so that a call
 // allocates nothing. Activations are kept channels-last ([positions,
 // channels]), which makes a strided, zero-padded convolution input its own
 // im2col matrix: the GEMM reads overlapping rows in place.
@@ -53,7 +53,7 @@ import (
 	"time"
 	"unsafe"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/model"
 	"rgcpred/rgc"
 )

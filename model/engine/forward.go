@@ -3,7 +3,7 @@ package engine
 import (
 	"math"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/model"
 )
 

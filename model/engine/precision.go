@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/model"
 	"rgcpred/rgc"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/rgc"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/model"
 	"rgcpred/rgc"
 )

@@ -5,7 +5,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 )
 
 // conv1d is a one-dimensional convolution without bias: x [B, Cin, L],

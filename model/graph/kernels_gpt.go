@@ -6,7 +6,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"rgcpred/internal/sgemm"
+	"rgcpred/base/sgemm"
 	"rgcpred/model"
 )
 

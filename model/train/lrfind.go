@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 	"rgcpred/model"
 	"rgcpred/model/graph"
 	"rgcpred/rgc"

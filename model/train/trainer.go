@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"rgcpred/internal/plot"
+	"rgcpred/base/plot"
 	"rgcpred/model"
 	"rgcpred/model/graph"
 	"rgcpred/rgc"

@@ -26,17 +26,17 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/plot"
 	"rgcpred/bench"
 	"rgcpred/evaluation"
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/modelload"
-	"rgcpred/internal/plot"
-	"rgcpred/internal/service"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/modelload"
+	"rgcpred/serve/service"
 )
 
-// NoModel as --ckpt serves a hash of each window (internal/fakepred) in
+// NoModel as --ckpt serves a hash of each window (rgc/fakepred) in
 // place of a model: what remains of the latency is the daemon's and the
 // transport's.
 const NoModel = "none"

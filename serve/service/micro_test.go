@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"rgcpred/internal/fakepred"
+	"rgcpred/rgc/fakepred"
 	"rgcpred/stream"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 )
 
 // echoPredictor writes, for each window, a vector that depends on the

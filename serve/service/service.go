@@ -31,7 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/lowprio"
+	"rgcpred/base/lowprio"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"

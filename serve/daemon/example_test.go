@@ -5,8 +5,8 @@ import (
 	"log"
 	"time"
 
-	"rgcpred/internal/daemon"
 	"rgcpred/rgc"
+	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
 

@@ -9,9 +9,9 @@ import (
 )
 
 func TestResolve(t *testing.T) {
-	// The test runs in internal/modelload: a repository-relative path
+	// The test runs in serve/modelload: a repository-relative path
 	// resolves through the repository root.
-	p, err := Resolve("internal/modelload/modelload.go")
+	p, err := Resolve("serve/modelload/modelload.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"rgcpred/internal/service"
 	"rgcpred/model"
 	"rgcpred/model/engine"
+	"rgcpred/serve/service"
 )
 
 // Resolve finds the checkpoint: an absolute path as is; a relative one

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 	"rgcpred/rollout"
 	"rgcpred/stream"
 )

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/daemon"
-	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/daemon"
+	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
 	"rgcpred/stream"
 )

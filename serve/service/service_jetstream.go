@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"rgcpred/internal/recorder"
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
+	"rgcpred/serve/recorder"
 )
 
 // JetStreamFeatures are predictord's opt-in features that need NATS

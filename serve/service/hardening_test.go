@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 	"rgcpred/stream"
 )
 

@@ -21,11 +21,11 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/testrec"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
+	"rgcpred/serve/embednats"
 	"rgcpred/stream"
 )
 

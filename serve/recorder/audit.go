@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"rgcpred/internal/daemon"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
+	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"rgcpred/internal/embednats"
 	"rgcpred/rgc"
+	"rgcpred/serve/embednats"
 	"rgcpred/stream"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"rgcpred/internal/daemon"
-	"rgcpred/internal/standby"
+	"rgcpred/serve/daemon"
+	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"rgcpred/internal/embednats"
+	"rgcpred/serve/embednats"
 )
 
 // The fault tests run replicas as child processes (this test binary with

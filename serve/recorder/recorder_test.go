@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"rgcpred/internal/daemon"
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/fakepred"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/daemon"
+	"rgcpred/serve/embednats"
 	"rgcpred/stream"
 )
 
@@ -56,7 +56,7 @@ func ctxT(t *testing.T) context.Context {
 
 // live is a minimal daemon for one device: it feeds what arrives on the
 // device's frames and control subjects to a core whose decisions and
-// stream events it publishes, as internal/service does.
+// stream events it publishes, as serve/service does.
 type live struct {
 	nc   *nats.Conn
 	core *daemon.Core

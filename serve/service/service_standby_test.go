@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"rgcpred/internal/embednats"
-	"rgcpred/internal/fakepred"
-	"rgcpred/internal/recorder"
-	"rgcpred/internal/standby"
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/recorder"
+	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"rgcpred/internal/embednats"
+	"rgcpred/serve/embednats"
 )
 
 // testTTL is the lease TTL of the tests: long enough that a busy machine
