@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/chewxy/hm v1.0.0
+	github.com/ebitengine/purego v0.11.3
 	github.com/mattn/go-isatty v0.0.20
 	github.com/nats-io/jwt/v2 v2.8.2
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -1,0 +1,80 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// lib is one shared library opened with dlopen, its functions looked up
+// by name.
+type lib struct {
+	path string
+	h    uintptr
+}
+
+// openLib finds the first of names in dirs and opens it.
+func openLib(what string, names, dirs []string) (*lib, error) {
+	p, err := findLib(what, names, dirs)
+	if err != nil {
+		return nil, err
+	}
+	h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: open %s: %w", p, err)
+	}
+	return &lib{path: p, h: h}, nil
+}
+
+// syms looks up every function of fns (name -> where its address goes),
+// failing on the first missing one unless it is optional.
+func (l *lib) syms(fns map[string]*uintptr, optional map[string]bool) error {
+	for name, at := range fns {
+		s, err := purego.Dlsym(l.h, name)
+		if err != nil || s == 0 {
+			if optional[name] {
+				continue
+			}
+			return fmt.Errorf("cuda: %s has no function %s (too old a version?)", l.path, name)
+		}
+		*at = s
+	}
+	return nil
+}
+
+// call calls the C function at fn with integer and pointer arguments and
+// returns its int result (CUresult, nvrtcResult, cublasStatus_t).
+func call(fn uintptr, args ...uintptr) int32 {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return int32(uint32(r))
+}
+
+// callPtr calls the C function at fn and returns its pointer result.
+func callPtr(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}
+
+// cstr returns s as a NUL-terminated C string; keep the slice alive while
+// C reads it.
+func cstr(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
+}
+
+// gostr copies the NUL-terminated C string at p.
+func gostr(p uintptr) string {
+	if p == 0 {
+		return ""
+	}
+	// C memory: the conversion through a variable keeps vet's
+	// uintptr-to-pointer rule, as the address is not Go's.
+	base := *(*unsafe.Pointer)(unsafe.Pointer(&p))
+	var n int
+	for *(*byte)(unsafe.Add(base, n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice((*byte)(base), n))
+}
