@@ -1,0 +1,254 @@
+package daemon
+
+import (
+	"rgcpred/rgc"
+	"rgcpred/stream"
+)
+
+// Frames processes a decoded frames message. backlog is the number of
+// frames received after this message and not yet given to the core (it
+// drives the overload policy; 0 when there is no backlog). It allocates
+// nothing.
+func (c *Core) Frames(f *stream.Frames, backlog int64) {
+	c.backlog = backlog
+	n := int64(len(f.Frames))
+	for i := range f.Frames {
+		c.frame(f.FirstSeq+int64(i), &f.Frames[i], n-1-int64(i))
+	}
+	c.expect()
+}
+
+// frame routes frame seq (rem more frames follow it in its message): to
+// the current stream, to the candidate numbering, or to a new stream.
+func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
+	switch {
+	case !c.started:
+		c.start(seq, c.reason)
+	case seq <= c.last && c.last-seq < rgc.WindowBins:
+		c.dropCandidate() // the current stream is alive
+		c.stats.Stale++
+		return
+	case seq <= c.last || seq-c.last-1 > rgc.WindowBins:
+		c.hold(seq, fr, rem)
+		return
+	default:
+		c.dropCandidate()
+	}
+	c.accept(seq, fr, rem)
+}
+
+// accept processes frame seq of the current stream, filling a gap before
+// it by holding the last frame.
+func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
+	c.cur, c.rem = seq, rem
+	for b := c.last + 1; b < seq; b++ {
+		c.stats.GapBins++
+		c.filled = b
+		c.bin(b, c.held, c.heldT)
+	}
+	led := fr.LED
+	clamped := false
+	for ch, v := range led {
+		if v < stream.MinIntensity {
+			led[ch], clamped = stream.MinIntensity, true
+		} else if v > stream.MaxIntensity {
+			led[ch], clamped = stream.MaxIntensity, true
+		}
+	}
+	if clamped {
+		c.stats.Clamped++
+	}
+	c.stats.Frames++
+	c.bin(seq, led, fr.Time)
+}
+
+// hold keeps a frame that does not continue the current stream as part of
+// the candidate numbering; once the candidate has Config.ConfirmFrames
+// frames the stream restarts at its first frame and the held frames are
+// processed in order.
+func (c *Core) hold(seq int64, fr *stream.Frame, rem int64) {
+	k := &c.cand
+	if k.n > 0 {
+		last := k.seqs[k.n-1]
+		if seq <= last || seq-last-1 > rgc.WindowBins {
+			c.dropCandidate() // not a continuation of the candidate either
+		}
+	}
+	k.seqs[k.n], k.frames[k.n] = seq, *fr
+	k.n++
+	if k.n < c.cfg.ConfirmFrames {
+		return
+	}
+	n := k.n
+	k.n = 0
+	c.stats.Restarts++
+	c.start(k.seqs[0], stream.EventRestart)
+	for j := range n {
+		c.accept(k.seqs[j], &k.frames[j], rem+int64(n-1-j))
+	}
+}
+
+// dropCandidate forgets the candidate numbering's frames, counting them.
+func (c *Core) dropCandidate() {
+	c.stats.OutOfStream += uint64(c.cand.n)
+	c.cand.n = 0
+}
+
+// start begins a stream (a new epoch) at frame seq: every cell's first
+// window ends at seq+1023 (plus its stagger offset) with its pending history
+// or zeros. The sink hears of it before any decision of the new epoch.
+func (c *Core) start(seq int64, reason uint8) {
+	c.Flush()
+	if c.started {
+		c.prev = c.last
+	}
+	c.started = true
+	c.epoch++
+	c.first = seq
+	c.last = seq - 1
+	c.filled = -1
+	c.nextDue = 0
+	c.cand.n = 0
+	c.sink.Stream(stream.Event{Reason: reason, Epoch: c.epoch, First: seq, PrevLast: c.prev})
+	for i := range c.cells {
+		c.cells[i].Reset(c.cfg.Cells[i], c.firstEnd(i), nil)
+		if c.pending[i].has {
+			c.applyHistory(i, &c.pending[i].spikes)
+			c.pending[i].has = false
+		}
+	}
+}
+
+// firstEnd returns the end bin of cell i's first window in the current
+// stream.
+func (c *Core) firstEnd(i int) int {
+	return int(c.first) + rgc.WindowBins - 1 + c.offset[i]
+}
+
+// StartOffset returns the stagger offset of a served cell: its first window
+// ends this many bins after first + 1023 (0 without Config.Stagger).
+func (c *Core) StartOffset(cell int) (int, bool) {
+	i, ok := c.index[cell]
+	if !ok {
+		return 0, false
+	}
+	return c.offset[i], true
+}
+
+func (c *Core) applyHistory(i int, spikes *[rgc.WindowBins]bool) {
+	c.nextDue = 0
+	t0 := c.firstEnd(i)
+	c.cells[i].ResetRow(c.cfg.Cells[i], t0, spikes)
+}
+
+// bin processes bin b: store its stimulus, then predict every cell whose
+// window ends at b.
+func (c *Core) bin(b int64, led [rgc.StimChannels]float32, ts int64) {
+	s := int(b & (ringBins - 1))
+	for ch := range led {
+		c.stim[ch][s] = led[ch]
+	}
+	c.times[s], c.filledAt[s] = ts, c.filled
+	if c.winEnd == b {
+		c.winEnd = -1 // a restarted stream reuses the bin number
+	}
+	c.last, c.held, c.heldT = b, led, ts
+	if b < c.first+rgc.WindowBins-1 || b < c.nextDue {
+		return
+	}
+	c.due = c.due[:0]
+	for i := range c.cells {
+		if int64(c.cells[i].Next) == b {
+			c.due = append(c.due, i)
+		}
+	}
+	if len(c.due) > 0 && c.stale(b) {
+		c.Flush() // older gathered windows first (they are stale too)
+		c.skip(c.due, b, ts, c.flagsAt(b))
+		c.updateNextDue()
+		return
+	}
+	for _, i := range c.due {
+		if len(c.gath) == c.cfg.MaxBatch {
+			c.Flush()
+		}
+		c.gather(i, b)
+	}
+	switch {
+	case len(c.gath) > 0 && (len(c.gath) >= c.cfg.Gather || c.waiting() == 0 || b-c.gath[0].b >= MaxGatherBins):
+		c.Flush() // updates nextDue
+	case c.nextDue == 0:
+		// Only decisions move a cell's next window (Flush, skip), so
+		// nextDue needs work only after a (re)start cleared it.
+		c.updateNextDue()
+	}
+}
+
+// flagsAt returns the decision flags of the window ending at bin b of the
+// ring: FlagFilled when it holds a gap-filled bin.
+func (c *Core) flagsAt(b int64) uint8 {
+	if c.filledAt[b&(ringBins-1)] > b-rgc.WindowBins {
+		return stream.FlagFilled
+	}
+	return 0
+}
+
+// waiting returns the number of frames received and not yet processed
+// after the current one: the rest of its message and the backlog
+// (Config.Backlog, else the one passed to Frames).
+func (c *Core) waiting() int64 {
+	backlog := c.backlog
+	if c.cfg.Backlog != nil {
+		backlog = c.cfg.Backlog()
+	}
+	return c.rem + max(backlog, 0)
+}
+
+// stale reports whether decisions due at bin b are too late to matter: the
+// core is more than MaxLag bins behind the receive edge (Config.MaxLag).
+func (c *Core) stale(b int64) bool {
+	if c.cfg.MaxLag <= 0 {
+		return false
+	}
+	return c.cur-b+c.waiting() > c.cfg.MaxLag
+}
+
+// Control applies a control message (reset or initial histories).
+func (c *Core) Control(m *stream.Control) {
+	c.Flush() // windows due before the message are decided as they were
+	switch m.Op {
+	case stream.OpReset:
+		c.stats.Resets++
+		if c.started {
+			c.prev = c.last
+		}
+		c.started = false
+		c.last = -1
+		c.reason = stream.EventReset
+		c.dropCandidate()
+		for i := range c.pending {
+			c.pending[i].has = false
+		}
+	case stream.OpHistory:
+		for hi := range m.Histories {
+			h := &m.Histories[hi]
+			i, ok := c.index[int(h.Cell)]
+			if !ok {
+				if !c.known[int(h.Cell)] {
+					c.stats.UnknownCell++
+				}
+				continue // another shard's cell
+			}
+			switch {
+			case !c.started:
+				c.pending[i] = pending{has: true, spikes: h.Spikes}
+			case c.last < int64(c.firstEnd(i)):
+				c.applyHistory(i, &h.Spikes)
+			default:
+				c.stats.HistoryLate++
+				continue
+			}
+			c.stats.Histories++
+		}
+	}
+}
