@@ -19,8 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,11 +26,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"rgcpred/base/lowprio"
-	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -336,119 +331,6 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// loadValid loads the checkpoint and checks it can serve: it knows every
-// cell in need (if any) and returns a valid distribution for a zero window.
-func (s *Service) loadValid(need []int) (*Model, error) {
-	mdl, err := s.cfg.Load(s.cfg.ModelPath, s.cfg.MaxBatch)
-	if err != nil {
-		return nil, fmt.Errorf("load model %s: %w", s.cfg.ModelPath, err)
-	}
-	if mdl == nil || mdl.Predictor == nil || len(mdl.Cells) == 0 {
-		discard(mdl)
-		return nil, fmt.Errorf("load model %s: loader returned no predictor or no cells", s.cfg.ModelPath)
-	}
-	if err := checkTimeBase(mdl); err != nil {
-		discard(mdl)
-		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
-	}
-	if err := probe(mdl, need); err != nil {
-		discard(mdl)
-		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
-	}
-	return mdl, nil
-}
-
-// discard releases a model that will not be used.
-func discard(m *Model) {
-	if m != nil && m.Close != nil {
-		_ = m.Close()
-	}
-}
-
-// checkTimeBase checks that the checkpoint was trained in the stream's time
-// base: frames are bins at rgc.BinRateHz, a window is rgc.WindowBins bins
-// and the horizon rgc.Horizon bins. A model of another bin rate would read
-// every window stretched or squeezed in time and predict spike times off by
-// the ratio, with no error anywhere else.
-func checkTimeBase(mdl *Model) error {
-	if r := mdl.BinRateHz; r != 0 && !(math.Abs(r-rgc.BinRateHz) <= 1e-9*rgc.BinRateHz) {
-		return fmt.Errorf("checkpoint bin rate %.6f Hz differs from the stream's %.6f Hz (rgc.BinRateHz): trained on data of another time base", r, rgc.BinRateHz)
-	}
-	if mdl.WindowBins != 0 && mdl.WindowBins != rgc.WindowBins {
-		return fmt.Errorf("checkpoint window of %d bins differs from the daemon's %d", mdl.WindowBins, rgc.WindowBins)
-	}
-	if mdl.Horizon != 0 && mdl.Horizon != rgc.Horizon {
-		return fmt.Errorf("checkpoint horizon of %d bins differs from the daemon's %d", mdl.Horizon, rgc.Horizon)
-	}
-	return nil
-}
-
-// probe checks that mdl knows every cell of need and returns a valid
-// distribution for a zero window.
-func probe(mdl *Model, need []int) error {
-	set := make(map[int]bool, len(mdl.Cells))
-	for _, c := range mdl.Cells {
-		set[c] = true
-	}
-	for _, c := range need {
-		if !set[c] {
-			return fmt.Errorf("does not know served cell %d", c)
-		}
-	}
-	cell := mdl.Cells[0]
-	if len(need) > 0 {
-		cell = need[0]
-	}
-	b := &rgc.Batch{Inputs: make([]float32, rgc.WindowLen), Cells: []int{cell}, Ends: []int{rgc.WindowBins - 1}}
-	out := make([]float32, rgc.NumClasses)
-	if err := mdl.Predictor.Predict(b, out); err != nil {
-		return fmt.Errorf("probe prediction: %w", err)
-	}
-	if err := model.CheckDist(out); err != nil {
-		return fmt.Errorf("probe prediction is not a distribution: %w", err)
-	}
-	return nil
-}
-
-// Reload loads the checkpoint again (SIGHUP). The new model is validated
-// first: it must know every served cell and answer a probe window; on any
-// failure the old model stays. Cell states are kept either way.
-func (s *Service) Reload() error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	// Reading, packing and probing the new model must not take the cores
-	// from live decisions.
-	var mdl *Model
-	var err error
-	lowprio.Run(func() { mdl, err = s.loadValid(s.cells) })
-	if err != nil {
-		s.m.reloads.WithLabelValues("error").Inc()
-		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
-		return err
-	}
-	if mdl.MaxBatch > 0 && mdl.MaxBatch < s.maxBatch {
-		discard(mdl)
-		err := fmt.Errorf("reload %s: new model's max batch %d is below the serving batch %d", s.cfg.ModelPath, mdl.MaxBatch, s.maxBatch)
-		s.m.reloads.WithLabelValues("error").Inc()
-		s.log.Error().Err(err).Msg("reload failed, keeping the old model")
-		return err
-	}
-	if err := s.pred.swap(mdl.Predictor); err != nil {
-		discard(mdl)
-		s.m.reloads.WithLabelValues("error").Inc()
-		return fmt.Errorf("reload %s: %w", s.cfg.ModelPath, err)
-	}
-	old := s.engine.swap(func() *Model { return s.model.Swap(mdl) })
-	if old != nil && old.Close != nil {
-		if err := old.Close(); err != nil {
-			s.log.Warn().Err(err).Msg("close the replaced model")
-		}
-	}
-	s.m.reloads.WithLabelValues("ok").Inc()
-	s.log.Info().Str("model", mdl.Name).Str("path", s.cfg.ModelPath).Int("cells", len(s.cells)).Msg("model reloaded")
-	return nil
-}
-
 // Close releases the current model. Call it after Run returned. After an
 // abandoned drain (ErrDrainTimeout) whose goroutines still run, the model
 // may be in use: Close leaves it open and returns an error.
@@ -469,77 +351,6 @@ func (s *Service) Cells() []int { return slices.Clone(s.cells) }
 
 // Registry returns the service's metrics registry.
 func (s *Service) Registry() *prometheus.Registry { return s.reg }
-
-// Ready reports whether the service is ready (Readiness is nil).
-func (s *Service) Ready() bool { return s.Readiness() == nil }
-
-// Readiness returns nil while the service is subscribed, connected to NATS
-// and, with Config.StaleAfter, no device that has sent frames has gone
-// silent for longer than StaleAfter; otherwise the reason it is not ready.
-func (s *Service) Readiness() error {
-	nc := s.nc.Load()
-	if !s.running.Load() || nc == nil || !nc.IsConnected() {
-		return errors.New("not subscribed or NATS disconnected")
-	}
-	if s.cfg.StaleAfter > 0 {
-		for _, d := range s.devices {
-			if age, ok := d.frameAge(); ok && age > s.cfg.StaleAfter {
-				return fmt.Errorf("no frames from device %s for %.1f s", d.name, age.Seconds())
-			}
-		}
-	}
-	return nil
-}
-
-// FrameAge returns the time since the last valid frames message of device
-// arrived, and false if it has sent none yet or is not served.
-func (s *Service) FrameAge(device string) (time.Duration, bool) {
-	for _, d := range s.devices {
-		if d.name == device {
-			return d.frameAge()
-		}
-	}
-	return 0, false
-}
-
-// frameAge returns the time since the device's last valid frames message
-// arrived, false before the first.
-func (d *device) frameAge() (time.Duration, bool) {
-	at := d.lastFrame.Load()
-	if at == 0 {
-		return 0, false
-	}
-	return max(time.Since(time.Unix(0, at)), 0), true
-}
-
-// frameAges reports each device's frame age in seconds to the frame-age
-// gauge; devices that have sent no frames yet are left out.
-func (s *Service) frameAges(report func(device string, seconds float64)) {
-	for _, d := range s.devices {
-		if age, ok := d.frameAge(); ok {
-			report(d.name, age.Seconds())
-		}
-	}
-}
-
-// Handler serves /metrics (Prometheus exposition), /healthz (the process
-// is alive) and /readyz (200 when Readiness is nil, else 503 and the
-// reason).
-func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Readiness(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	return mux
-}
 
 // ConnOptions returns the NATS options the service needs: reconnect
 // forever, ping the server (Config.PingInterval) so that a dead connection
@@ -745,26 +556,4 @@ func (s *Service) monitor(stop <-chan struct{}, done chan<- struct{}) {
 			stale[i] = ok && age > s.cfg.StaleAfter
 		}
 	}
-}
-
-// ListenHTTP serves Handler on addr (see Handler) in the background and
-// logs the address bound; stop shuts the server down, waiting at most 2 s
-// for requests in flight.
-func (s *Service) ListenHTTP(addr string) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error().Err(err).Msg("metrics server")
-		}
-	}()
-	s.log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-	}, nil
 }
