@@ -37,7 +37,7 @@ func TestRepoRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := RepoRoot(wd)
-	if root == "" || filepath.Join(root, "internal", "modelload") != wd {
+	if root == "" || filepath.Join(root, "serve", "modelload") != wd {
 		t.Errorf("RepoRoot(%s) = %q", wd, root)
 	}
 	if got := RepoRoot(t.TempDir()); got != "" {
