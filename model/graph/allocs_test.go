@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"rgcpred/model"
 )
 
 // TestKernelsReuseBuffers checks that, after a warm-up call, the kernels'
@@ -60,5 +62,50 @@ func TestKernelsReuseBuffers(t *testing.T) {
 		if n := testing.AllocsPerRun(5, step); n > 8 {
 			t.Errorf("%s: %.0f allocations per forward+backward, want <= 8", tc.name, n)
 		}
+	}
+}
+
+// TestTrainStepReusesBuffers checks that a whole training step (forward,
+// backward, gradients) of gpt-a-cat-cpu allocates no tensor after the
+// warm-up run: what remains per step is a fixed number of small objects
+// (the closures and goroutines of parallel sections), so the bytes per step
+// stay under 64 KiB and do not grow with the batch (within 4 KiB from batch
+// 8 to batch 32; one activation of batch 32 is at least 8 KiB).
+func TestTrainStepReusesBuffers(t *testing.T) {
+	c, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perStep := map[int]uint64{}
+	for _, batch := range []int{8, 32} {
+		w := randomWeights(t, c, 1)
+		g, err := New(w, batch, Options{Training: true, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, cells, tg := randomBatch(c, batch, 1)
+		if err := g.SetInputs(x, cells, tg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Run(); err != nil {
+			t.Fatal(err)
+		}
+		const runs = 3
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for r := 0; r < runs; r++ {
+			if _, err := g.Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&m1)
+		perStep[batch] = (m1.TotalAlloc - m0.TotalAlloc) / runs
+		t.Logf("batch %d: %d bytes in %d objects per step", batch, perStep[batch], (m1.Mallocs-m0.Mallocs)/runs)
+		if perStep[batch] > 64<<10 {
+			t.Errorf("batch %d: %d bytes allocated per training step, want <= 64 KiB", batch, perStep[batch])
+		}
+	}
+	if d := int64(perStep[32]) - int64(perStep[8]); d > 4<<10 {
+		t.Errorf("a step of batch 32 allocates %d bytes more than one of batch 8: a buffer is reallocated", d)
 	}
 }

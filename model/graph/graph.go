@@ -64,7 +64,7 @@ type Graph struct {
 	prof         *opTimes
 	x, cell, tgt *tensor.Dense
 	out, loss    *G.Node
-	vm           G.VM
+	ex           *executor
 }
 
 // New builds the graph for w's configuration and batch size batch. The
@@ -118,10 +118,7 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	default:
 		nll = b.op(catNLL{}, "nll", out, tn)
 	}
-	var loss *G.Node
-	if b.err == nil {
-		loss, b.err = G.Mean(nll)
-	}
+	loss := b.op(meanAll{}, "loss", nll)
 	if b.err != nil {
 		return nil, fmt.Errorf("graph: build %s: %w", c.Name(), b.err)
 	}
@@ -131,7 +128,12 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 		for i, n := range gr.names {
 			wrt[i] = gr.params[n]
 		}
-		gs, err := G.Grad(loss, wrt...)
+		// The loss is a one-element tensor (kept out of gorgonia's scalar
+		// operations, which allocate on every run): its gradient is a
+		// constant one.
+		one := G.NewTensor(gr.g, G.Float32, 1, G.WithShape(1), G.WithName("dloss"),
+			G.WithValue(tensor.New(tensor.WithBacking([]float32{1}), tensor.WithShape(1))))
+		gs, err := G.Backpropagate(G.Nodes{loss}, G.Nodes{one}, wrt)
 		if err != nil {
 			return nil, fmt.Errorf("graph: gradients of %s: %w", c.Name(), err)
 		}
@@ -139,7 +141,11 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 			gr.grads[n] = gs[i]
 		}
 	}
-	gr.vm = G.NewTapeMachine(gr.g)
+	ex, err := newExecutor(gr.g, b.par)
+	if err != nil {
+		return nil, err
+	}
+	gr.ex = ex
 	return gr, nil
 }
 
@@ -282,7 +288,7 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	sq := b.op(meanLen{}, string(p.Sub("se.squeeze")), h)
 	sq = b.relu(b.linear(sq, p.Sub("se.fc1")))
 	sq = b.linear(sq, p.Sub("se.fc2"))
-	sq = b.gop(func() (*G.Node, error) { return G.Sigmoid(sq) })
+	sq = b.op(sigmoid{}, string(p.Sub("se.gate")), sq)
 	h = b.op(chanScale{}, string(p.Sub("se.scale")), h, sq)
 	sc := x
 	if c.BlockHasShortcut(i) {
@@ -364,22 +370,17 @@ func (gr *Graph) SetTargetDist(p []float32) error {
 // Run executes the graph once (forward, and backward in training) and
 // returns the mean loss over the batch.
 func (gr *Graph) Run() (float32, error) {
-	defer gr.vm.Reset()
-	if err := gr.vm.RunAll(); err != nil {
+	if err := gr.ex.run(); err != nil {
 		return 0, fmt.Errorf("graph: run: %w", err)
 	}
-	v, ok := gr.loss.Value().Data().(float32)
-	if !ok {
-		return 0, fmt.Errorf("graph: loss is %T", gr.loss.Value().Data())
-	}
-	return v, nil
+	return gr.ex.value(gr.loss).Data().([]float32)[0], nil
 }
 
 // Output returns the head's outputs of the last run, [B][HeadOut] (logits
 // for cat; mixture logits, means and log standard deviations for logmix).
 // The slice is overwritten by the next run.
 func (gr *Graph) Output() []float32 {
-	return gr.out.Value().Data().([]float32)
+	return gr.ex.value(gr.out).Data().([]float32)
 }
 
 // TrainableNames lists the trainable parameters (all but batch-norm
@@ -391,15 +392,19 @@ func (gr *Graph) TrainableNames() []string { return gr.names }
 // overwritten by the next run.
 func (gr *Graph) Grad(name string) []float32 {
 	n, ok := gr.grads[name]
-	if !ok || n.Value() == nil {
+	if !ok {
 		return nil
 	}
-	return n.Value().Data().([]float32)
+	v := gr.ex.value(n)
+	if v == nil {
+		return nil
+	}
+	return v.Data().([]float32)
 }
 
 // Profile returns the wall time spent in each kernel kind and direction
 // ("conv1d fwd", "attention bwd", ...) since the graph was built; nil unless
-// Options.Profile. Time outside these kernels is gorgonia's own operations
+// Options.Profile. Time outside these kernels is the executor's additions
 // (residual additions, sigmoid, the mean, gradient accumulation) and the
 // tape machine's overhead.
 func (gr *Graph) Profile() map[string]time.Duration {
@@ -415,5 +420,6 @@ func (gr *Graph) Profile() map[string]time.Duration {
 	return m
 }
 
-// Close releases the graph's machine.
-func (gr *Graph) Close() error { return gr.vm.Close() }
+// Close releases the graph. It holds nothing but memory, so this only
+// serves callers that defer it.
+func (gr *Graph) Close() error { return nil }

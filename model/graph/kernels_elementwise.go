@@ -139,3 +139,26 @@ func maskPos32(d, g, o []float32) {
 		d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
 	}
 }
+
+// sigmoid is 1/(1 + e^-x) (the gate of squeeze-and-excite); the backward
+// pass takes the derivative y (1 - y) from the forward output.
+type sigmoid struct{}
+
+func (sigmoid) name() string    { return "sigmoid" }
+func (sigmoid) diffWRT() []bool { return []bool{true} }
+func (sigmoid) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("want one input, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (sigmoid) forward(in []*tensor.Dense, out []float32) {
+	for i, v := range f32(in[0]) {
+		out[i] = float32(1 / (1 + math.Exp(-float64(v))))
+	}
+}
+func (sigmoid) backward(_ int, _ []*tensor.Dense, out, gout, gin []float32) {
+	for i, y := range out {
+		gin[i] = gout[i] * y * (1 - y)
+	}
+}

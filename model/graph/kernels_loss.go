@@ -220,3 +220,30 @@ func (l logMixNLL) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 		}
 	}
 }
+
+// meanAll is the mean of a vector [B] as a one-element tensor [1]: the
+// batch loss from the per-window losses.
+type meanAll struct{}
+
+func (meanAll) name() string    { return "mean" }
+func (meanAll) diffWRT() []bool { return []bool{true} }
+func (meanAll) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || len(in[0]) != 1 || in[0][0] < 1 {
+		return nil, fmt.Errorf("want a vector [B], got %v", in)
+	}
+	return tensor.Shape{1}, nil
+}
+func (meanAll) forward(in []*tensor.Dense, out []float32) {
+	x := f32(in[0])
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	out[0] = float32(s / float64(len(x)))
+}
+func (meanAll) backward(_ int, _ []*tensor.Dense, _, gout, gin []float32) {
+	v := gout[0] / float32(len(gin))
+	for i := range gin {
+		gin[i] = v
+	}
+}

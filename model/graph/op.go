@@ -40,8 +40,8 @@ func tensorType(dims int) hm.Type {
 	return G.TensorType{Dims: dims, Of: G.Float32}
 }
 
-func asDense(vs []G.Value) ([]*tensor.Dense, error) {
-	ts := make([]*tensor.Dense, len(vs))
+func asDense(vs []G.Value, ts []*tensor.Dense) ([]*tensor.Dense, error) {
+	ts = ts[:0]
 	for i, v := range vs {
 		d, ok := v.(*tensor.Dense)
 		if !ok {
@@ -50,7 +50,7 @@ func asDense(vs []G.Value) ([]*tensor.Dense, error) {
 		if d.Dtype() != tensor.Float32 {
 			return nil, fmt.Errorf("input %d has dtype %v, want float32", i, d.Dtype())
 		}
-		ts[i] = d
+		ts = append(ts, d)
 	}
 	return ts, nil
 }
@@ -91,11 +91,13 @@ func (p *opTimes) add(k kernel, dir string, t0 time.Time) {
 
 // fwdOp applies a kernel's forward function.
 type fwdOp struct {
-	prof *opTimes
-	k    kernel
-	dims []int // dimensions of each input
-	odim int   // dimensions of the output
-	out  buffer
+	prof   *opTimes
+	k      kernel
+	dims   []int // dimensions of each input
+	odim   int   // dimensions of the output
+	out    buffer
+	ins    []*tensor.Dense // the inputs of the current call
+	shapes []tensor.Shape  // their shapes when the output buffer was sized
 }
 
 func (op *fwdOp) Arity() int { return len(op.dims) }
@@ -115,24 +117,47 @@ func (op *fwdOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	return op.k.outShape(ss)
 }
 func (op *fwdOp) Do(vs ...G.Value) (G.Value, error) {
-	in, err := asDense(vs)
+	in, err := asDense(vs, op.ins)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
 	}
-	shapes := make([]tensor.Shape, len(in))
-	for i, t := range in {
-		shapes[i] = t.Shape()
+	op.ins = in
+	if op.out.t == nil || !op.sameInputs(in) {
+		shapes := make([]tensor.Shape, len(in))
+		for i, t := range in {
+			shapes[i] = t.Shape()
+		}
+		s, err := op.k.outShape(shapes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+		}
+		op.out.get(s)
+		op.shapes = shapes
 	}
-	s, err := op.k.outShape(shapes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op.k.name(), err)
+	var t0 time.Time
+	if op.prof != nil {
+		t0 = time.Now()
 	}
-	t0 := time.Now()
-	out := op.out.get(s)
+	out := op.out.t
 	op.k.forward(in, f32(out))
 	op.prof.add(op.k, "fwd", t0)
 	return out, nil
 }
+
+// sameInputs reports whether the inputs have the shapes of the last call
+// (always, within one graph; checked because it costs no allocation).
+func (op *fwdOp) sameInputs(in []*tensor.Dense) bool {
+	if len(in) != len(op.shapes) {
+		return false
+	}
+	for i, t := range in {
+		if !t.Shape().Eq(op.shapes[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func (op *fwdOp) ReturnsPtr() bool     { return false }
 func (op *fwdOp) CallsExtern() bool    { return false }
 func (op *fwdOp) OverwritesInput() int { return -1 }
@@ -175,6 +200,7 @@ type bwdOp struct {
 	dims []int
 	odim int
 	out  buffer
+	ins  []*tensor.Dense // the inputs of the current call
 }
 
 func (op *bwdOp) Arity() int { return len(op.dims) + 2 }
@@ -194,11 +220,15 @@ func (op *bwdOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	return ss[op.i].Clone(), nil
 }
 func (op *bwdOp) Do(vs ...G.Value) (G.Value, error) {
-	in, err := asDense(vs)
+	in, err := asDense(vs, op.ins)
 	if err != nil {
 		return nil, fmt.Errorf("d%s: %w", op.k.name(), err)
 	}
-	t0 := time.Now()
+	op.ins = in
+	var t0 time.Time
+	if op.prof != nil {
+		t0 = time.Now()
+	}
 	n := len(op.dims)
 	out := op.out.get(in[op.i].Shape())
 	op.k.backward(op.i, in[:n], f32(in[n]), f32(in[n+1]), f32(out))
