@@ -190,6 +190,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		MaxLag:         o.MaxLag,
 		Gather:         o.Gather,
 		Stagger:        o.Stagger,
+		StimMode:       o.Rec.StimMode,
 		PublishSilence: true,
 		Log:            o.Log,
 		Registry:       reg,

@@ -133,7 +133,7 @@ func TestEvaluateStagger(t *testing.T) {
 	for i, stagger := range []bool{false, true} {
 		c := cfg
 		c.Stagger = stagger
-		c.Models = []ModelSpec{OracleSpec(dir)}
+		c.Models = []ModelSpec{OracleSpec(dir, rgc.StimCausal)}
 		r, err := Evaluate(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)

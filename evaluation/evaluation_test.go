@@ -229,7 +229,7 @@ func TestCheckpointSpecPrecision(t *testing.T) {
 		want engine.Precision
 		err  bool
 	}{{"", engine.FP32, false}, {engine.FP32, engine.FP32, false}, {engine.BF16, engine.BF16, false}, {"fp8", "", true}} {
-		sp := CheckpointSpec([]string{ckpt}, ids, 4, 1, tc.prec)
+		sp := CheckpointSpec([]string{ckpt}, ids, 4, 1, tc.prec, rgc.StimCausal)
 		p, closeFn, err := sp.Open[0]()
 		if tc.err {
 			if err == nil {

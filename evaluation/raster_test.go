@@ -32,7 +32,7 @@ func TestKeepTrains(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
 			c.Stagger = tc.stagger
-			c.Models = []ModelSpec{OracleSpec(dir), ZeroSpec(cfg.Rec, cfg.Cells, false)}
+			c.Models = []ModelSpec{OracleSpec(dir, cfg.Rec.StimMode), ZeroSpec(cfg.Rec, cfg.Cells, false)}
 			c.Keep = &KeepTrains{ClusterIDs: keep, Bins: tc.bins}
 			r, err := Evaluate(context.Background(), c)
 			if err != nil {

@@ -59,7 +59,7 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 	case (kind == "zero" || kind == "zero-pooled") && !hasArg:
 		return ZeroSpec(env.Rec, env.Cells, kind == "zero-pooled"), nil
 	case kind == "oracle" && !hasArg:
-		return OracleSpec(env.Data), nil
+		return OracleSpec(env.Data, env.Rec.StimMode), nil
 	case kind == "glm" && arg != "":
 		return GLMSpec(env.Rec, arg), nil
 	case kind == "ckpt" && hasArg:
@@ -71,7 +71,7 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		for i, c := range env.Cells {
 			ids[i] = env.Rec.Cells[c].ClusterID
 		}
-		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision), nil
+		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision, env.Rec.StimMode), nil
 	}
 	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH or ckpt:PATH[,PATH...]", spec)
 }
@@ -90,12 +90,17 @@ func ZeroSpec(rec *rgc.Recording, cells []int, pooled bool) ModelSpec {
 		}}}
 }
 
-// OracleSpec is the exact oracle of the synthetic recording in dir.
-func OracleSpec(dir string) ModelSpec {
+// OracleSpec is the exact oracle of the synthetic recording in dir, given
+// windows binned in stimulus mode input.
+func OracleSpec(dir string, input rgc.StimMode) ModelSpec {
 	return ModelSpec{Name: "oracle", Kind: "oracle", Open: []func() (rgc.Predictor, func(), error){
 		func() (rgc.Predictor, func(), error) {
 			o, err := synth.OracleFromDir(dir)
-			return o, func() {}, err
+			if err != nil {
+				return nil, nil, err
+			}
+			o.SetStimMode(input)
+			return o, func() {}, nil
 		}}}
 }
 
@@ -118,12 +123,13 @@ func GLMSpec(rec *rgc.Recording, path string) ModelSpec {
 
 // CheckpointSpec is a checkpoint model with one file per repeat, run by the
 // inference engine in arithmetic prec (as SpecEnv.Precision) on the cells
-// with cluster ids ids, named after its first file.
-func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.Precision) ModelSpec {
+// with cluster ids ids, named after its first file; every file must have
+// been trained on stimulus mode input.
+func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.Precision, input rgc.StimMode) ModelSpec {
 	sp := ModelSpec{Name: checkpointName(paths), Kind: "checkpoint", Paths: paths}
 	for _, p := range paths {
 		sp.Open = append(sp.Open, func() (rgc.Predictor, func(), error) {
-			return OpenCheckpoint(p, ids, batch, threads, prec)
+			return OpenCheckpoint(p, ids, batch, threads, prec, input)
 		})
 	}
 	return sp
@@ -142,12 +148,16 @@ func checkpointName(paths []string) string {
 // OpenCheckpoint loads a checkpoint into an inference engine of batch
 // windows and threads threads (0: all cores) running in arithmetic prec
 // ("": float32; else as Engine.Force, on any CPU), after checking that it
-// knows every cell to evaluate (cluster ids ids, rollout.MissingCells).
+// knows every cell to evaluate (cluster ids ids, rollout.MissingCells) and
+// was trained on the stimulus mode of the input, input.
 // The returned function releases the engine.
-func OpenCheckpoint(path string, ids []int, batch, threads int, prec engine.Precision) (rgc.Predictor, func(), error) {
+func OpenCheckpoint(path string, ids []int, batch, threads int, prec engine.Precision, input rgc.StimMode) (rgc.Predictor, func(), error) {
 	ck, err := model.LoadCheckpoint(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := ck.CheckInput(input); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if missing := rollout.MissingCells(ck.CellIDs, ids); len(missing) > 0 {
 		return nil, nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))

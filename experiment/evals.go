@@ -105,7 +105,7 @@ func (x *exp) evalRun(ctx context.Context, i int, r *RunState) (*evalRecord, err
 	name := fmt.Sprintf("eval-%s-%s.json", key.Split, key.hash())
 	label := fmt.Sprintf("eval %d/%d %s [%s]", i+1, len(x.grid), r.Name, key.Split)
 	open := func() (rgc.Predictor, func(), error) {
-		return evaluation.OpenCheckpoint(ckpt, x.ids, x.evs.Batch, x.plan.Threads, "")
+		return evaluation.OpenCheckpoint(ckpt, x.ids, x.evs.Batch, x.plan.Threads, "", x.rec.StimMode)
 	}
 	ev, computed, err := x.evaluate(ctx, filepath.Join(x.runDir(r), name), r.Name, ckpt, key, label, open)
 	if err != nil {

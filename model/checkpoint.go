@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+
+	"rgcpred/rgc"
 )
 
 // Checkpoint file format, version 1 (all integers little-endian):
@@ -26,7 +28,8 @@ import (
 //	version     uint32   1
 //	header_len  uint32   length of the JSON header in bytes
 //	header      JSON     checkpointHeader: config, cell ids, time base,
-//	                     provenance, tensor table (name, shape, byte offset),
+//	                     stimulus mode, provenance, tensor table (name,
+//	                     shape, byte offset),
 //	                     data and train-state sizes
 //	data        float32  every tensor of Config.Params in order, back to back
 //	train_state bytes    opaque optimizer/resume state (may be empty)
@@ -79,6 +82,11 @@ type Checkpoint struct {
 	WindowBins int
 	// Horizon is the prediction period in bins (80).
 	Horizon int
+	// StimMode is the stimulus binning of the training data; the model
+	// reads only input binned the same way (CheckInput). A file without
+	// one was trained on rgc.StimZeroPhase, the only mode before modes
+	// were recorded.
+	StimMode rgc.StimMode
 	// Provenance records the training run.
 	Provenance Provenance
 	// TrainState is opaque optimizer/resume state; empty for inference-only
@@ -99,6 +107,7 @@ type checkpointHeader struct {
 	BinRateHz       float64       `json:"bin_rate_hz"`
 	WindowBins      int           `json:"window_bins"`
 	Horizon         int           `json:"horizon"`
+	StimMode        string        `json:"stim_mode,omitempty"`
 	Provenance      Provenance    `json:"provenance"`
 	Tensors         []tensorEntry `json:"tensors"`
 	DataBytes       int64         `json:"data_bytes"`
@@ -134,7 +143,16 @@ func (c *Checkpoint) Validate() error {
 	if c.Horizon != cfg.Classes-1 {
 		return fmt.Errorf("checkpoint: horizon %d bins, config %s has %d classes", c.Horizon, cfg.Name(), cfg.Classes)
 	}
+	if _, err := c.StimMode.MarshalText(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	return nil
+}
+
+// CheckInput reports an error naming both modes when the input the model
+// is to read is binned in another stimulus mode than its training data.
+func (c *Checkpoint) CheckInput(input rgc.StimMode) error {
+	return rgc.CheckStimMode(c.StimMode, input)
 }
 
 // Write writes the checkpoint to w in the format described above.
@@ -145,8 +163,8 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	cfg := c.Weights.Config
 	h := checkpointHeader{
 		Config: cfg, CellIDs: c.CellIDs, BinRateHz: c.BinRateHz,
-		WindowBins: c.WindowBins, Horizon: c.Horizon, Provenance: c.Provenance,
-		TrainStateBytes: int64(len(c.TrainState)),
+		WindowBins: c.WindowBins, Horizon: c.Horizon, StimMode: c.StimMode.String(),
+		Provenance: c.Provenance, TrainStateBytes: int64(len(c.TrainState)),
 	}
 	if h.CellIDs == nil {
 		h.CellIDs = []int{}
@@ -352,6 +370,12 @@ func ReadCheckpoint(r io.Reader) (*Checkpoint, error) {
 	if err := json.Unmarshal(hj, &h); err != nil {
 		return nil, fmt.Errorf("checkpoint: header: %w", err)
 	}
+	mode := rgc.StimZeroPhase // files before modes were recorded
+	if h.StimMode != "" {
+		if mode, err = rgc.ParseStimMode(h.StimMode); err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+	}
 	cfg := h.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -413,7 +437,7 @@ func ReadCheckpoint(r io.Reader) (*Checkpoint, error) {
 	}
 	c := &Checkpoint{
 		Weights: w, CellIDs: h.CellIDs, BinRateHz: h.BinRateHz,
-		WindowBins: h.WindowBins, Horizon: h.Horizon, Provenance: h.Provenance,
+		WindowBins: h.WindowBins, Horizon: h.Horizon, StimMode: mode, Provenance: h.Provenance,
 	}
 	if len(state) > 0 {
 		c.TrainState = state
@@ -454,10 +478,11 @@ func boundConfig(c Config) error {
 }
 
 // Equal reports whether two checkpoints hold the same configuration,
-// weights (bit for bit), cell ids, time base, provenance and train state.
+// weights (bit for bit), cell ids, time base, stimulus mode, provenance and
+// train state.
 func (c *Checkpoint) Equal(o *Checkpoint) bool {
 	if c.Weights.Config != o.Weights.Config || !slices.Equal(c.CellIDs, o.CellIDs) ||
-		c.BinRateHz != o.BinRateHz || c.WindowBins != o.WindowBins || c.Horizon != o.Horizon ||
+		c.BinRateHz != o.BinRateHz || c.WindowBins != o.WindowBins || c.Horizon != o.Horizon || c.StimMode != o.StimMode ||
 		c.Provenance != o.Provenance || !bytes.Equal(c.TrainState, o.TrainState) ||
 		len(c.Weights.Tensors) != len(o.Weights.Tensors) {
 		return false

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rgcpred/rgc"
 )
 
 func testCheckpoint(t testing.TB, name string, cells int) *Checkpoint {
@@ -227,4 +229,40 @@ func FuzzReadCheckpoint(f *testing.F) {
 			t.Fatalf("re-encoded checkpoint reads back differently: %v", err)
 		}
 	})
+}
+
+// TestCheckpointStimMode checks that the stimulus mode round-trips, that a
+// file without one reads as zero-phase (the only mode before modes were
+// recorded), that an unknown one is refused, and that CheckInput refuses
+// the other mode both ways, naming both.
+func TestCheckpointStimMode(t *testing.T) {
+	for _, mode := range []rgc.StimMode{rgc.StimCausal, rgc.StimZeroPhase} {
+		c := testCheckpoint(t, "gpt-a-cat-cpu", 2)
+		c.StimMode = mode
+		got, err := ReadCheckpoint(bytes.NewReader(encode(t, c)))
+		if err != nil || got.StimMode != mode || !got.Equal(c) {
+			t.Fatalf("%v: read back mode %v, err %v", mode, got.StimMode, err)
+		}
+		other := rgc.StimCausal
+		if mode == rgc.StimCausal {
+			other = rgc.StimZeroPhase
+		}
+		if err := got.CheckInput(mode); err != nil {
+			t.Errorf("%v model on %v input: %v", mode, mode, err)
+		}
+		err = got.CheckInput(other)
+		if err == nil || !strings.Contains(err.Error(), mode.String()) || !strings.Contains(err.Error(), other.String()) {
+			t.Errorf("%v model on %v input: %v, want an error naming both", mode, other, err)
+		}
+	}
+	c := testCheckpoint(t, "gpt-a-cat-cpu", 2)
+	old := rewriteHeader(t, encode(t, c), func(h map[string]any) { delete(h, "stim_mode") })
+	got, err := ReadCheckpoint(bytes.NewReader(old))
+	if err != nil || got.StimMode != rgc.StimZeroPhase {
+		t.Errorf("a file without a mode read as %v (err %v), want zero-phase", got.StimMode, err)
+	}
+	bad := rewriteHeader(t, encode(t, c), func(h map[string]any) { h["stim_mode"] = "acausal" })
+	if _, err := ReadCheckpoint(bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "acausal") {
+		t.Errorf("unknown mode: %v", err)
+	}
 }

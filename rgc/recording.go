@@ -42,7 +42,7 @@ func (c *Cell) Counts(from, to int) []float64 {
 }
 
 // Recording is a recording in the model's time base: Bins bins at BinRateHz,
-// the filtered and decimated stimulus, and every cell's binned spikes.
+// the binned stimulus (in StimMode), and every cell's binned spikes.
 type Recording struct {
 	// Name is the recording's name.
 	Name string
@@ -52,8 +52,11 @@ type Recording struct {
 	// rounded down.
 	Bins int
 	// Stimulus[c][b] is LED c's intensity at bin b (0 off, 1 on, in between
-	// near an edge after low-pass filtering); each row has Bins entries.
+	// near an edge; see BinStimulus); each row has Bins entries.
 	Stimulus [StimChannels][]float32
+	// StimMode is how Stimulus was binned; a model reads it only in the
+	// mode it was trained on.
+	StimMode StimMode
 	// Cells holds every cluster in file order; spikes in the trailing
 	// partial bin are dropped.
 	Cells []Cell
@@ -61,22 +64,34 @@ type Recording struct {
 	Raw *Raw
 }
 
-// Load reads, validates and bins the recording in dir.
-func Load(dir string) (*Recording, error) {
+// Load reads, validates and bins the recording in dir with the default
+// stimulus mode, StimCausal.
+func Load(dir string) (*Recording, error) { return LoadMode(dir, StimCausal) }
+
+// LoadMode reads, validates and bins the recording in dir with stimulus
+// mode mode.
+func LoadMode(dir string, mode StimMode) (*Recording, error) {
 	raw, err := LoadRaw(dir)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := raw.Bin()
+	rec, err := raw.BinMode(mode)
 	if err != nil {
 		return nil, fmt.Errorf("recording %s: %w", dir, err)
 	}
 	return rec, nil
 }
 
-// Bin converts the raw recording to the model's time base: spike bin =
-// floor(sample / Decimation) and the stimulus from BinStimulus.
-func (r *Raw) Bin() (*Recording, error) {
+// Bin converts the raw recording to the model's time base with the default
+// stimulus mode, StimCausal (see BinMode).
+func (r *Raw) Bin() (*Recording, error) { return r.BinMode(StimCausal) }
+
+// BinMode converts the raw recording to the model's time base: spike bin =
+// floor(sample / Decimation) and the stimulus from BinStimulus in mode.
+func (r *Raw) BinMode(mode StimMode) (*Recording, error) {
+	if _, err := mode.MarshalText(); err != nil {
+		return nil, err
+	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -89,7 +104,8 @@ func (r *Raw) Bin() (*Recording, error) {
 		Name:         r.Name,
 		SampleRateHz: r.SampleRateHz,
 		Bins:         bins,
-		Stimulus:     BinStimulus(r.Pattern, r.Triggers, r.NumSamples),
+		Stimulus:     BinStimulus(mode, r.Pattern, r.Triggers, r.NumSamples),
+		StimMode:     mode,
 		Cells:        make([]Cell, len(r.Cells)),
 		Raw:          r,
 	}
@@ -107,7 +123,7 @@ func (r *Raw) Bin() (*Recording, error) {
 	return rec, nil
 }
 
-// Stimulus filter parameters (see BinStimulus).
+// Zero-phase filter parameters (see BinStimulus, StimZeroPhase).
 const (
 	// StimFilterHalfTaps is M: the FIR filter has 2M+1 taps at the sensor
 	// rate, spanning +-16 bins.
@@ -143,25 +159,34 @@ func stimKernelCum() []float64 {
 	return cum
 }
 
-// BinStimulus converts the frame pattern to LED intensities per bin. Each
-// LED is a step function at the sensor rate (1 while on during a frame
-// [triggers[f], triggers[f+1]), 0 when off, before the first trigger and
-// after the last). It is low-pass filtered with a zero-phase windowed-sinc
-// FIR filter - Hamming window, 2*16*18+1 = 577 taps at the sensor rate
-// (+-16 bins), cutoff 0.8 x the bin Nyquist frequency (about 397 Hz),
-// normalised to unit DC gain (gain below 1% from the bin Nyquist
-// frequency up) - and then sampled at each bin's centre, sample 18b+9, so LED
-// edges are not aliased. Zero phase means no delay, as with scipy's default
-// decimate (an IIR filter run forwards and backwards); the price is that an
-// edge starts to show up to 16 bins (mostly within 1-2 bins) before it
-// happens, and a sharp low-pass rings at edges (Gibbs: about 8.8% over- and
-// undershoot), so intensities lie in about [-0.09, 1.09]. The result has
-// numSamples/Decimation bins per channel.
+// BinStimulus converts the frame pattern to LED intensities per bin in
+// mode. Each LED is a step function at the sensor rate (1 while on during a
+// frame [triggers[f], triggers[f+1]), 0 when off, before the first trigger
+// and after the last). The result has numSamples/Decimation bins per
+// channel.
 //
-// Because the input is piecewise constant, each output is computed exactly
-// from the kernel's cumulative sum over the (at most a few) frames the
-// kernel overlaps, rather than by convolving every sensor sample.
-func BinStimulus(pattern [][StimChannels]int8, triggers []int64, numSamples int64) [StimChannels][]float32 {
+// StimCausal: each bin's value is the LED's on-fraction over the bin's own
+// samples 18b..18b+17, exact from the step function, so it depends on
+// nothing after the bin's end. An edge shows up in the bin it falls in, as
+// a fraction; the price against zero-phase is aliasing (box averaging
+// passes some content above the bin Nyquist frequency, which is harmless
+// for a step input: a frame lasts 44 bins or more) and an edge's timing
+// resolved only through that fraction (docs/data.md).
+//
+// StimZeroPhase: low-pass filtered with a zero-phase windowed-sinc FIR
+// filter - Hamming window, 2*16*18+1 = 577 taps at the sensor rate (+-16
+// bins), cutoff 0.8 x the bin Nyquist frequency (about 397 Hz), normalised
+// to unit DC gain (gain below 1% from the bin Nyquist frequency up) - and
+// then sampled at each bin's centre, sample 18b+9, so LED edges are not
+// aliased. Zero phase means no delay, as with scipy's default decimate; the
+// price is that an edge starts to show up to 16 bins (mostly within 1-2
+// bins) before it happens, and a sharp low-pass rings at edges (Gibbs:
+// about 8.8% over- and undershoot), so intensities lie in about [-0.09,
+// 1.09]. Not causal: it reproduces the reference pipeline. Because the
+// input is piecewise constant, each output is computed exactly from the
+// kernel's cumulative sum over the (at most a few) frames the kernel
+// overlaps, rather than by convolving every sensor sample.
+func BinStimulus(mode StimMode, pattern [][StimChannels]int8, triggers []int64, numSamples int64) [StimChannels][]float32 {
 	var out [StimChannels][]float32
 	bins := 0
 	if numSamples > 0 {
@@ -176,6 +201,10 @@ func BinStimulus(pattern [][StimChannels]int8, triggers []int64, numSamples int6
 	nf := len(triggers) - 1
 	if len(pattern) < nf {
 		nf = len(pattern)
+	}
+	if mode == StimCausal {
+		binCausal(pattern, triggers, nf, bins, &out)
+		return out
 	}
 	const m = StimFilterHalfTaps
 	cum := stimKernelCum()

@@ -68,7 +68,7 @@ func TestBinStimulusMatchesConvolution(t *testing.T) {
 		triggers = append(triggers, triggers[f]+int64(30+rng.IntN(1400)))
 	}
 	numSamples := triggers[frames] + 1000
-	got := BinStimulus(pattern, triggers, numSamples)
+	got := BinStimulus(StimZeroPhase, pattern, triggers, numSamples)
 	h := kernel()
 	m := StimFilterHalfTaps
 	x := make([][StimChannels]float64, numSamples)
@@ -104,7 +104,7 @@ func TestBinStimulusEdges(t *testing.T) {
 	// One LED on for frames 1 and 2 ([2000, 8000)), off elsewhere.
 	pattern := [][StimChannels]int8{{0, 1, 0, 0}, {1, 1, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 0}}
 	triggers := []int64{1000, 2000, 5000, 8000, 9000}
-	st := BinStimulus(pattern, triggers, 12000)
+	st := BinStimulus(StimZeroPhase, pattern, triggers, 12000)
 	for b := range st[0] {
 		c := float64(b*Decimation + Decimation/2)
 		v := float64(st[0][b])
@@ -135,7 +135,7 @@ func TestBinStimulusEdges(t *testing.T) {
 		t.Errorf("edges misplaced: bins 110, 111 = %g, %g; bins 443, 444 = %g, %g", st[0][110], st[0][111], st[0][443], st[0][444])
 	}
 	// Degenerate inputs give all-off rows, not a panic.
-	empty := BinStimulus(nil, nil, 100)
+	empty := BinStimulus(StimZeroPhase, nil, nil, 100)
 	if len(empty[0]) != 5 || empty[0][0] != 0 {
 		t.Errorf("empty pattern: %v", empty[0])
 	}

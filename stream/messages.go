@@ -347,6 +347,10 @@ type Status struct {
 	// rollout.StartOffset(i, Total) = floor(i * 80 / Total) bins, false
 	// when every cell's first window ends at first + 1023.
 	Stagger bool
+	// StimMode is the stimulus mode the daemon expects the device's frames
+	// in (predictord --stim); a device whose frames are binned otherwise
+	// must not stream to it.
+	StimMode rgc.StimMode
 	// Epoch counts the streams the daemon started for the device (0: none
 	// yet); it grows by one at every EventFirst, EventReset or
 	// EventRestart event.
@@ -367,8 +371,12 @@ type Status struct {
 // Cells[k]: shards serve the cells whose index is Shard mod Shards.
 func (s *Status) Index(k int) int { return int(s.Shard) + k*max(int(s.Shards), 1) }
 
-// statusStagger is the start-rule flag bit of a status message's byte 22.
-const statusStagger = 1
+// Flag bits of a status message's byte 22: the start rule, and the
+// stimulus mode (unset: rgc.StimCausal, set: rgc.StimZeroPhase).
+const (
+	statusStagger   = 1
+	statusZeroPhase = 2
+)
 
 // AppendStatus appends the encoding of s to dst.
 func AppendStatus(dst []byte, s *Status) ([]byte, error) {
@@ -395,6 +403,13 @@ func AppendStatus(dst []byte, s *Status) ([]byte, error) {
 	if s.Stagger {
 		flags |= statusStagger
 	}
+	switch s.StimMode {
+	case rgc.StimCausal:
+	case rgc.StimZeroPhase:
+		flags |= statusZeroPhase
+	default:
+		return dst, derr(ReasonRange, "stimulus mode %d", s.StimMode)
+	}
 	dst = append(dst, flags, 0)
 	dst = binary.LittleEndian.AppendUint32(dst, s.Epoch)
 	dst = append(dst, 0, 0, 0, 0)
@@ -416,7 +431,7 @@ func DecodeStatus(b []byte, s *Status) error {
 	if err != nil {
 		return err
 	}
-	if !zero(b[4:8]) || b[22]&^statusStagger != 0 || b[23] != 0 || !zero(b[28:32]) {
+	if !zero(b[4:8]) || b[22]&^(statusStagger|statusZeroPhase) != 0 || b[23] != 0 || !zero(b[28:32]) {
 		return derr(ReasonReserved, "reserved header bytes not zero")
 	}
 	s.Epoch = binary.LittleEndian.Uint32(b[24:])
@@ -428,6 +443,10 @@ func DecodeStatus(b []byte, s *Status) error {
 	}
 	s.Total = binary.LittleEndian.Uint16(b[20:])
 	s.Stagger = b[22]&statusStagger != 0
+	s.StimMode = rgc.StimCausal
+	if b[22]&statusZeroPhase != 0 {
+		s.StimMode = rgc.StimZeroPhase
+	}
 	s.LastSeq = getI64(b[8:])
 	s.Shard = binary.LittleEndian.Uint16(b[16:])
 	s.Shards = binary.LittleEndian.Uint16(b[18:])

@@ -132,6 +132,21 @@ func TestStatusRoundTrip(t *testing.T) {
 			t.Errorf("reserved bit in byte %d: %v", off, err)
 		}
 	}
+	// The stimulus mode round-trips both ways; an unknown one is refused.
+	for _, m := range []rgc.StimMode{rgc.StimZeroPhase, rgc.StimCausal} {
+		in.StimMode = m
+		b, err := AppendStatus(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := DecodeStatus(b, &out); err != nil || out.StimMode != m {
+			t.Errorf("stimulus mode %v decoded as %v (%v)", m, out.StimMode, err)
+		}
+	}
+	in.StimMode = 9
+	if _, err := AppendStatus(nil, in); Reason(err) != ReasonRange {
+		t.Errorf("unknown stimulus mode: %v", err)
+	}
 }
 
 func TestEncodeRejects(t *testing.T) {

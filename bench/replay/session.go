@@ -212,6 +212,9 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	if err := s.checkServed(st); err != nil {
 		return nil, err
 	}
+	if err := rgc.CheckStimMode(st.StimMode, cfg.Rec.StimMode); err != nil {
+		return nil, fmt.Errorf("replay: the daemon expects other frames than the recording's (its status): %w", err)
+	}
 	offsets, err := s.startOffsets(st)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/model/engine"
+	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/logsink"
@@ -71,6 +72,7 @@ type options struct {
 	threads, maxBatch, queueLen, maxPings  int
 	maxLag                                 int64
 	silence, stagger                       bool
+	stim                                   rgc.StimMode
 	metricsAddr, logLevel, logFormat       string
 	pingInterval, staleAfter, drainTimeout time.Duration
 	standbyGroup, standbyID, record, jsDir string
@@ -121,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.policy, "policy", "median", "how a window's distribution becomes a decision: median (the paper's rule), sample[:SEED] (draw the class; seeded per cell and window, so replays repeat), threshold:FILE (per-cell thresholds on P(spike within 80 bins), from trainer fit-threshold)")
 	fs.Int64Var(&o.maxLag, "max-lag", 40, "overload policy: skip a decision when the newest frame is more than this many bins past it (0: never skip)")
 	fs.BoolVar(&o.stagger, "stagger", true, "stagger the cells' first windows over one 80-bin horizon (rollout.StartOffset; spreads the model calls over the frames); false: every cell starts at the stream's first frame + 1023, the spec's simultaneous start")
+	fs.TextVar(&o.stim, "stim", rgc.StimCausal, "stimulus mode of the frames the devices send: causal (each LED's on-fraction over the bin's own sensor samples, what a prosthesis has) or zero-phase (the reference pipeline's non-causal low-pass); a model trained on the other mode is refused at start and on reload")
 	fs.BoolVar(&o.silence, "publish-silence", true, "also publish \"no spike in the next 80 bins\" decisions")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "listen address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
@@ -250,7 +253,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	svc, err := service.New(service.Config{
 		Devices: splitList(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
-		Stagger: o.stagger, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes, Policy: policy, Log: log, Registry: reg,
+		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes, Policy: policy, Log: log, Registry: reg,
 		PingInterval: o.pingInterval, MaxPingsOutstanding: o.maxPings, StaleAfter: o.staleAfter, DrainTimeout: o.drainTimeout,
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ func startEmbedded(ctx context.Context, o *options, cells []int, load service.Lo
 		Cells:          cells,
 		MaxLag:         40, // predictord's default --max-lag
 		Stagger:        o.stagger,
+		StimMode:       o.stim,
 		PublishSilence: true,
 		Log:            zerolog.Nop(),
 	})
@@ -73,12 +74,13 @@ func startEmbedded(ctx context.Context, o *options, cells []int, load service.Lo
 // oracleModel serves the exact oracle of the synthetic recording in dir
 // (rgc/synth): the daemon passes each window's end bin as the frame
 // sequence number, which the replay makes the recording bin, so the oracle
-// sees the bins it expects.
-func oracleModel(dir string) (*service.Model, error) {
+// sees the bins it expects, binned in stimulus mode mode.
+func oracleModel(dir string, mode rgc.StimMode) (*service.Model, error) {
 	o, err := synth.OracleFromDir(dir)
 	if err != nil {
 		return nil, err
 	}
+	o.SetStimMode(mode)
 	rec, err := rgc.Load(dir)
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func oracleModel(dir string) (*service.Model, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("oracle of %s knows none of its cells", dir)
 	}
-	return &service.Model{Predictor: &probedOracle{o: o}, Cells: ids, Name: "synthetic oracle"}, nil
+	return &service.Model{Predictor: &probedOracle{o: o}, Cells: ids, Name: "synthetic oracle", StimMode: mode}, nil
 }
 
 // probedOracle lets the oracle pass the daemon's load probe. The service

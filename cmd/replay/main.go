@@ -56,6 +56,7 @@ type options struct {
 	oracle    bool
 	listCells bool
 	stagger   bool
+	stim      rgc.StimMode
 	raster    rasterOptions
 	audit     auditOptions
 }
@@ -82,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
 	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
 	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger (a running daemon's rule is read from its status reply)")
+	fs.TextVar(&o.stim, "stim", rgc.StimCausal, "stimulus mode of the frames sent: causal (each LED's on-fraction over the bin's own sensor samples) or zero-phase (the reference pipeline's non-causal low-pass); it must be the daemon's (its status says which), and the --embedded daemon serves in it")
 	fs.BoolVar(&o.listCells, "list-cells", false, "print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
 	o.raster.register(fs)
 	o.audit.register(fs)
@@ -176,14 +178,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.oracle {
 		o.ckpt = "oracle of " + o.data
-		load = func(string, int) (*service.Model, error) { return oracleModel(o.data) }
+		load = func(string, int) (*service.Model, error) { return oracleModel(o.data, o.stim) }
 	}
 	return replayWith(ctx, o, stdout, stderr, load)
 }
 
 // replayWith runs a replay; load loads the model of an --embedded daemon.
 func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load service.Loader) error {
-	rec, err := rgc.Load(o.data)
+	rec, err := rgc.LoadMode(o.data, o.stim)
 	if err != nil {
 		return err
 	}

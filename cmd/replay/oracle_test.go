@@ -25,7 +25,7 @@ func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replayWith(context.Background(), o, &stdout, &stderr, func(string, int) (*service.Model, error) { return oracleModel(dir) }); err != nil {
+	if err := replayWith(context.Background(), o, &stdout, &stderr, func(string, int) (*service.Model, error) { return oracleModel(dir, o.stim) }); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Log(stdout.String())

@@ -57,6 +57,7 @@ func runEval(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
 		fs.PrintDefaults()
 	}
+	stim := stimFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
-	rec, cells, err := loadCells(*data, *cellsSel)
+	rec, cells, err := loadCells(*data, *cellsSel, *stim)
 	if err != nil {
 		return err
 	}

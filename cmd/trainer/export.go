@@ -20,6 +20,7 @@ func runExport(_ context.Context, args []string) error {
 	probe := fs.String("probe", "", "also write real windows with the Go engine's outputs to this safetensors file (for tools/torchcheck.py)")
 	data := fs.String("data", "", "recording the --probe windows come from")
 	probeN := fs.Int("probe-windows", 16, "number of --probe windows (test split)")
+	stim := stimFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer export --ckpt M.ckpt --out M.safetensors [--probe P.safetensors --data DIR]\n\nWrite a checkpoint's weights as safetensors under the PyTorch module names of\ntorchref.py's SpikeModel (config, cell ids and provenance in the metadata).")
 		fs.PrintDefaults()
@@ -46,7 +47,7 @@ func runExport(_ context.Context, args []string) error {
 	if *probe == "" {
 		return nil
 	}
-	rec, err := rgc.Load(*data)
+	rec, err := rgc.LoadMode(*data, *stim)
 	if err != nil {
 		return err
 	}

@@ -5,21 +5,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"rgcpred/evaluation"
 
+	"rgcpred/evaluation"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 	"rgcpred/rollout"
 )
 
 // runFitThreshold fits the threshold spike policy (rollout.Threshold) of a
-// checkpoint on a stretch of the training split and writes it as JSON for
+// checkpoint, a GLM or a synthetic recording's oracle on a stretch of the training split and writes it as JSON for
 // `trainer eval --policy threshold:FILE` and `predictord --policy
 // threshold:FILE`.
 func runFitThreshold(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fit-threshold", flag.ContinueOnError)
 	data := fs.String("data", "data/chicken-17-08-21", "recording directory")
-	ckpt := fs.String("ckpt", "", "checkpoint (or --oracle)")
+	ckpt := fs.String("ckpt", "", "checkpoint (or --glm, --oracle)")
+	glmPath := fs.String("glm", "", "fit for the GLM fitted by `trainer glm` (its JSON) instead of a checkpoint")
 	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
 	out := fs.String("out", "", "threshold policy JSON to write (required)")
 	cellsSel := fs.String("cells", "quality", "cells: quality or all")
@@ -28,15 +29,16 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	iters := fs.Int("iterations", 10, "bisection steps per cell (one rollout of all cells each)")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE --out FILE [flags]\n\nChoose each cell's threshold on P(spike within 80 bins) so that its autoregressive\nrollout on the training split fires as often as the recorded cell (threshold policy).")
+		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --oracle --out FILE [flags]\n\nChoose each cell's threshold on P(spike within 80 bins) so that its autoregressive\nrollout on the training split fires as often as the recorded cell (threshold policy).")
 		fs.PrintDefaults()
 	}
+	stim := stimFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if (*ckpt == "") == !*oracle || *out == "" {
+	if given := btoi(*ckpt != "") + btoi(*glmPath != "") + btoi(*oracle); given != 1 || *out == "" {
 		fs.Usage()
-		return errors.New("--out and one of --ckpt or --oracle are required")
+		return errors.New("--out and one of --ckpt, --glm or --oracle are required")
 	}
 	if *seconds < 0 || *iters < 1 {
 		return fmt.Errorf("--seconds %v, --iterations %d: want >= 0 and >= 1", *seconds, *iters)
@@ -45,7 +47,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--split: %w", err)
 	}
-	rec, cells, err := loadCells(*data, *cellsSel)
+	rec, cells, err := loadCells(*data, *cellsSel, *stim)
 	if err != nil {
 		return err
 	}
@@ -55,13 +57,23 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	}
 	var p rgc.Predictor
 	source := *ckpt
-	if *oracle {
-		if p, err = synth.OracleFromDir(*data); err != nil {
+	switch {
+	case *oracle:
+		o, err := synth.OracleFromDir(*data)
+		if err != nil {
 			return err
 		}
-		source = "oracle of " + *data
-	} else {
-		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads, "")
+		o.SetStimMode(rec.StimMode)
+		p, source = o, "oracle of "+*data
+	case *glmPath != "":
+		g, closeFn, err := evaluation.GLMSpec(rec, *glmPath).Open[0]()
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		p, source = g, "glm "+*glmPath
+	default:
+		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads, "", rec.StimMode)
 		if err != nil {
 			return err
 		}
@@ -92,4 +104,12 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	fmt.Printf("fitted %d cells on %s split %s (%d bins): %d spikes generated, %d recorded; wrote %s\n",
 		len(fit), rec.Name, split, to-from, gen, recd, *out)
 	return nil
+}
+
+// btoi is 1 for true and 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -19,10 +19,18 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// loadCells loads the recording in dir and resolves a --cells value
-// ("quality" or "all") to indices into its Cells; no cell is an error.
-func loadCells(dir, sel string) (*rgc.Recording, []int, error) {
-	rec, err := rgc.Load(dir)
+// stimFlag registers --stim, the stimulus mode recordings are binned in.
+func stimFlag(fs *flag.FlagSet) *rgc.StimMode {
+	m := new(rgc.StimMode)
+	fs.TextVar(m, "stim", rgc.StimCausal, "stimulus binning: causal (each LED's on-fraction over the bin's own samples) or zero-phase (the reference pipeline's low-pass; non-causal, sees 16 bins ahead); a model reads only the mode it was trained on")
+	return m
+}
+
+// loadCells loads the recording in dir binned in stimulus mode mode and
+// resolves a --cells value ("quality" or "all") to indices into its Cells;
+// no cell is an error.
+func loadCells(dir, sel string, mode rgc.StimMode) (*rgc.Recording, []int, error) {
+	rec, err := rgc.LoadMode(dir, mode)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,6 +37,7 @@ func runGLM(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer glm --data DIR --out FILE.json [flags]\n\nFit a generalised linear model (raised-cosine stimulus and spike-history filters,\nexponential nonlinearity; Pillow et al. 2008) to every cell on the training split,\nand score it with the exact oracle of rgc/synth. Evaluate it further with\n`trainer eval --glm FILE.json`.")
 		fs.PrintDefaults()
 	}
+	stim := stimFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func runGLM(ctx context.Context, args []string) error {
 			splits = append(splits, s)
 		}
 	}
-	rec, cells, err := loadCells(*data, *cellsSel)
+	rec, cells, err := loadCells(*data, *cellsSel, *stim)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"rgcpred/model/safetensors"
 	"rgcpred/model/torchmap"
+	"rgcpred/rgc"
 )
 
 // runImport implements `trainer import`: safetensors written by PyTorch (or
@@ -24,6 +25,7 @@ func runImport(_ context.Context, args []string) error {
 	heads := fs.Int("heads", 0, "attention heads (default: the metadata's, else 4 as in torchref.py)")
 	binRate := fs.Float64("bin-rate-hz", 0, "bin rate the weights were trained at (default: the metadata's, else rgc.BinRateHz)")
 	notes := fs.String("notes", "", "provenance notes (default: the metadata's, else where the file came from)")
+	stim := fs.String("stim", "", "stimulus mode of the data the model is for, causal or zero-phase: the file's (its metadata's, else zero-phase, the reference pipeline's) must match (default: with --data causal, else not checked)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer import --in M.safetensors --out M.ckpt [--cell-ids 13,14,... | --data DIR [--cells quality]]\n\nConvert a PyTorch state_dict of torchref.py's SpikeModel, saved as safetensors,\ninto a checkpoint (configuration inferred from the tensor shapes).")
 		fs.PrintDefaults()
@@ -39,6 +41,17 @@ func runImport(_ context.Context, args []string) error {
 		return errors.New("give --cell-ids or --data, not both")
 	}
 	opt := torchmap.Options{Heads: *heads, BinRateHz: *binRate}
+	input := rgc.StimCausal
+	if *stim != "" {
+		m, err := rgc.ParseStimMode(*stim)
+		if err != nil {
+			return fmt.Errorf("--stim: %w", err)
+		}
+		input = m
+	}
+	if *stim != "" || *data != "" {
+		opt.Input = &input
+	}
 	if *ids != "" {
 		for _, s := range strings.Split(*ids, ",") {
 			id, err := strconv.Atoi(strings.TrimSpace(s))
@@ -49,7 +62,7 @@ func runImport(_ context.Context, args []string) error {
 		}
 	}
 	if *data != "" {
-		rec, sel, err := loadCells(*data, *cells)
+		rec, sel, err := loadCells(*data, *cells, input)
 		if err != nil {
 			return err
 		}
@@ -75,6 +88,6 @@ func runImport(_ context.Context, args []string) error {
 	if err := ck.Save(*out); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: %s, %d cells\n", *out, ck.Weights.Config.Name(), len(ck.CellIDs))
+	fmt.Printf("wrote %s: %s, %d cells, %s stimulus\n", *out, ck.Weights.Config.Name(), len(ck.CellIDs), ck.StimMode)
 	return nil
 }

@@ -24,6 +24,7 @@ type trainFlags struct {
 	data, config, cells string
 	batch, threads      int
 	seed                uint64
+	stim                *rgc.StimMode
 }
 
 func (f *trainFlags) register(fs *flag.FlagSet) {
@@ -33,11 +34,12 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.batch, "batch", 64, "batch size")
 	fs.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute goroutines")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, sampling)")
+	f.stim = stimFlag(fs)
 }
 
 // options loads the recording and builds the training options.
 func (f *trainFlags) options() (train.Options, error) {
-	rec, cells, err := loadCells(f.data, f.cells)
+	rec, cells, err := loadCells(f.data, f.cells, *f.stim)
 	if err != nil {
 		return train.Options{}, err
 	}
@@ -174,11 +176,12 @@ func runModel(ctx context.Context, args []string) error {
 	split := fs.String("split", "val", "with --ckpt: split to score on")
 	windows := fs.Int("windows", 16384, "with --ckpt: windows to score (uniform, fixed seed)")
 	threads := fs.Int("threads", runtime.NumCPU(), "with --ckpt: inference threads")
+	stim := stimFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *ckpt != "" {
-		return scoreCheckpoint(ctx, *ckpt, *data, *split, *windows, *threads)
+		return scoreCheckpoint(ctx, *ckpt, *data, *split, *windows, *threads, *stim)
 	}
 	c, err := model.ParseConfigName(*name, *cells)
 	if err != nil {
@@ -198,19 +201,19 @@ func printCounts(c model.Config) {
 // uniform sample of windows of a split, next to the zero-input models
 // (training-split class frequencies, pooled and per cell) on the same
 // windows.
-func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threads int) error {
+func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threads int, stim rgc.StimMode) error {
 	ck, err := model.LoadCheckpoint(path)
 	if err != nil {
 		return err
 	}
 	printCounts(ck.Weights.Config)
 	p := ck.Provenance
-	fmt.Printf("trained on %s: %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n", p.Data, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
+	fmt.Printf("trained on %s (%s bins): %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n", p.Data, ck.StimMode, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
 	split, err := rgc.ParseSplit(splitName)
 	if err != nil {
 		return err
 	}
-	rec, err := rgc.Load(data)
+	rec, err := rgc.LoadMode(data, stim)
 	if err != nil {
 		return err
 	}

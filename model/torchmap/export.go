@@ -25,6 +25,10 @@ const (
 	MetaWindowBins = "rgcpred.window_bins"
 	// MetaHorizon holds the prediction period in bins.
 	MetaHorizon = "rgcpred.horizon"
+	// MetaStimMode holds the training data's stimulus mode (rgc.StimMode's
+	// name); a file without it was trained on zero-phase bins, the
+	// reference pipeline's.
+	MetaStimMode = "rgcpred.stim_mode"
 	// MetaProvenance holds model.Provenance as JSON.
 	MetaProvenance = "rgcpred.provenance"
 	// MetaTorchModule describes the PyTorch module the tensors load into.
@@ -35,8 +39,8 @@ const (
 // SpikeModel's state_dict: F32 tensors under PyTorch module names, linear
 // weights transposed to [out, in], plus the mask and num_batches_tracked
 // buffers, so that model.load_state_dict(tensors) succeeds with
-// strict=True. The metadata carries the configuration, cell ids, time base
-// and provenance, so Import restores the checkpoint bit for bit (the
+// strict=True. The metadata carries the configuration, cell ids, time base,
+// stimulus mode and provenance, so Import restores the checkpoint bit for bit (the
 // optimizer state, TrainState, is not exported).
 func Export(ck *model.Checkpoint) (*safetensors.File, error) {
 	if err := ck.Validate(); err != nil {
@@ -48,6 +52,7 @@ func Export(ck *model.Checkpoint) (*safetensors.File, error) {
 		MetaBinRateHz:   strconv.FormatFloat(ck.BinRateHz, 'g', -1, 64),
 		MetaWindowBins:  strconv.Itoa(ck.WindowBins),
 		MetaHorizon:     strconv.Itoa(ck.Horizon),
+		MetaStimMode:    ck.StimMode.String(),
 		MetaTorchModule: TorchModule(cfg),
 	}}
 	for key, v := range map[string]any{MetaConfig: cfg, MetaCellIDs: ck.CellIDs, MetaProvenance: ck.Provenance} {

@@ -29,6 +29,10 @@ type Options struct {
 	BinRateHz float64
 	// Provenance replaces the metadata's provenance when Data or Notes is set.
 	Provenance model.Provenance
+	// Input, if not nil, is the stimulus mode of the data the model is
+	// imported for; the file's (its metadata's, else zero-phase, the
+	// reference pipeline's) must equal it.
+	Input *rgc.StimMode
 }
 
 // Import converts a safetensors file holding a SpikeModel state_dict into a
@@ -48,9 +52,15 @@ func Import(f *safetensors.File, opt Options) (*model.Checkpoint, error) {
 		BinRateHz:  rgc.BinRateHz,
 		WindowBins: cfg.InBins,
 		Horizon:    cfg.Classes - 1,
+		StimMode:   rgc.StimZeroPhase, // the reference pipeline's, unless the metadata says otherwise
 	}
 	if err := readMeta(f, ck, fromMeta); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
+	}
+	if opt.Input != nil {
+		if err := ck.CheckInput(*opt.Input); err != nil {
+			return nil, fmt.Errorf("import: %w", err)
+		}
 	}
 	if opt.CellIDs != nil {
 		ck.CellIDs = slices.Clone(opt.CellIDs)
@@ -148,8 +158,8 @@ func checkBuffers(f *safetensors.File, cfg model.Config, used map[string]bool) e
 	return nil
 }
 
-// readMeta fills the checkpoint's cell ids, time base and provenance from
-// the rgcpred metadata, when the file has it.
+// readMeta fills the checkpoint's cell ids, time base, stimulus mode and
+// provenance from the rgcpred metadata, when the file has it.
 func readMeta(f *safetensors.File, ck *model.Checkpoint, fromMeta bool) error {
 	md := f.Metadata
 	if s, ok := md[MetaCellIDs]; ok {
@@ -166,6 +176,13 @@ func readMeta(f *safetensors.File, ck *model.Checkpoint, fromMeta bool) error {
 			return fmt.Errorf("metadata %s: %w", MetaBinRateHz, err)
 		}
 		ck.BinRateHz = v
+	}
+	if s, ok := md[MetaStimMode]; ok {
+		m, err := rgc.ParseStimMode(s)
+		if err != nil {
+			return fmt.Errorf("metadata %s: %w", MetaStimMode, err)
+		}
+		ck.StimMode = m
 	}
 	for key, dst := range map[string]*int{MetaWindowBins: &ck.WindowBins, MetaHorizon: &ck.Horizon} {
 		if s, ok := md[key]; ok {

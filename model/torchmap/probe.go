@@ -28,6 +28,9 @@ func Probe(ck *model.Checkpoint, rec *rgc.Recording, n int) (*safetensors.File, 
 	if n < 1 {
 		return nil, fmt.Errorf("probe: %d windows", n)
 	}
+	if err := ck.CheckInput(rec.StimMode); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
 	var cells, rows []int
 	for row, id := range ck.CellIDs {
 		if i, ok := rec.CellIndex(id); ok {

@@ -33,6 +33,9 @@ func Score(ctx context.Context, ck *model.Checkpoint, rec *rgc.Recording, s rgc.
 	if n < 2 {
 		return nil, fmt.Errorf("score: need at least 2 windows, got %d", n)
 	}
+	if err := ck.CheckInput(rec.StimMode); err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	}
 	val, err := newValSet(rec, s, cells, n, 0x5c0e)
 	if err != nil {
 		return nil, fmt.Errorf("score: %w", err)

@@ -303,6 +303,9 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 	if len(ck.TrainState) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no training state", o.Resume)
 	}
+	if err := ck.CheckInput(o.Rec.StimMode); err != nil {
+		return nil, nil, fmt.Errorf("resume %s: %w", o.Resume, err)
+	}
 	st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", o.Resume, err)
@@ -329,7 +332,9 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 }
 
 // warmStart loads the weights of checkpoint o.Init, which must hold the
-// run's configuration and cells.
+// run's configuration and cells. Its stimulus mode may differ from the
+// run's: fine-tuning on the other mode is how a model moves to it (the new
+// checkpoints record the run's mode).
 func (o *Options) warmStart() (*model.Weights, error) {
 	ck, err := model.LoadCheckpoint(o.Init)
 	if err != nil {
@@ -345,7 +350,7 @@ func (o *Options) warmStart() (*model.Weights, error) {
 	if !slices.Equal(cells, o.Cells) {
 		return nil, fmt.Errorf("%s was trained on other cells than this run's", o.Init)
 	}
-	fmt.Fprintf(o.Log, "starting from the weights of %s\n", o.Init)
+	fmt.Fprintf(o.Log, "starting from the weights of %s (trained on %s bins; this run's are %s)\n", o.Init, ck.StimMode, o.Rec.StimMode)
 	return ck.Weights, nil
 }
 
@@ -389,6 +394,7 @@ func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model
 		BinRateHz:  o.Rec.BinRateHz(),
 		WindowBins: rgc.WindowBins,
 		Horizon:    rgc.Horizon,
+		StimMode:   o.Rec.StimMode,
 		Provenance: model.Provenance{
 			Data: o.Data, Steps: st.Step, ValNLL: valNLL, ZeroInputNLL: st.ZeroPooled,
 			TrainedAt: time.Now().UTC().Format(time.RFC3339),

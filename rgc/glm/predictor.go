@@ -49,10 +49,11 @@ func NewPredictor(rec *rgc.Recording, truth *synth.Truth) (*Predictor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("glm predictor: %w", err)
 	}
+	o.SetStimMode(rec.StimMode)
 	return &Predictor{
 		o:       o,
 		real:    rec.Stimulus,
-		aligned: rgc.BinStimulus(al.Pattern, al.Triggers, al.NumSamples),
+		aligned: rgc.BinStimulus(rec.StimMode, al.Pattern, al.Triggers, al.NumSamples),
 	}, nil
 }
 

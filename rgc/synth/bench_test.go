@@ -51,7 +51,7 @@ func BenchmarkBaselineBinStimulus(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rgc.BinStimulus(raw.Pattern, raw.Triggers, raw.NumSamples)
+		rgc.BinStimulus(rgc.StimCausal, raw.Pattern, raw.Triggers, raw.NumSamples)
 	}
 }
 

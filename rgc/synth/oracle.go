@@ -28,6 +28,7 @@ type Oracle struct {
 	maxNew  int                         // most new frames that can affect the horizon
 	ahead   int                         // look-ahead: frames starting up to t+ahead are known
 	stim    [rgc.StimChannels][]float32 // the model's binned stimulus, for checks
+	raw     *rgc.Raw                    // the stimulus source, to rebin in another mode
 
 	// Scratch, reused across calls.
 	lam   [][]float64 // per tree depth: lambda of bins t+1..t+Horizon
@@ -38,7 +39,8 @@ type Oracle struct {
 
 // NewOracle builds the oracle of a synthetic recording from its stimulus
 // (raw's pattern and triggers, which must fall on bin boundaries) and its
-// true parameters. Cells are looked up by cluster id.
+// true parameters. Cells are looked up by cluster id. Windows are expected
+// in the default stimulus mode, rgc.StimCausal (SetStimMode changes it).
 func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 	if err := tr.Validate(); err != nil {
 		return nil, fmt.Errorf("synth oracle: %w", err)
@@ -55,8 +57,8 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 			return nil, fmt.Errorf("synth oracle: recording %s cell %d is cluster %d but the truth's is %d", raw.Name, i, raw.Cells[i].ClusterID, tr.Cells[i].ClusterID)
 		}
 	}
-	o := &Oracle{fr: fr, byID: map[int]int{}}
-	o.stim = rgc.BinStimulus(raw.Pattern, raw.Triggers, raw.NumSamples)
+	o := &Oracle{fr: fr, byID: map[int]int{}, raw: raw}
+	o.stim = rgc.BinStimulus(rgc.StimCausal, raw.Pattern, raw.Triggers, raw.NumSamples)
 	for _, l := range tr.FrameLengths {
 		if l.Prob > 0 {
 			o.lengths = append(o.lengths, l)
@@ -115,14 +117,23 @@ func (o *Oracle) alloc() {
 // recording's binned stimulus before Predict reports a mismatch.
 const stimTolerance = 1e-3
 
+// SetStimMode sets the stimulus mode of the windows Predict is given (their
+// last stimulus column is checked against the recording binned in that
+// mode); the prediction itself reads the frames, not the window.
+func (o *Oracle) SetStimMode(m rgc.StimMode) {
+	o.stim = rgc.BinStimulus(m, o.raw.Pattern, o.raw.Triggers, o.raw.NumSamples)
+}
+
 // SetLookahead makes the oracle also know every stimulus frame that starts
 // up to bins bins after the window's end (0, the default, is the
-// specification's oracle: stimulus known up to t). The model's input rows
-// come from rgc.BinStimulus, a zero-phase low-pass filter reaching
-// rgc.StimFilterHalfTaps/rgc.Decimation = 16 bins ahead, so a window ending
-// at t carries some information about frames starting up to t+16; the oracle
-// with that look-ahead bounds from below the NLL any model of the window can
-// reach.
+// specification's oracle: stimulus known up to t). With causal bins
+// (rgc.StimCausal, frames on bin boundaries) a window ending at t holds
+// exactly the frames up to t, so look-ahead 0 is the floor. With
+// rgc.StimZeroPhase the input rows come from a zero-phase low-pass filter
+// reaching rgc.StimFilterHalfTaps/rgc.Decimation = 16 bins ahead, so a
+// window ending at t carries some information about frames starting up to
+// t+16; the oracle with that look-ahead bounds from below the NLL any model
+// of such a window can reach.
 func (o *Oracle) SetLookahead(bins int) error {
 	if bins < 0 || bins > rgc.Horizon {
 		return fmt.Errorf("synth oracle: look-ahead %d bins, want 0..%d", bins, rgc.Horizon)
@@ -131,8 +142,9 @@ func (o *Oracle) SetLookahead(bins int) error {
 	return nil
 }
 
-// ModelLookahead is the look-ahead of the model's binned stimulus in bins:
-// the half-length of rgc.BinStimulus's filter.
+// ModelLookahead is the look-ahead in bins of the model's stimulus binned
+// in rgc.StimZeroPhase: the half-length of its filter (causal bins have
+// none).
 const ModelLookahead = rgc.StimFilterHalfTaps / rgc.Decimation
 
 // Clone returns an oracle sharing o's read-only tables with its own
@@ -177,7 +189,8 @@ func (o *Oracle) CellIndex(clusterID int) (int, bool) {
 // (so generated spikes in a rollout are honoured); the stimulus is looked up
 // in the recording by b.Ends, which must therefore be recording bins: each
 // window's last stimulus column is checked against the recording's binned
-// stimulus (rgc.BinStimulus) at b.Ends[i], and a mismatch is an error.
+// stimulus (rgc.BinStimulus in the oracle's mode, SetStimMode) at
+// b.Ends[i], and a mismatch is an error.
 func (o *Oracle) Predict(b *rgc.Batch, out []float32) error {
 	if err := b.Check(); err != nil {
 		return fmt.Errorf("synth oracle: %w", err)

@@ -94,9 +94,9 @@ func Engine(threads int, prec engine.Precision) service.Loader {
 				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
 			}
 		}
-		name := fmt.Sprintf("%s (data %s, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),
-			ck.Provenance.Data, ck.Provenance.Steps, ck.Provenance.ValNLL, ck.Provenance.TrainedAt, arith)
+		name := fmt.Sprintf("%s (data %s, %s stimulus, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),
+			ck.Provenance.Data, ck.StimMode, ck.Provenance.Steps, ck.Provenance.ValNLL, ck.Provenance.TrainedAt, arith)
 		return &service.Model{Predictor: eng, Cells: ck.CellIDs, MaxBatch: eng.MaxBatch(), Gather: threads, Name: name, Close: eng.Close,
-			BinRateHz: ck.BinRateHz, WindowBins: ck.WindowBins, Horizon: ck.Horizon}, nil
+			BinRateHz: ck.BinRateHz, WindowBins: ck.WindowBins, Horizon: ck.Horizon, StimMode: ck.StimMode}, nil
 	}
 }

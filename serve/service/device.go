@@ -461,7 +461,7 @@ func (d *device) status(m *nats.Msg) {
 	defer d.statusMu.Unlock()
 	b, err := stream.AppendStatus(d.statusBuf[:0], &stream.Status{
 		LastSeq: d.last.Load(), Shard: uint16(d.s.cfg.Shard), Shards: uint16(d.s.cfg.Shards), Cells: cells,
-		Total: uint16(len(d.s.all)), Stagger: d.s.cfg.Stagger,
+		Total: uint16(len(d.s.all)), Stagger: d.s.cfg.Stagger, StimMode: d.s.cfg.StimMode,
 		Epoch: d.epoch.Load(), First: d.first.Load(), Skipped: d.skipped.Load(), Rejected: d.rejected.Load(),
 	})
 	if err != nil {

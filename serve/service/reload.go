@@ -24,6 +24,10 @@ func (s *Service) loadValid(need []int) (*Model, error) {
 		discard(mdl)
 		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)
 	}
+	if err := rgc.CheckStimMode(mdl.StimMode, s.cfg.StimMode); err != nil {
+		discard(mdl)
+		return nil, fmt.Errorf("model %s: %w (the devices' frames, predictord --stim)", s.cfg.ModelPath, err)
+	}
 	if err := probe(mdl, need); err != nil {
 		discard(mdl)
 		return nil, fmt.Errorf("model %s: %w", s.cfg.ModelPath, err)

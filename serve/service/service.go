@@ -54,6 +54,9 @@ type Model struct {
 	// horizon in bins; they must equal rgc.WindowBins and rgc.Horizon (0:
 	// not stated, not checked).
 	WindowBins, Horizon int
+	// StimMode is the stimulus mode the checkpoint was trained on; it must
+	// equal the frames', Config.StimMode.
+	StimMode rgc.StimMode
 	// Gather is the number of windows the predictor computes in parallel
 	// (the engine's threads): when a device's core is behind it gathers
 	// that many due windows into one call (daemon.Config.Gather). 0 or 1:
@@ -93,6 +96,9 @@ type Config struct {
 	MaxBatch int
 	// MaxLag is the overload threshold in bins (daemon.Config.MaxLag).
 	MaxLag int64
+	// StimMode is the stimulus mode of the frames the devices send
+	// (predictord --stim); a model trained on another is refused.
+	StimMode rgc.StimMode
 	// PublishSilence also publishes "no spike" decisions.
 	PublishSilence bool
 	// Policy turns each window's distribution into a decision

@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the daemon serves ("+NoModel+": a hash of each window instead of a model, microseconds per window, to measure the daemon and the transport alone)")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
+	stim := rgc.StimCausal
+	fs.TextVar(&stim, "stim", rgc.StimCausal, "stimulus mode the recording is binned and played in: causal or zero-phase (non-causal); the model must have been trained on it")
 	cells := fs.String("cells", "1,5,10,20,40,60,80,120", "cell counts to measure")
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		return output(rep, "", *svgOut, *compare)
 	}
-	rec, err := rgc.Load(*data)
+	rec, err := rgc.LoadMode(*data, stim)
 	if err != nil {
 		return err
 	}
@@ -115,7 +117,7 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("--reload-every: --ckpt %s has nothing to reload", NoModel)
 		}
 		ids := rec.QualityClusterIDs()
-		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, Name: "none: a hash per window (the daemon and the transport alone)"}
+		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, Name: "none: a hash per window (the daemon and the transport alone)", StimMode: stim}
 	} else if mdl, err = bench.LoadEngine(*ckpt, *maxBatch, *threads, prec); err != nil {
 		return err
 	}
