@@ -18,6 +18,9 @@ type Publisher struct {
 
 	mu  sync.Mutex
 	buf []byte
+
+	fenceMu sync.Mutex
+	fences  []*Fence // one per decisions or events subscription
 }
 
 // NewPublisher returns a publisher for device over an open connection.
@@ -138,12 +141,18 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // SubscribeDecisions calls fn for every decisions message on the device's
 // spikes subject, from the NATS client's delivery goroutine. fn gets a
 // reused value (copy what it keeps) and a non-nil error for a payload that
-// does not decode.
+// does not decode. The messages of a hot-standby group pass a Fence: a
+// message already received from another replica, or from an older
+// holder, is dropped (FenceStats counts them).
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
+	f := p.newFence()
 	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
 		if err := DecodeDecisions(m.Data, &d); err != nil {
 			fn(nil, err)
+			return
+		}
+		if !f.Admit(m.Header, time.Now()) {
 			return
 		}
 		fn(&d, nil)
@@ -168,6 +177,30 @@ func (p *Publisher) SubscribeEvents(fn func(e Event, err error)) (*nats.Subscrip
 		return nil, fmt.Errorf("stream: subscribe events of %s: %w", p.device, err)
 	}
 	return sub, nil
+}
+
+// newFence returns a Fence counted in FenceStats.
+func (p *Publisher) newFence() *Fence {
+	f := &Fence{}
+	p.fenceMu.Lock()
+	p.fences = append(p.fences, f)
+	p.fenceMu.Unlock()
+	return f
+}
+
+// FenceStats sums what the fences of the publisher's subscriptions
+// dropped.
+func (p *Publisher) FenceStats() FenceStats {
+	p.fenceMu.Lock()
+	defer p.fenceMu.Unlock()
+	var t FenceStats
+	for _, f := range p.fences {
+		s := f.Stats()
+		t.Repeated += s.Repeated
+		t.Fenced += s.Fenced
+		t.Resynced += s.Resynced
+	}
+	return t
 }
 
 // Collector gathers every decision a daemon publishes for a device; tests,

@@ -266,12 +266,12 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
-	// Another holder means a stream may be running: catch up first.
+	// Any holder (even one with this instance's id: another process, or
+	// this one's predecessor) means a stream may be running: catch up
+	// first.
 	late := false
-	if e, err := kv.Get(ctx, cfg.Group); err == nil {
-		if h, err := standby.HolderOf(e.Value()); err == nil && h != cfg.ID {
-			late = true
-		}
+	if _, err := kv.Get(ctx, cfg.Group); err == nil {
+		late = true
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("service: standby: read lease: %w", err)
 	}
@@ -324,8 +324,9 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 			_ = sub.Unsubscribe()
 		}
 	}
+	scope := standby.Scope(cfg.Group, s.cfg.Shard, s.cfg.Shards)
 	for _, d := range s.devices {
-		g, err := standby.NewGate(standby.NATSPublisher(nc), lease.Held, cfg.Buffer)
+		g, err := standby.NewGate(standby.NATSPublisher(nc, scope, lease.Revision), lease.Held, cfg.Buffer)
 		if err != nil {
 			unsubscribe()
 			return nil, fmt.Errorf("service: %w", err)
@@ -334,7 +335,7 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		d.sb.snapSubj = "rgcpred.standby." + cfg.Group + "." + d.name + ".state"
 		d.sb.applySubj = d.sb.snapSubj + ".apply"
 		d.sb.synced.Store(!late)
-		obs, err := standby.ObserveNATS(nc, g, func(err error) {
+		obs, err := standby.ObserveNATS(nc, g, scope, func(err error) {
 			s.limiter.warn(&s.log, d.name+"/standby", 1, err.Error(), devField(d.name))
 		}, stream.SpikesSubject(d.name), d.eventSubj)
 		if err != nil {
@@ -446,6 +447,9 @@ var (
 	standbyMessagesDesc = prometheus.NewDesc("predictord_standby_messages_total",
 		"Decision and event messages by fate: published, held (kept as standby), flushed (published at a takeover), overflow (dropped from a full standby buffer), suppressed (already published).",
 		[]string{"device", "fate"}, nil)
+	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
+		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none).",
+		[]string{"device", "reason"}, nil)
 )
 
 func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -453,6 +457,7 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbyTakeoversDesc
 	ch <- standbySyncedDesc
 	ch <- standbyMessagesDesc
+	ch <- standbyIgnoredDesc
 }
 
 func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -476,5 +481,7 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{"published", gs.Published}, {"held", gs.Held}, {"flushed", gs.Flushed}, {"overflow", gs.Overflow}, {"suppressed", gs.Suppressed}} {
 			ch <- prometheus.MustNewConstMetric(standbyMessagesDesc, prometheus.CounterValue, float64(f.n), d.name, f.fate)
 		}
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Ahead), d.name, "ahead")
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
 	}
 }

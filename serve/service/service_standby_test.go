@@ -95,9 +95,11 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // TestStandbyFailover: two instances of a group serve one device; the
 // holder is cut off mid-stream (and, in one case, the standby joined
-// late and caught up from the holder's state). The device receives every
-// decision exactly once, and the spikes equal the offline rollout's. The
-// worst lateness (receipt minus the frame's send time) is logged.
+// late and caught up from the holder's state; in another, a forged
+// position was published on the decision subject first; in another, both
+// instances have the same id). The device receives every decision exactly
+// once, and the spikes equal the offline rollout's. The worst lateness
+// (receipt minus the frame's send time) is logged.
 func TestStandbyFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hot-standby failover waits for a lease TTL")
@@ -109,6 +111,10 @@ func TestStandbyFailover(t *testing.T) {
 		{"holder killed", "kill"},
 		{"late joiner takes over", "late"},
 		{"nats server restart", "restart"},
+		// The forged header, then the same with the group's scope
+		// (a forger who read the holder's headers); then the holder dies.
+		{"forged position, then holder killed", "forged"},
+		{"same id, then holder killed", "same id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,8 +130,12 @@ func TestStandbyFailover(t *testing.T) {
 			a := startReplica(t, e.url, cfg, "a")
 			waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
 			var b *replicaSvc
+			bID := "b"
+			if c.fault == "same id" {
+				bID = "a"
+			}
 			if c.fault != "late" {
-				b = startReplica(t, e.url, cfg, "b")
+				b = startReplica(t, e.url, cfg, bID)
 			}
 
 			p := newPublisher(t, e, "dev0")
@@ -136,9 +146,12 @@ func TestStandbyFailover(t *testing.T) {
 			var mu sync.Mutex
 			var recv []got
 			sent := map[int64]time.Time{}
+			forgedSent, undecodable := 0, 0
 			sub, err := p.SubscribeDecisions(func(ds *stream.Decisions, err error) {
 				if err != nil {
-					t.Error(err)
+					mu.Lock()
+					undecodable++
+					mu.Unlock()
 					return
 				}
 				now := time.Now()
@@ -167,6 +180,19 @@ func TestStandbyFailover(t *testing.T) {
 					b = startReplica(t, e.url, cfg, "b")
 					waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
 					t.Logf("b started and caught up in %v", time.Since(t0))
+				case c.fault == "forged" && i == n/4:
+					for _, h := range []nats.Header{
+						{stream.PosHeader: {"4294967295.9223372036854775807.2147483647"}},
+						{stream.PosHeader: {"4294967295.9223372036854775807.2147483647"}, stream.GroupHeader: {standby.Scope("g", 0, 1)}},
+						{stream.PosHeader: {"1.9000000000.0"}, stream.GroupHeader: {standby.Scope("g", 0, 1)}},
+					} {
+						if err := p.Conn().PublishMsg(&nats.Msg{Subject: stream.SpikesSubject("dev0"), Header: h, Data: []byte("x")}); err != nil {
+							t.Fatal(err)
+						}
+						mu.Lock()
+						forgedSent++
+						mu.Unlock()
+					}
 				case c.fault == "restart" && i == n/2:
 					// The device holds its frames while the server is down.
 					port := srv.Addr().(*net.TCPAddr).Port
@@ -256,8 +282,21 @@ func TestStandbyFailover(t *testing.T) {
 				}
 				last[d.Cell] = d.Bin
 			}
-			// b found a holder at its start, so it caught up from the holder's
-			// state once (in the first case a state before any frame).
+			if undecodable != forgedSent {
+				t.Errorf("%d undecodable decisions messages, want the %d forged", undecodable, forgedSent)
+			}
+			if c.fault == "forged" {
+				// The holder's and b's gates ignored the forged positions.
+				for _, r := range []*replicaSvc{a, b} {
+					gs := r.s.devices[0].sb.gate.Stats()
+					if gs.Ahead+gs.Foreign == 0 {
+						t.Errorf("gate stats %+v: the forged positions not counted", gs)
+					}
+				}
+			}
+			// b found a holder at its start (with the same id too), so it
+			// caught up from the holder's state once (in the first case a
+			// state before any frame).
 			if r := b.s.devices[0].sb.restores.Load(); r != 1 {
 				t.Fatalf("b restored the holder's state %d times, want 1", r)
 			}
@@ -271,7 +310,7 @@ func TestStandbyFailover(t *testing.T) {
 			if v := gathered(t, b.s, "predictord_standby_synced"); v != 1 {
 				t.Fatalf("b's synced gauge %v, want 1", v)
 			}
-			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v)", len(ds), worst, standbyTTL)
+			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v", len(ds), worst, standbyTTL, p.FenceStats())
 		})
 	}
 }

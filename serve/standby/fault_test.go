@@ -74,10 +74,11 @@ func runReplica(id, url string) error {
 	if err != nil {
 		return err
 	}
-	if g, err = NewGate(NATSPublisher(nc), l.Held, 1<<14); err != nil {
+	scope := Scope("group", 0, 1)
+	if g, err = NewGate(NATSPublisher(nc, scope, l.Revision), l.Held, 1<<14); err != nil {
 		return err
 	}
-	if _, err := ObserveNATS(nc, g, nil, outSubject); err != nil {
+	if _, err := ObserveNATS(nc, g, scope, nil, outSubject); err != nil {
 		return err
 	}
 	if _, err := nc.Subscribe(inSubject, func(m *nats.Msg) {

@@ -3,73 +3,36 @@ package standby
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
+
+	"rgcpred/stream"
 )
 
 // PosHeader is the NATS header that carries a gated message's Pos, so that
 // standbys observing the subjects know how far the holder got.
-const PosHeader = "Rgc-Pos"
+const PosHeader = stream.PosHeader
 
-// Pos orders the messages one instance publishes for a device: the stream
-// epoch, the frame (bin) whose processing produced the message, and the
-// message's index among those of that frame. Every instance that processed
-// the same frames from the same state gives the same message the same Pos.
-type Pos struct {
-	Epoch uint32
-	Bin   int64
-	Index int32
-}
+// Pos orders the messages one instance publishes for a device
+// (stream.Pos).
+type Pos = stream.Pos
 
 // EventBin is the Bin of a stream event's message: it comes before every
 // decision of its epoch.
-const EventBin = math.MinInt64
+const EventBin = stream.EventBin
 
-// Less reports whether p comes before q.
-func (p Pos) Less(q Pos) bool {
-	if p.Epoch != q.Epoch {
-		return p.Epoch < q.Epoch
-	}
-	if p.Bin != q.Bin {
-		return p.Bin < q.Bin
-	}
-	return p.Index < q.Index
-}
-
-// AppendText appends p's header form, "epoch.bin.index".
-func (p Pos) AppendText(b []byte) []byte {
-	b = strconv.AppendUint(b, uint64(p.Epoch), 10)
-	b = append(b, '.')
-	b = strconv.AppendInt(b, p.Bin, 10)
-	b = append(b, '.')
-	return strconv.AppendInt(b, int64(p.Index), 10)
-}
-
-// String returns p's header form.
-func (p Pos) String() string { return string(p.AppendText(nil)) }
-
-// ParsePos parses a header form written by AppendText.
+// ParsePos parses a header form written by Pos.AppendText.
 func ParsePos(s string) (Pos, error) {
-	a, rest, ok1 := strings.Cut(s, ".")
-	b, c, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 {
-		return Pos{}, fmt.Errorf("standby: position %q: want epoch.bin.index", s)
-	}
-	e, err := strconv.ParseUint(a, 10, 32)
+	p, err := stream.ParsePos(s)
 	if err != nil {
-		return Pos{}, fmt.Errorf("standby: position %q: epoch: %w", s, err)
+		return Pos{}, fmt.Errorf("standby: %w", err)
 	}
-	bin, err := strconv.ParseInt(b, 10, 64)
-	if err != nil {
-		return Pos{}, fmt.Errorf("standby: position %q: bin: %w", s, err)
-	}
-	i, err := strconv.ParseInt(c, 10, 32)
-	if err != nil {
-		return Pos{}, fmt.Errorf("standby: position %q: index: %w", s, err)
-	}
-	return Pos{Epoch: uint32(e), Bin: bin, Index: int32(i)}, nil
+	return p, nil
 }
+
+// DefaultMaxAhead is the gate's default bound, in frames, on how far ahead
+// of its own position a standby believes an observed position: about a
+// second of frames, more than a synced standby trails its holder.
+const DefaultMaxAhead = 1024
 
 // Publisher sends one message with its position (e.g. a NATS publish with
 // PosHeader set).
@@ -98,6 +61,14 @@ type GateStats struct {
 	// Suppressed counts messages not published because a message at or
 	// after their position had already been published or observed.
 	Suppressed uint64
+	// Ahead counts observed positions ignored as implausible: further
+	// ahead of this instance's own position than MaxAhead frames or a
+	// next epoch's event, or ahead of it at all while this instance
+	// publishes (a forged header, or a standby trailing far behind).
+	Ahead uint64
+	// Foreign counts messages on the gated subjects observed from another
+	// group or shard, or without one (ignored).
+	Foreign uint64
 }
 
 // Gate decides, message by message, whether this instance publishes: the
@@ -107,6 +78,15 @@ type GateStats struct {
 // last position observed, then every new one: no message twice, none lost,
 // as long as the buffer holds the messages between the holder's last
 // publish and the takeover.
+//
+// An observed position counts only while it is plausible: at most
+// MaxAhead frames ahead of this instance's own position (the last it
+// produced) in the same epoch, or the next epoch's event; while this
+// instance publishes, never ahead of its own. A takeover starts from the
+// instance's own position at the latest. So a forged position never
+// suppresses a holder's messages, and costs a standby at most MaxAhead
+// frames of kept messages; a holder that trailed the old one re-sends
+// what the old one sent past it, which the device drops (stream.Fence).
 //
 // Publish is called by the one goroutine producing the messages, in
 // position order; Observe, Gain and Lose by any goroutine.
@@ -118,6 +98,9 @@ type Gate struct {
 	active   bool // this instance acts as holder
 	observed Pos  // the last position seen published (by anyone)
 	seen     bool
+	own      Pos // the last position this instance produced
+	hasOwn   bool
+	maxAhead int64
 	ring     []held
 	head, n  int
 	stats    GateStats
@@ -136,7 +119,34 @@ func NewGate(pub Publisher, holder func() bool, capacity int) (*Gate, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("standby: gate capacity %d not positive", capacity)
 	}
-	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), cur: Pos{Bin: EventBin, Index: -1}}, nil
+	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), maxAhead: DefaultMaxAhead,
+		cur: Pos{Bin: EventBin, Index: -1}}, nil
+}
+
+// SetMaxAhead sets how many frames ahead of this instance's own position
+// an observed position may be (default DefaultMaxAhead).
+func (g *Gate) SetMaxAhead(frames int64) {
+	g.mu.Lock()
+	g.maxAhead = max(frames, 0)
+	g.mu.Unlock()
+}
+
+// plausible reports whether an observed position p can be another
+// instance's; g.mu is held.
+func (g *Gate) plausible(p Pos) bool {
+	if !g.hasOwn || !g.own.Less(p) {
+		return true // nothing produced yet (checked again at the first), or not ahead
+	}
+	if g.active && g.held() {
+		return false // no other instance publishes past the holder
+	}
+	switch {
+	case p.Epoch == g.own.Epoch:
+		return g.own.Bin == EventBin || g.own.Bin > math.MaxInt64-g.maxAhead || p.Bin <= g.own.Bin+g.maxAhead
+	case p.Epoch-1 == g.own.Epoch:
+		return p.Bin == EventBin
+	}
+	return false
 }
 
 // Next returns the position of the next message produced while processing
@@ -160,6 +170,11 @@ func (g *Gate) ResetPos() { g.cur = Pos{Bin: EventBin, Index: -1} }
 func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.own, g.hasOwn = pos, true
+	if g.seen && !g.plausible(g.observed) {
+		g.seen = false
+		g.stats.Ahead++
+	}
 	if g.seen && !g.observed.Less(pos) {
 		g.stats.Suppressed++
 		return nil
@@ -199,6 +214,10 @@ func (g *Gate) Observe(pos Pos) {
 	if g.seen && !g.observed.Less(pos) {
 		return
 	}
+	if !g.plausible(pos) {
+		g.stats.Ahead++
+		return
+	}
 	g.observed, g.seen = pos, true
 	for g.n > 0 && !pos.Less(g.ring[g.head].pos) {
 		g.head = (g.head + 1) % len(g.ring)
@@ -213,6 +232,11 @@ func (g *Gate) Gain() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.active = true
+	if g.seen && g.hasOwn && g.own.Less(g.observed) {
+		// The holder starts from its own position: it cannot tell the old
+		// holder's last message from a forged one.
+		g.observed = g.own
+	}
 	var first error
 	for g.n > 0 {
 		h := &g.ring[g.head]
@@ -249,6 +273,13 @@ func (g *Gate) Observed() (Pos, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.observed, g.seen
+}
+
+// countForeign counts a message observed from another group.
+func (g *Gate) countForeign() {
+	g.mu.Lock()
+	g.stats.Foreign++
+	g.mu.Unlock()
 }
 
 // Stats returns the counters.

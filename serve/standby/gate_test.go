@@ -44,12 +44,12 @@ func TestGateNext(t *testing.T) {
 		bin   int64
 		want  Pos
 	}{
-		{1, EventBin, Pos{1, EventBin, 0}},
-		{1, 1023, Pos{1, 1023, 0}},
-		{1, 1023, Pos{1, 1023, 1}},
-		{1, 1024, Pos{1, 1024, 0}},
-		{2, EventBin, Pos{2, EventBin, 0}},
-		{2, 1023, Pos{2, 1023, 0}},
+		{1, EventBin, Pos{Epoch: 1, Bin: EventBin, Index: 0}},
+		{1, 1023, Pos{Epoch: 1, Bin: 1023, Index: 0}},
+		{1, 1023, Pos{Epoch: 1, Bin: 1023, Index: 1}},
+		{1, 1024, Pos{Epoch: 1, Bin: 1024, Index: 0}},
+		{2, EventBin, Pos{Epoch: 2, Bin: EventBin, Index: 0}},
+		{2, 1023, Pos{Epoch: 2, Bin: 1023, Index: 0}},
 	}
 	for _, c := range calls {
 		if got := g.Next(c.epoch, c.bin); got != c.want {
@@ -59,11 +59,16 @@ func TestGateNext(t *testing.T) {
 }
 
 // gateOp is one step of a gate scenario: publish message i (position
-// Pos{1, i, 0}), observe the holder's message i, gain or lose the lease.
+// Pos{Epoch: 1, Bin: i, Index: 0}), observe the holder's message i, gain or lose the lease.
 type gateOp struct {
-	op string // "pub", "obs", "gain", "lose", "expire"
+	op string // "pub", "obs", "obs-pos" (observe p), "gain", "lose", "expire"
 	i  int64
+	p  Pos
 }
+
+// forged is the position of the forged header
+// (4294967295.9223372036854775807.2147483647).
+var forged = Pos{Epoch: 1<<32 - 1, Bin: 1<<63 - 1, Index: 1<<31 - 1}
 
 // TestGate runs scenarios of a standby's gate and checks which messages
 // it publishes, in which order, and its counters.
@@ -71,14 +76,14 @@ func TestGate(t *testing.T) {
 	pubs := func(lo, hi int64) []gateOp {
 		var ops []gateOp
 		for i := lo; i <= hi; i++ {
-			ops = append(ops, gateOp{"pub", i})
+			ops = append(ops, gateOp{op: "pub", i: i})
 		}
 		return ops
 	}
 	obs := func(lo, hi int64) []gateOp {
 		var ops []gateOp
 		for i := lo; i <= hi; i++ {
-			ops = append(ops, gateOp{"obs", i})
+			ops = append(ops, gateOp{op: "obs", i: i})
 		}
 		return ops
 	}
@@ -90,23 +95,40 @@ func TestGate(t *testing.T) {
 		want     []int64 // messages published, in order
 		stats    GateStats
 	}{
-		{"holder publishes all", 8, cat([]gateOp{{"gain", 0}}, pubs(1, 5)), []int64{1, 2, 3, 4, 5},
+		{"holder publishes all", 8, cat([]gateOp{{op: "gain"}}, pubs(1, 5)), []int64{1, 2, 3, 4, 5},
 			GateStats{Published: 5}},
 		{"standby publishes none", 8, cat(pubs(1, 5), obs(1, 5)), nil,
 			GateStats{Held: 5}},
-		{"takeover flushes the unobserved", 8, cat(pubs(1, 5), obs(1, 3), []gateOp{{"gain", 0}}, pubs(6, 7)),
+		{"takeover flushes the unobserved", 8, cat(pubs(1, 5), obs(1, 3), []gateOp{{op: "gain"}}, pubs(6, 7)),
 			[]int64{4, 5, 6, 7}, GateStats{Published: 4, Held: 5, Flushed: 2}},
-		{"standby behind the holder", 8, cat(obs(1, 6), pubs(1, 5), []gateOp{{"gain", 0}}, pubs(6, 8)),
-			[]int64{7, 8}, GateStats{Published: 2, Suppressed: 6}},
-		{"observed after takeover", 8, cat(pubs(1, 4), []gateOp{{"gain", 0}}, obs(1, 2), pubs(5, 5)),
+		// The new holder starts from its own position (5): it re-sends 6,
+		// which the device's fence drops.
+		{"standby behind the holder", 8, cat(obs(1, 6), pubs(1, 5), []gateOp{{op: "gain"}}, pubs(6, 8)),
+			[]int64{6, 7, 8}, GateStats{Published: 3, Suppressed: 5}},
+		{"forged position ignored by a standby, then takeover", 8,
+			cat(pubs(1, 3), obs(1, 2), []gateOp{{op: "obs-pos", p: forged}}, pubs(4, 5), obs(4, 4), []gateOp{{op: "gain"}}, pubs(6, 7)),
+			[]int64{5, 6, 7}, GateStats{Published: 3, Held: 5, Flushed: 1, Ahead: 1}},
+		{"forged position ignored by the holder", 8,
+			cat([]gateOp{{op: "gain"}}, pubs(1, 2), []gateOp{{op: "obs-pos", p: forged}, {op: "obs-pos", p: Pos{Epoch: 1, Bin: 3}}}, pubs(3, 4)),
+			[]int64{1, 2, 3, 4}, GateStats{Published: 4, Ahead: 2}},
+		{"standby: more than MaxAhead frames ahead ignored", 8,
+			cat(pubs(1, 2), []gateOp{{op: "obs-pos", p: Pos{Epoch: 1, Bin: 2 + DefaultMaxAhead + 1}}}, pubs(3, 3), []gateOp{{op: "gain"}}),
+			[]int64{1, 2, 3}, GateStats{Published: 3, Held: 3, Flushed: 3, Ahead: 1}},
+		{"standby: a next epoch's decision ignored, its event believed", 8,
+			cat(pubs(1, 2), []gateOp{{op: "obs-pos", p: Pos{Epoch: 2, Bin: 7}}, {op: "obs-pos", p: Pos{Epoch: 2, Bin: EventBin}}}, pubs(3, 3)),
+			nil, GateStats{Held: 2, Suppressed: 1, Ahead: 1}},
+		{"forged before any message dropped at the first", 8,
+			cat([]gateOp{{op: "obs-pos", p: forged}}, pubs(1, 2), []gateOp{{op: "gain"}}, pubs(3, 3)),
+			[]int64{1, 2, 3}, GateStats{Published: 3, Held: 2, Flushed: 2, Ahead: 1}},
+		{"observed after takeover", 8, cat(pubs(1, 4), []gateOp{{op: "gain"}}, obs(1, 2), pubs(5, 5)),
 			[]int64{1, 2, 3, 4, 5}, GateStats{Published: 5, Held: 4, Flushed: 4}},
-		{"overflow loses the oldest", 3, cat(pubs(1, 5), []gateOp{{"gain", 0}}),
+		{"overflow loses the oldest", 3, cat(pubs(1, 5), []gateOp{{op: "gain"}}),
 			[]int64{3, 4, 5}, GateStats{Published: 3, Held: 5, Flushed: 3, Overflow: 2}},
 		{"lose keeps messages for a later gain", 8,
-			cat([]gateOp{{"gain", 0}}, pubs(1, 2), []gateOp{{"lose", 0}}, pubs(3, 4), obs(3, 3), []gateOp{{"gain", 0}}, pubs(5, 5)),
+			cat([]gateOp{{op: "gain"}}, pubs(1, 2), []gateOp{{op: "lose"}}, pubs(3, 4), obs(3, 3), []gateOp{{op: "gain"}}, pubs(5, 5)),
 			[]int64{1, 2, 4, 5}, GateStats{Published: 4, Held: 2, Flushed: 1}},
 		{"expired holding keeps messages", 8,
-			cat([]gateOp{{"gain", 0}}, pubs(1, 1), []gateOp{{"expire", 0}}, pubs(2, 3)),
+			cat([]gateOp{{op: "gain"}}, pubs(1, 1), []gateOp{{op: "expire"}}, pubs(2, 3)),
 			[]int64{1}, GateStats{Published: 1, Held: 2}},
 	}
 	for _, c := range cases {
@@ -131,6 +153,8 @@ func TestGate(t *testing.T) {
 					}
 				case "obs":
 					g.Observe(Pos{Epoch: 1, Bin: op.i})
+				case "obs-pos":
+					g.Observe(op.p)
 				case "gain":
 					holding = true
 					if err := g.Gain(); err != nil {

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // DefaultTTL is predictord's lease TTL: renewals every 15 ms, a lost
@@ -93,19 +94,29 @@ type LeaseConfig struct {
 	OnGain, OnLoss func()
 }
 
-// leaseValue is the content of a lease entry.
-type leaseValue struct {
-	Holder string    `json:"holder"`
-	Since  time.Time `json:"since"`
+// LeaseEntry is the content of a lease entry: the holder's id and the
+// incarnation of its process (a random id each Lease draws), so that two
+// processes started with the same id never count each other's entry as
+// their own.
+type LeaseEntry struct {
+	Holder      string    `json:"holder"`
+	Incarnation string    `json:"incarnation,omitempty"`
+	Since       time.Time `json:"since"`
+}
+
+// ReadEntry decodes a lease entry's value.
+func ReadEntry(value []byte) (LeaseEntry, error) {
+	var v LeaseEntry
+	if err := json.Unmarshal(value, &v); err != nil {
+		return LeaseEntry{}, fmt.Errorf("standby: lease entry: %w", err)
+	}
+	return v, nil
 }
 
 // HolderOf returns the holder id stored in a lease entry's value.
 func HolderOf(value []byte) (string, error) {
-	var v leaseValue
-	if err := json.Unmarshal(value, &v); err != nil {
-		return "", fmt.Errorf("standby: lease entry: %w", err)
-	}
-	return v.Holder, nil
+	v, err := ReadEntry(value)
+	return v.Holder, err
 }
 
 // Lease is one instance's view of a lease. Its methods are safe for
@@ -114,6 +125,7 @@ func HolderOf(value []byte) (string, error) {
 type Lease struct {
 	cfg   LeaseConfig
 	value []byte
+	inc   string
 
 	mu     sync.Mutex
 	held   bool
@@ -150,11 +162,24 @@ func NewLease(cfg LeaseConfig) (*Lease, error) {
 	if cfg.Renew+cfg.Margin >= cfg.TTL {
 		return nil, fmt.Errorf("standby: lease renewal %v plus margin %v not below TTL %v", cfg.Renew, cfg.Margin, cfg.TTL)
 	}
-	v, err := json.Marshal(leaseValue{Holder: cfg.Holder, Since: time.Now().UTC()})
+	inc := nuid.Next()
+	v, err := json.Marshal(LeaseEntry{Holder: cfg.Holder, Incarnation: inc, Since: time.Now().UTC()})
 	if err != nil {
 		return nil, fmt.Errorf("standby: lease value: %w", err)
 	}
-	return &Lease{cfg: cfg, value: v}, nil
+	return &Lease{cfg: cfg, value: v, inc: inc}, nil
+}
+
+// Incarnation returns the random id of this Lease, stored in its entry
+// beside the holder id.
+func (l *Lease) Incarnation() string { return l.inc }
+
+// Revision returns the entry's revision this instance last wrote or saw:
+// a holder's grows with each renewal, and a successor's is higher still.
+func (l *Lease) Revision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -191,8 +216,11 @@ func (l *Lease) Status() LeaseStatus {
 }
 
 // TryAcquire takes the lease if no entry holds it (or the entry is this
-// instance's own, e.g. after a NATS server restart) and reports whether this
-// instance now holds it. A lease already held is renewed instead.
+// Lease's own, same holder id and incarnation, e.g. after a NATS server
+// restart) and reports whether this instance now holds it. A lease
+// already held is renewed instead. Another entry is taken over once its
+// revision has stayed unchanged for TTL, counted from the first answer
+// that showed it (the holder may have written it just before answering).
 func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	held := l.held
@@ -211,21 +239,23 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 			}
 			return false, fmt.Errorf("standby: lease %s: read holder: %w", l.cfg.Key, gerr)
 		}
-		h, herr := HolderOf(e.Value())
+		answered := time.Now()
+		v, herr := ReadEntry(e.Value())
 		if herr != nil {
 			return false, fmt.Errorf("standby: lease %s: %w", l.cfg.Key, herr)
 		}
+		own := v.Holder == l.cfg.Holder && v.Incarnation == l.inc
 		l.mu.Lock()
-		l.holder = h
+		l.holder = v.Holder
 		stale := false
-		if h != l.cfg.Holder {
+		if !own {
 			if e.Revision() != l.seenRev {
-				l.seenRev, l.seenAt = e.Revision(), start
+				l.seenRev, l.seenAt = e.Revision(), answered
 			}
-			stale = start.Sub(l.seenAt) > l.cfg.TTL
+			stale = answered.Sub(l.seenAt) > l.cfg.TTL
 		}
 		l.mu.Unlock()
-		if h != l.cfg.Holder && !stale {
+		if !own && !stale {
 			return false, nil
 		}
 		// The entry is this instance's own (it lost track of it, e.g. its

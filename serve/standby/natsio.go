@@ -1,21 +1,49 @@
 package standby
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
+
+	"rgcpred/stream"
 )
 
+// ErrNotConnected is returned by a NATSPublisher while its connection is
+// down: a gated message is never left in the client's reconnect buffer,
+// which could release it after a successor took over.
+var ErrNotConnected = errors.New("not connected: message dropped, not buffered")
+
+// Scope returns the GroupHeader value of a group's shard: replicas observe
+// only messages of their own scope.
+func Scope(group string, shard, shards int) string {
+	return group + "." + strconv.Itoa(shard) + "." + strconv.Itoa(shards)
+}
+
 // NATSPublisher returns a Publisher that publishes on nc with the position
-// in PosHeader. It is for one goroutine at a time (the gate serialises it)
-// and reuses its message and header buffers.
-func NATSPublisher(nc *nats.Conn) Publisher {
-	m := &nats.Msg{Header: nats.Header{}}
+// in PosHeader, scope in stream.GroupHeader and the lease revision
+// (revision(), typically Lease.Revision) in stream.LeaseHeader. It is for
+// one goroutine at a time (the gate serialises it) and reuses its message
+// and header buffers. While nc is not connected it returns
+// ErrNotConnected.
+func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publisher {
+	m := &nats.Msg{Header: nats.Header{stream.GroupHeader: {scope}}}
 	var buf []byte
+	var rev uint64
+	revText := []string{"0"}
+	m.Header[stream.LeaseHeader] = revText
 	return func(subject string, pos Pos, data []byte) error {
 		buf = pos.AppendText(buf[:0])
+		if r := revision(); r != rev || rev == 0 {
+			rev = r
+			revText[0] = strconv.FormatUint(r, 10)
+		}
 		m.Subject, m.Data = subject, data
 		m.Header.Set(PosHeader, string(buf))
+		if !nc.IsConnected() {
+			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, ErrNotConnected)
+		}
 		if err := nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, err)
 		}
@@ -24,14 +52,19 @@ func NATSPublisher(nc *nats.Conn) Publisher {
 }
 
 // ObserveNATS subscribes to subjects on nc and tells g the position of every
-// message carrying PosHeader (messages without one are ignored; malformed
-// ones go to onErr, which may be nil). Unsubscribe the returned
-// subscriptions to stop.
-func ObserveNATS(nc *nats.Conn, g *Gate, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
+// message of scope carrying PosHeader (messages of another scope, or of
+// none, are counted in GateStats.Foreign; messages without a position are
+// ignored; malformed ones go to onErr, which may be nil). Unsubscribe the
+// returned subscriptions to stop.
+func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
 	subs := make([]*nats.Subscription, 0, len(subjects))
 	cb := func(m *nats.Msg) {
 		v := m.Header.Get(PosHeader)
 		if v == "" {
+			return
+		}
+		if m.Header.Get(stream.GroupHeader) != scope {
+			g.countForeign()
 			return
 		}
 		p, err := ParsePos(v)

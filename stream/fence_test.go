@@ -1,0 +1,94 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// TestFence feeds a fence the messages a device receives from a standby
+// group and checks which it passes, and its counters.
+func TestFence(t *testing.T) {
+	type msg struct {
+		pos  string // "" no PosHeader
+		rev  string // "" no LeaseHeader
+		at   time.Duration
+		pass bool
+	}
+	const hold = 100 * time.Millisecond
+	cases := []struct {
+		name  string
+		msgs  []msg
+		stats FenceStats
+	}{
+		{"no position: all pass", []msg{{"", "", 0, true}, {"", "", 0, true}}, FenceStats{}},
+		{"malformed position passes", []msg{{"1.5.0", "3", 0, true}, {"x", "3", 0, true}}, FenceStats{}},
+		{"one holder in order", []msg{{"1.5.0", "3", 0, true}, {"1.5.1", "4", 0, true}, {"1.6.0", "4", 0, true}, {"2.-9223372036854775808.0", "4", 0, true}}, FenceStats{}},
+		{"repeated position dropped", []msg{{"1.5.0", "3", 0, true}, {"1.5.0", "3", 0, false}, {"1.4.0", "3", 0, false}, {"1.6.0", "3", 0, true}},
+			FenceStats{Repeated: 2}},
+		{"takeover: the new holder's copies dropped, the old holder's late ones fenced", []msg{
+			{"1.5.0", "3", 0, true}, {"1.6.0", "3", 0, true},
+			{"1.6.0", "9", 0, false}, // the new holder re-sends 6
+			{"1.7.0", "9", 0, true},
+			{"1.8.0", "3", 0, false}, // the old holder's message, released late
+			{"1.8.0", "9", 0, true},
+		}, FenceStats{Repeated: 1, Fenced: 1}},
+		{"forged far ahead: resynced after the hold", []msg{
+			{"1.5.0", "3", 0, true},
+			{"4294967295.9223372036854775807.2147483647", "3", 1 * time.Millisecond, true},
+			{"1.6.0", "3", 2 * time.Millisecond, false},
+			{"1.7.0", "3", hold, false},
+			{"1.8.0", "3", hold + 3*time.Millisecond, true},
+			{"1.9.0", "3", hold + 4*time.Millisecond, true},
+		}, FenceStats{Repeated: 2, Resynced: 1}},
+		{"forged revision: resynced after the hold", []msg{
+			{"1.5.0", "3", 0, true},
+			{"1.6.0", "18446744073709551615", 1 * time.Millisecond, true},
+			{"1.7.0", "3", 2 * time.Millisecond, false},
+			{"1.8.0", "3", hold + 3*time.Millisecond, true},
+		}, FenceStats{Fenced: 1, Resynced: 1}},
+		{"takeover after a long silence: the new holder's copies still dropped", []msg{
+			{"1.5.0", "3", 0, true},
+			{"1.5.0", "9", 10 * hold, false},
+			{"1.6.0", "9", 10*hold + time.Millisecond, true},
+		}, FenceStats{Repeated: 1}},
+		{"positions restarted (group restarted): resynced after the hold", []msg{
+			{"5.100.0", "3", 0, true},
+			{"1.5.0", "1", hold, false},
+			{"1.6.0", "1", 2*hold + time.Millisecond, true},
+			{"1.7.0", "1", 2*hold + 2*time.Millisecond, true},
+		}, FenceStats{Fenced: 1, Resynced: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &Fence{Hold: hold}
+			t0 := time.Now()
+			for i, m := range c.msgs {
+				h := nats.Header{}
+				if m.pos != "" {
+					h.Set(PosHeader, m.pos)
+				}
+				if m.rev != "" {
+					h.Set(LeaseHeader, m.rev)
+				}
+				if got := f.Admit(h, t0.Add(m.at)); got != m.pass {
+					t.Errorf("message %d (%s rev %s at %v): passed %v, want %v", i, m.pos, m.rev, m.at, got, m.pass)
+				}
+			}
+			if st := f.Stats(); st != c.stats {
+				t.Errorf("stats %+v, want %+v", st, c.stats)
+			}
+		})
+	}
+}
+
+// TestFenceAllocs: admitting a group's message allocates nothing.
+func TestFenceAllocs(t *testing.T) {
+	var f Fence
+	h := nats.Header{PosHeader: {"1.5.0"}, LeaseHeader: {"3"}}
+	now := time.Now()
+	if n := testing.AllocsPerRun(100, func() { f.Admit(h, now) }); n != 0 {
+		t.Fatalf("%v allocations per message, want 0", n)
+	}
+}
