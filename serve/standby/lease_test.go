@@ -125,13 +125,32 @@ func TestLeaseExclusive(t *testing.T) {
 	if err := b.Renew(ctx); !errors.Is(err, ErrLost) {
 		t.Fatalf("b renews: %v, want ErrLost", err)
 	}
-	// A second instance with a's id (a's restart) reclaims a's entry.
-	a2 := lease(t, kv, "a", LeaseConfig{})
-	if ok, err := a2.TryAcquire(ctx); !ok || err != nil {
+	// a reclaims its own entry after losing track of it (a renewal whose
+	// answer was lost).
+	a.lose()
+	if ok, err := a.TryAcquire(ctx); !ok || err != nil {
 		t.Fatalf("a's own entry: acquire = %v, %v", ok, err)
 	}
+	// A second process with a's id (a restart while a lives, or a twin
+	// started with the same --standby-id) is another holder: it does not
+	// take the entry while a renews, and takes it only after a stopped
+	// renewing for the TTL.
+	a2 := lease(t, kv, "a", LeaseConfig{})
+	for range 3 {
+		if ok, err := a2.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("a's twin: acquire while a renews = %v, %v", ok, err)
+		}
+		if err := a.Renew(ctx); err != nil {
+			t.Fatalf("a renews while its twin waits: %v", err)
+		}
+	}
+	last := time.Now()
+	awaitTakeover(t, ctx, a2)
+	if d := time.Since(last); d < testTTL {
+		t.Fatalf("a's twin took over %v after a's last renewal, want at least the TTL %v", d, testTTL)
+	}
 	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
-		t.Fatalf("a renews after a2 reclaimed: %v, want ErrLost", err)
+		t.Fatalf("a renews after its twin took over: %v, want ErrLost", err)
 	}
 	if a.Held() {
 		t.Fatal("a still holds after losing")
@@ -334,5 +353,53 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slowGetKV delays its first Get's request by running before first (the
+// request on a slow network while the holder renews).
+type slowGetKV struct {
+	jetstream.KeyValue
+	before func()
+}
+
+func (k *slowGetKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if f := k.before; f != nil {
+		k.before = nil
+		f()
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+// TestLeaseTakeoverClockAfterAnswer: a standby's lookup whose request takes
+// longer than the TTL, while the holder renews, answers a revision the
+// holder wrote just before; the standby's takeover clock starts at that
+// answer, so it does not take the lease from the live holder on its next
+// try.
+func TestLeaseTakeoverClockAfterAnswer(t *testing.T) {
+	s := jsServer(t)
+	_, kv := bucket(t, s, time.Second)
+	ctx := ctxT(t)
+	const ttl = time.Second
+	a := lease(t, kv, "a", LeaseConfig{TTL: ttl})
+	if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("a: acquire = %v, %v", ok, err)
+	}
+	slow := &slowGetKV{KeyValue: kv, before: func() {
+		for range 2 {
+			time.Sleep(ttl * 6 / 10)
+			if err := a.Renew(ctx); err != nil {
+				t.Errorf("a renews: %v", err)
+			}
+		}
+	}}
+	b := lease(t, slow, "b", LeaseConfig{TTL: ttl})
+	for i := range 2 {
+		if ok, err := b.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("b's try %d while a renews: acquire = %v, %v", i, ok, err)
+		}
+	}
+	if !a.Held() {
+		t.Fatal("a lost the lease it renewed")
 	}
 }
