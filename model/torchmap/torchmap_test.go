@@ -348,3 +348,61 @@ func TestProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestImportStimMode checks the stimulus mode through export and import:
+// it round-trips in the metadata, a file without it (PyTorch's, from the
+// reference pipeline) is zero-phase, an unknown one is refused, and
+// importing for input of the other mode is an error naming both.
+func TestImportStimMode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   rgc.StimMode // the exported checkpoint's
+		drop   bool         // remove the mode from the metadata
+		input  *rgc.StimMode
+		want   rgc.StimMode
+		errHas []string
+	}{
+		{name: "causal", mode: rgc.StimCausal, want: rgc.StimCausal},
+		{name: "zero-phase", mode: rgc.StimZeroPhase, want: rgc.StimZeroPhase},
+		{name: "no metadata", mode: rgc.StimCausal, drop: true, want: rgc.StimZeroPhase},
+		{name: "causal for causal", mode: rgc.StimCausal, input: ptr(rgc.StimCausal), want: rgc.StimCausal},
+		{name: "zero-phase for causal", mode: rgc.StimZeroPhase, input: ptr(rgc.StimCausal), errHas: []string{"trained on zero-phase", "input is causal"}},
+		{name: "causal for zero-phase", mode: rgc.StimCausal, input: ptr(rgc.StimZeroPhase), errHas: []string{"trained on causal", "input is zero-phase"}},
+		{name: "no metadata for causal", mode: rgc.StimCausal, drop: true, input: ptr(rgc.StimCausal), errHas: []string{"trained on zero-phase", "input is causal"}},
+	} {
+		ck := randomCheckpoint(t, "gpt-a-cat-cpu", 2, 7)
+		ck.StimMode = tc.mode
+		f, err := Export(ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Metadata[MetaStimMode]; got != tc.mode.String() {
+			t.Fatalf("%s: exported %s = %q", tc.name, MetaStimMode, got)
+		}
+		if tc.drop {
+			delete(f.Metadata, MetaStimMode)
+		}
+		got, err := Import(roundTrip(t, f), Options{Input: tc.input})
+		if tc.errHas != nil {
+			for _, s := range tc.errHas {
+				if err == nil || !strings.Contains(err.Error(), s) {
+					t.Errorf("%s: %v, want an error with %q", tc.name, err, s)
+				}
+			}
+			continue
+		}
+		if err != nil || got.StimMode != tc.want {
+			t.Errorf("%s: imported mode %v (err %v), want %v", tc.name, got.StimMode, err, tc.want)
+		}
+	}
+	f, err := Export(randomCheckpoint(t, "gpt-a-cat-cpu", 2, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Metadata[MetaStimMode] = "lookahead"
+	if _, err := Import(f, Options{}); err == nil || !strings.Contains(err.Error(), MetaStimMode) {
+		t.Errorf("unknown mode in the metadata: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
