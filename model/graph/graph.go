@@ -107,7 +107,7 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	if opts.Profile {
 		gr.prof = &opTimes{m: map[string]time.Duration{}}
 	}
-	b := builder{gr: gr, par: parallel{opts.Threads}}
+	b := builder{gr: gr, par: parallel{opts.Threads}, gemm: newGemmTeam(parallel{opts.Threads})}
 	out := b.forward(xn, cn)
 	var nll *G.Node
 	switch {
@@ -151,9 +151,10 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 
 // builder adds layers to a graph, keeping the first error.
 type builder struct {
-	gr  *Graph
-	par parallel
-	err error
+	gr   *Graph
+	par  parallel
+	gemm *gemmTeam
+	err  error
 }
 
 func (b *builder) p(name string) *G.Node { return b.gr.params[name] }
@@ -236,7 +237,7 @@ func (b *builder) bnRelu(x *G.Node, l model.Layer) *G.Node {
 }
 
 func (b *builder) linear(x *G.Node, l model.Layer) *G.Node {
-	return b.op(linear{}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
+	return b.op(linear{gemm: b.gemm}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
 }
 
 func (b *builder) ln(x *G.Node, l model.Layer) *G.Node {

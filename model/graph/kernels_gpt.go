@@ -10,8 +10,10 @@ import (
 	"rgcpred/model"
 )
 
-// linear is y = x W + b for x [N, in], W [in, out], b [out].
-type linear struct{}
+// linear is y = x W + b for x [N, in], W [in, out], b [out], its GEMMs
+// split over the worker goroutines by rows of the result (gemm; nil runs
+// them on the calling goroutine).
+type linear struct{ gemm *gemmTeam }
 
 func (linear) name() string    { return "linear" }
 func (linear) diffWRT() []bool { return []bool{true, true, true} }
@@ -21,21 +23,21 @@ func (linear) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return tensor.Shape{in[0][0], in[1][1]}, nil
 }
-func (linear) forward(in []*tensor.Dense, out []float32) {
+func (l linear) forward(in []*tensor.Dense, out []float32) {
 	n, k, m := in[0].Shape()[0], in[1].Shape()[0], in[1].Shape()[1]
 	b := f32(in[2])
 	for r := 0; r < n; r++ {
 		copy(out[r*m:(r+1)*m], b)
 	}
-	sgemm.Gemm(false, false, n, m, k, 1, f32(in[0]), k, f32(in[1]), m, 1, out, m)
+	l.gemm.run(false, false, n, m, k, 1, f32(in[0]), k, f32(in[1]), m, 1, out, m)
 }
-func (linear) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+func (l linear) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	n, k, m := in[0].Shape()[0], in[1].Shape()[0], in[1].Shape()[1]
 	switch i {
 	case 0: // dx = gy W^T
-		sgemm.Gemm(false, true, n, k, m, 1, gout, m, f32(in[1]), m, 0, gin, k)
+		l.gemm.run(false, true, n, k, m, 1, gout, m, f32(in[1]), m, 0, gin, k)
 	case 1: // dW = x^T gy
-		sgemm.Gemm(true, false, k, m, n, 1, f32(in[0]), k, gout, m, 0, gin, m)
+		l.gemm.run(true, false, k, m, n, 1, f32(in[0]), k, gout, m, 0, gin, m)
 	case 2:
 		clear(gin)
 		for r := 0; r < n; r++ {

@@ -11,6 +11,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"rgcpred/base/sgemm"
 )
 
 // kernel is one layer's maths on float32 tensors: a forward function and,
@@ -292,4 +294,52 @@ func (p parallel) run(total int, fn func(lo, hi, w int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// gemmTeam runs a GEMM split by rows of C over the workers of par, each
+// with its own packing space (sgemm.GemmWork: no pool, no allocation). One
+// team serves every kernel of a graph: the executor runs one op at a time.
+type gemmTeam struct {
+	par  parallel
+	work [][]float32 // per worker, allocated on first use
+}
+
+func newGemmTeam(par parallel) *gemmTeam { return &gemmTeam{par: par} }
+
+// gemmRowAlign keeps the row blocks of C whole tiles of every micro-kernel
+// (6 rows for AVX2, 12 for AVX-512, 4 for the portable one).
+const gemmRowAlign = 12
+
+// run computes C = alpha op(A) op(B) + beta C as sgemm.Gemm does; a nil
+// team runs sgemm.Gemm itself.
+func (t *gemmTeam) run(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if t == nil {
+		sgemm.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	workers := min(max(t.par.n, 1), (m+gemmRowAlign-1)/gemmRowAlign)
+	// Below this much work the hand-off costs more than it saves.
+	if int64(m)*int64(n)*int64(k) < 1<<16 {
+		workers = 1
+	}
+	if len(t.work) < workers {
+		t.work = append(t.work, make([][]float32, workers-len(t.work))...)
+	}
+	for w := range t.work[:workers] {
+		if len(t.work[w]) < sgemm.GemmWorkSize() {
+			t.work[w] = make([]float32, sgemm.GemmWorkSize())
+		}
+	}
+	blocks := (m + gemmRowAlign - 1) / gemmRowAlign
+	parallel{workers}.run(blocks, func(lo, hi, w int) {
+		i0, i1 := lo*gemmRowAlign, min(hi*gemmRowAlign, m)
+		if i0 >= i1 {
+			return
+		}
+		aoff := i0 * lda
+		if transA {
+			aoff = i0
+		}
+		sgemm.GemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+	})
 }
