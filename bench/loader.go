@@ -19,11 +19,7 @@ func LoadEngine(path string, maxBatch, threads int, prec engine.Precision) (*ser
 		return nil, err
 	}
 	if c, ok := configOf(m); ok {
-		cnn := model.CNNPaper
-		if c.StemCh != 16 {
-			cnn = model.CNNCPU
-		}
-		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, cnn, len(m.Cells), engine.PrecisionOf(m.Predictor))
+		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, c.CNNPreset(), len(m.Cells), engine.PrecisionOf(m.Predictor))
 	}
 	return m, nil
 }

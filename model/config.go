@@ -10,6 +10,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"rgcpred/rgc"
 )
 
 // Stem names.
@@ -44,8 +46,8 @@ type Config struct {
 	NumCells int    `json:"num_cells"` // rows of the cell embedding
 
 	// CNN encoder (section 2, "CNN encoder").
-	InRows      int `json:"in_rows"`      // 5: four LEDs + spike history
-	InBins      int `json:"in_bins"`      // 1024
+	InRows      int `json:"in_rows"`      // rgc.InputRows: four LEDs + spike history
+	InBins      int `json:"in_bins"`      // rgc.WindowBins
 	StemCh      int `json:"stem_ch"`      // channels of conv1 and conv2 (16)
 	StemKernel  int `json:"stem_kernel"`  // kernel length of conv1 and conv2 (21)
 	BlockMid    int `json:"block_mid"`    // bottleneck inner channels (128)
@@ -60,25 +62,22 @@ type Config struct {
 
 	// Output.
 	Mixtures int `json:"mixtures"` // logmix components (64)
-	Classes  int `json:"classes"`  // 81
+	Classes  int `json:"classes"`  // rgc.NumClasses
 }
 
 // NewConfig returns the configuration for a stem, head and CNN preset.
 func NewConfig(stem, head, cnn string, numCells int) (Config, error) {
 	c := Config{
 		Stem: stem, Head: head, NumCells: numCells,
-		InRows: 5, InBins: 1024,
+		InRows: rgc.InputRows, InBins: rgc.WindowBins,
 		StemKernel: 21, BlockKernel: 7, SEReduction: 4,
-		Heads: 4, Mixtures: 64, Classes: 81,
+		Heads: 4, Mixtures: 64, Classes: rgc.NumClasses,
 	}
-	switch cnn {
-	case CNNPaper:
-		c.StemCh, c.BlockMid, c.BlockOut = 16, 128, 64
-	case CNNCPU:
-		c.StemCh, c.BlockMid, c.BlockOut = 8, 32, 64
-	default:
+	p, ok := cnnPresets[cnn]
+	if !ok {
 		return Config{}, fmt.Errorf("unknown CNN preset %q (want %s or %s)", cnn, CNNPaper, CNNCPU)
 	}
+	c.StemCh, c.BlockMid, c.BlockOut = p.stemCh, p.blockMid, p.blockOut
 	switch stem {
 	case StemGPTA:
 		c.Layers, c.HeadDim = 2, 16
@@ -110,16 +109,38 @@ func ParseConfigName(name string, numCells int) (Config, error) {
 // "gpt-a-cat-cpu".
 func (c Config) Name() string {
 	n := c.Stem + "-" + c.Head
-	if c.StemCh == 8 && c.BlockMid == 32 {
+	if c.CNNPreset() == CNNCPU {
 		n += "-" + CNNCPU
 	}
 	return n
 }
 
+// cnnSizes are the channel counts that set a CNN preset apart.
+type cnnSizes struct{ stemCh, blockMid, blockOut int }
+
+// cnnPresets maps each CNN preset to its sizes.
+var cnnPresets = map[string]cnnSizes{
+	CNNPaper: {16, 128, 64},
+	CNNCPU:   {8, 32, 64},
+}
+
+// CNNPreset returns the name of the CNN preset whose sizes the
+// configuration has (CNNPaper or CNNCPU), or "custom" for other sizes (an
+// imported model).
+func (c Config) CNNPreset() string {
+	for name, p := range cnnPresets {
+		if p == (cnnSizes{c.StemCh, c.BlockMid, c.BlockOut}) {
+			return name
+		}
+	}
+	return "custom"
+}
+
 // Width is the transformer's model width (Heads x HeadDim).
 func (c Config) Width() int { return c.Heads * c.HeadDim }
 
-// Tokens is the number of tokens the encoder produces (64 for 1024 bins).
+// Tokens is the number of tokens the encoder produces (64 for a window of
+// rgc.WindowBins bins).
 func (c Config) Tokens() int {
 	n := c.InBins / 2 // conv1 stride 2
 	for _, s := range blockStrides {
@@ -170,8 +191,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: unknown head %q", c.Head)
 	case c.NumCells < 1:
 		return fmt.Errorf("config: num_cells %d < 1", c.NumCells)
-	case c.InRows != 5 || c.InBins != 1024 || c.Classes != 81:
-		return fmt.Errorf("config: input %dx%d with %d classes, want 5x1024 with 81", c.InRows, c.InBins, c.Classes)
+	case c.InRows != rgc.InputRows || c.InBins != rgc.WindowBins || c.Classes != rgc.NumClasses:
+		return fmt.Errorf("config: input %dx%d with %d classes, want %dx%d with %d",
+			c.InRows, c.InBins, c.Classes, rgc.InputRows, rgc.WindowBins, rgc.NumClasses)
 	case c.StemCh < 1 || c.BlockMid < 1 || c.BlockOut < 1 || c.StemKernel%2 != 1 || c.BlockKernel%2 != 1:
 		return fmt.Errorf("config: bad CNN sizes (channels %d/%d/%d, kernels %d/%d must be odd)", c.StemCh, c.BlockMid, c.BlockOut, c.StemKernel, c.BlockKernel)
 	case c.SEReduction < 1 || c.BlockOut%c.SEReduction != 0:

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+
+	"rgcpred/rgc"
 )
 
 // Output distributions of docs/model.md section 2.3 ("Heads"): the
@@ -23,9 +25,9 @@ const (
 	MaxLogSigma = 40.0
 )
 
-// numClasses is the model's number of classes (rgc.NumClasses; Config.Validate
-// insists on it).
-const numClasses = 81
+// numClasses is the model's number of classes (Config.Validate insists on
+// it).
+const numClasses = rgc.NumClasses
 
 // maxDistClasses bounds the number of classes so that the per-class
 // accumulators live on the stack.
@@ -231,9 +233,9 @@ func LogMixProbs(params []float32, mixtures int, out []float32) {
 
 // LogMixDensityNLL is the logmix training loss of one sample, the definition
 // the gorgonia training graph implements (and is tested against): for class
-// k < 80 the negative log density of the mixture at the class's midpoint
-// tau = k + 0.5 bins; for class 80 the negative log of the mass
-// P(tau > 80). The paper trains on the density; the
+// k < rgc.Horizon the negative log density of the mixture at the class's
+// midpoint tau = k + 0.5 bins; for class rgc.Horizon the negative log of the
+// mass P(tau > rgc.Horizon). The paper trains on the density; the
 // censored last class has no density, so its mass stands in (our choice).
 // Log sigmas are clamped as in LogMixProbs.
 func LogMixDensityNLL(params []float32, mixtures, class int) float64 {

@@ -277,7 +277,7 @@ func InferConfig(f *safetensors.File, heads int) (model.Config, error) {
 	if s, err = shape("head.weight", 2); err != nil {
 		return c, err
 	}
-	c.InBins, c.Classes = 1024, 81
+	c.InBins, c.Classes = rgc.WindowBins, rgc.NumClasses
 	switch {
 	case s[0] == c.Classes:
 		c.Head = model.HeadCat
