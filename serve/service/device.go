@@ -59,6 +59,10 @@ type device struct {
 	// lastFrame is the arrival time (Unix ns) of the last frames message
 	// the core accepted, 0 before the first.
 	lastFrame atomic.Int64
+	// handling is when (Unix ns) the processor began the message it is
+	// handling, 0 between messages: a hot-standby holder renews its lease
+	// only while no message takes too long (progressing).
+	handling atomic.Int64
 	// What the status reply reports, written by the processor.
 	epoch    atomic.Uint32
 	first    atomic.Int64
@@ -345,6 +349,8 @@ func (d *device) process() {
 }
 
 func (d *device) handle(it item) {
+	d.handling.Store(time.Now().UnixNano())
+	defer d.handling.Store(0)
 	d.dequeued(it)
 	d.standbySeen(it.m)
 	defer func() {

@@ -299,7 +299,22 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		}
 		return true
 	}
+	// A processor inside one message for half the TTL has stalled (a hung
+	// model call): the holder stops renewing, and a standby takes over.
+	progressing := func() bool {
+		now := time.Now().UnixNano()
+		for _, d := range s.devices {
+			if t := d.handling.Load(); t != 0 && now-t > int64(cfg.TTL/2) {
+				return false
+			}
+		}
+		return true
+	}
+	recreate := func(ctx context.Context) (jetstream.KeyValue, error) {
+		return standby.LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
+	}
 	lease, err := standby.NewLease(standby.LeaseConfig{KV: kv, Key: cfg.Group, Holder: cfg.ID, TTL: cfg.TTL, Eligible: eligible,
+		Healthy: progressing, Recreate: recreate,
 		OnGain: func() {
 			for _, d := range s.devices {
 				if err := d.sb.gate.Gain(); err != nil {
@@ -368,7 +383,7 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); d.catchUp(lctx, nc, kv, cfg.Group, cfg.TTL, cfg.SyncEvery) }()
+		go func() { defer wg.Done(); d.catchUp(lctx, nc, lease, cfg.Group, cfg.TTL, cfg.SyncEvery) }()
 	}
 	s.log.Info().Str("group", cfg.Group).Str("id", cfg.ID).Dur("ttl", cfg.TTL).Bool("catching_up", late).Msg("hot standby enabled")
 	var once sync.Once
@@ -386,7 +401,7 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 // processor has restored one. When the lease stays free for two TTLs (the
 // holder died and no synced standby took over), nobody can answer: the
 // instance goes on from its own state, and says so.
-func (d *device) catchUp(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, group string, ttl, period time.Duration) {
+func (d *device) catchUp(ctx context.Context, nc *nats.Conn, lease *standby.Lease, group string, ttl, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var free time.Time
@@ -400,7 +415,7 @@ func (d *device) catchUp(ctx context.Context, nc *nats.Conn, kv jetstream.KeyVal
 			case d.raw <- &nats.Msg{Subject: d.sb.applySubj, Data: m.Data}:
 			default:
 			}
-		} else if _, gerr := kv.Get(gctx, group); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+		} else if _, gerr := lease.KV().Get(gctx, group); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
 			if free.IsZero() {
 				free = time.Now()
 			}

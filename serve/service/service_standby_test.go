@@ -466,3 +466,59 @@ func TestJetStreamFeaturesNeedJetStream(t *testing.T) {
 		}
 	}
 }
+
+// TestStandbyWedgedHolder: the holder's model call hangs mid-stream; the
+// holder stops renewing its lease, the standby takes over, and the device
+// receives every decision once. When the call returns, the old holder
+// finds the lease taken and stays a standby.
+func TestStandbyWedgedHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a lease TTL")
+	}
+	f := getFixtureStagger(t, true)
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	e := &env{srv: srv, url: srv.ClientURL()}
+	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
+	hung := fakepred.NewGate(fakepred.New(f.ids))
+	acfg := cfg
+	acfg.Load = func(string, int) (*Model, error) { return &Model{Predictor: hung, Cells: f.ids, Name: "fake"}, nil }
+	a := startReplica(t, e.url, acfg, "a")
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hung.Release) }) }) // before a stops
+	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	b := startReplica(t, e.url, cfg, "b")
+	waitUntil(t, "b synced", func() bool { return b.s.devices[0].sb.synced.Load() })
+	p := newPublisher(t, e, "dev0")
+	c := collectAll(t, p)
+	n := (f.hi - f.lo + 15) / 16
+	publishSplit(t, f, p, 16, func(i int) {
+		if i == n/2 {
+			hung.Armed.Store(true)
+		}
+	})
+	<-hung.Entered
+	waitUntil(t, "b holds the lease", func() bool { st, _ := b.s.StandbyStatus(); return st.Held })
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	release.Do(func() { close(hung.Release) })
+	waitUntil(t, "a knows it lost the lease", func() bool { st, _ := a.s.StandbyStatus(); return !st.Held && st.Holder == "b" })
+	time.Sleep(500 * time.Millisecond) // a's late decisions, if it published any, arrive by now
+	type key struct {
+		cell int32
+		end  int64
+	}
+	seen := map[key]bool{}
+	for _, d := range c.Decisions() {
+		k := key{d.Cell, d.End}
+		if seen[k] {
+			t.Fatalf("decision of cell %d at %d received twice", k.cell, k.end)
+		}
+		seen[k] = true
+	}
+	if st, _ := b.s.StandbyStatus(); !st.Held {
+		t.Fatalf("b's lease status %+v after a recovered, want held", st)
+	}
+}

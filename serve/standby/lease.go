@@ -89,6 +89,15 @@ type LeaseConfig struct {
 	// take the lease (a standby that has not caught up with the holder's
 	// state must not take over); a held lease is renewed regardless.
 	Eligible func() bool
+	// Healthy, if not nil, must report true for the holder to renew: a
+	// holder whose work stalled (a hung model call) lets its holding run
+	// out, so that a standby takes over.
+	Healthy func() bool
+	// Recreate, if not nil, opens the lease bucket anew (LeaseBucket). Run
+	// calls it when the bucket has not answered for TTL (deleted, or lost
+	// with a JetStream server's storage), at most once per TTL, so that a
+	// lost bucket does not leave the group without a holder for good.
+	Recreate func(ctx context.Context) (jetstream.KeyValue, error)
 	// OnGain is called (from Run's goroutine) when this instance becomes
 	// the holder; OnLoss when it stops being the holder. Either may be nil.
 	OnGain, OnLoss func()
@@ -128,6 +137,7 @@ type Lease struct {
 	inc   string
 
 	mu     sync.Mutex
+	kv     jetstream.KeyValue
 	held   bool
 	rev    uint64
 	until  time.Time // end of the holding by this instance's clock
@@ -167,7 +177,15 @@ func NewLease(cfg LeaseConfig) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("standby: lease value: %w", err)
 	}
-	return &Lease{cfg: cfg, value: v, inc: inc}, nil
+	return &Lease{cfg: cfg, value: v, inc: inc, kv: cfg.KV}, nil
+}
+
+// KV returns the lease bucket in use (LeaseConfig.KV, or the one Recreate
+// opened last).
+func (l *Lease) KV() jetstream.KeyValue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.kv
 }
 
 // Incarnation returns the random id of this Lease, stored in its entry
@@ -230,9 +248,9 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 		return err == nil, err
 	}
 	start := time.Now()
-	rev, err := l.cfg.KV.Create(ctx, l.cfg.Key, l.value)
+	rev, err := l.KV().Create(ctx, l.cfg.Key, l.value)
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		e, gerr := l.cfg.KV.Get(ctx, l.cfg.Key)
+		e, gerr := l.KV().Get(ctx, l.cfg.Key)
 		if gerr != nil {
 			if errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
 				return false, nil // gone meanwhile: the next try may take it
@@ -263,7 +281,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 		// that has not been renewed for TTL: its holding has run out by its
 		// own clock. The update is checked against the revision seen, so a
 		// renewal that lands first wins.
-		rev, err = l.cfg.KV.Update(ctx, l.cfg.Key, l.value, e.Revision())
+		rev, err = l.KV().Update(ctx, l.cfg.Key, l.value, e.Revision())
 	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -297,14 +315,21 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, ErrLost)
 	}
 	start := time.Now()
-	nrev, err := l.cfg.KV.Update(ctx, l.cfg.Key, l.value, rev)
+	nrev, err := l.KV().Update(ctx, l.cfg.Key, l.value, rev)
 	switch {
 	case err == nil:
 		l.mu.Lock()
+		lapsed := false
 		if l.held && l.rev == rev {
+			lapsed = !start.Before(l.until)
 			l.rev, l.until = nrev, start.Add(l.cfg.TTL-l.cfg.Margin)
 		}
 		l.mu.Unlock()
+		if lapsed && l.cfg.OnGain != nil {
+			// The holding had run out (messages were kept meanwhile) and
+			// nobody took the lease: holding again, as at a takeover.
+			l.cfg.OnGain()
+		}
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
 		errors.Is(err, jetstream.ErrKeyExists):
@@ -343,7 +368,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.lose()
-	if err := l.cfg.KV.Delete(ctx, l.cfg.Key, jetstream.LastRevision(rev)); err != nil {
+	if err := l.KV().Delete(ctx, l.cfg.Key, jetstream.LastRevision(rev)); err != nil {
 		return fmt.Errorf("standby: release lease %s: %w", l.cfg.Key, err)
 	}
 	return nil
@@ -351,8 +376,10 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // Run keeps the lease until ctx ends: a standby tries to take it every
 // Retry, the holder renews it every Renew (retrying every Retry after a
-// failure). On return it releases the lease if it holds it. Errors other
-// than losing the lease go to onErr (may be nil) and do not stop Run.
+// failure); a bucket that has not answered for TTL is recreated
+// (LeaseConfig.Recreate). On return it releases the lease if it holds it.
+// Errors other than losing the lease go to onErr (may be nil) and do not
+// stop Run.
 func (l *Lease) Run(ctx context.Context, onErr func(error)) {
 	report := func(err error) {
 		if err != nil && onErr != nil && ctx.Err() == nil {
@@ -361,6 +388,7 @@ func (l *Lease) Run(ctx context.Context, onErr func(error)) {
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	answered, recreated := time.Now(), time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -374,20 +402,50 @@ func (l *Lease) Run(ctx context.Context, onErr func(error)) {
 		held := l.held
 		l.mu.Unlock()
 		next := l.cfg.Retry
+		var err error
+		if held && l.cfg.Healthy != nil && !l.cfg.Healthy() {
+			report(fmt.Errorf("standby: lease %s: not renewed: this instance's work stalled", l.cfg.Key))
+			t.Reset(l.cfg.Retry)
+			continue
+		}
 		if held {
-			err := l.Renew(ctx)
-			if err == nil {
+			if err = l.Renew(ctx); err == nil {
 				next = l.cfg.Renew
-			} else if !errors.Is(err, ErrLost) {
+			} else if errors.Is(err, ErrLost) {
+				err = nil // the bucket answered
+			} else {
 				report(err)
 			}
 		} else if l.cfg.Eligible == nil || l.cfg.Eligible() {
-			ok, err := l.TryAcquire(ctx)
+			var ok bool
+			ok, err = l.TryAcquire(ctx)
 			report(err)
 			if ok {
 				next = l.cfg.Renew
 			}
 		}
+		now := time.Now()
+		if err == nil {
+			answered = now
+		} else if l.cfg.Recreate != nil && now.Sub(answered) > l.cfg.TTL && now.Sub(recreated) > l.cfg.TTL {
+			recreated = now
+			l.recreate(ctx, report)
+		}
 		t.Reset(next)
 	}
+}
+
+// recreate opens the lease bucket anew after it stopped answering.
+func (l *Lease) recreate(ctx context.Context, report func(error)) {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.TTL)
+	defer cancel()
+	kv, err := l.cfg.Recreate(rctx)
+	if err != nil {
+		report(fmt.Errorf("standby: lease %s: the bucket did not answer for %v, recreating it: %w", l.cfg.Key, l.cfg.TTL, err))
+		return
+	}
+	l.mu.Lock()
+	l.kv = kv
+	l.mu.Unlock()
+	report(fmt.Errorf("standby: lease %s: the bucket did not answer for %v: opened it anew", l.cfg.Key, l.cfg.TTL))
 }

@@ -403,3 +403,47 @@ func TestLeaseTakeoverClockAfterAnswer(t *testing.T) {
 		t.Fatal("a lost the lease it renewed")
 	}
 }
+
+// TestLeaseBucketRecreated: the lease bucket is deleted while a holds the
+// lease and b waits; the instances open it anew after a TTL without an
+// answer, and one of them holds the lease again.
+func TestLeaseBucketRecreated(t *testing.T) {
+	s := jsServer(t)
+	nc, kv := bucket(t, s, testTTL)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 500 * time.Millisecond
+	recreate := func(ctx context.Context) (jetstream.KeyValue, error) { return LeaseBucket(ctx, js, "leases", ttl) }
+	a := lease(t, kv, "a", LeaseConfig{TTL: ttl, Recreate: recreate})
+	b := lease(t, kv, "b", LeaseConfig{TTL: ttl, Recreate: recreate})
+	ctx, cancel := context.WithCancel(context.Background())
+	var errs atomic.Int32
+	var done [2]chan struct{}
+	for i, l := range []*Lease{a, b} {
+		done[i] = make(chan struct{})
+		go func() { l.Run(ctx, func(error) { errs.Add(1) }); close(done[i]) }()
+	}
+	defer func() { cancel(); <-done[0]; <-done[1] }()
+	waitFor(t, "a or b holds", func() bool { return a.Held() || b.Held() })
+	if err := js.DeleteKeyValue(ctxT(t), "leases"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "neither holds the lost lease", func() bool { return !a.Held() && !b.Held() })
+	waitFor(t, "a holder in the recreated bucket", func() bool {
+		kv, err := js.KeyValue(ctxT(t), "leases")
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(ctxT(t), "group")
+		if err != nil {
+			return false
+		}
+		h, err := HolderOf(e.Value())
+		return err == nil && (h == "a" && a.Held() || h == "b" && b.Held())
+	})
+	if errs.Load() == 0 {
+		t.Fatal("the lost bucket was not reported")
+	}
+}
