@@ -35,6 +35,39 @@ type Difference struct {
 	Ties    int `json:"tied_cells"`
 	// LowerIsBetter says which sign favours A: negative when true.
 	LowerIsBetter bool `json:"lower_is_better"`
+	// Seeds, when the models have several training seeds, spreads the
+	// comparison over them; nil otherwise.
+	Seeds *SeedSpread `json:"seeds,omitempty"`
+}
+
+// SeedSpread is how a paired comparison of seed-averaged scores varies
+// over the training seeds: each seed's own paired IQM over cells (seed k of
+// A against seed k of B, or against B itself when B has no seeds).
+type SeedSpread struct {
+	// IQMs are the seeds' own paired IQMs, in seed order; Min and Max
+	// their range.
+	IQMs []float64 `json:"iqms"`
+	Min  float64   `json:"min"`
+	Max  float64   `json:"max"`
+	// Agree counts the seeds whose paired IQM has the sign of the
+	// seed-averaged IQM (0 counts as agreeing with 0).
+	Agree int `json:"agree"`
+}
+
+// Spread fills d.Seeds from the seeds' own comparisons, one per seed, of
+// the same metric.
+func (d *Difference) Spread(perSeed []float64) {
+	if len(perSeed) == 0 {
+		return
+	}
+	s := &SeedSpread{IQMs: perSeed, Min: perSeed[0], Max: perSeed[0]}
+	for _, v := range perSeed {
+		s.Min, s.Max = min(s.Min, v), max(s.Max, v)
+		if (v > 0) == (d.IQM > 0) && (v < 0) == (d.IQM < 0) {
+			s.Agree++
+		}
+	}
+	d.Seeds = s
 }
 
 // Compare summarises the per-cell differences A - B of every metric
@@ -80,18 +113,34 @@ func PrintComparisons(w io.Writer, cs []Comparison) {
 	if len(cs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
+	seeds := false
+	for _, c := range cs {
+		for _, d := range c.Metrics {
+			seeds = seeds || d.Seeds != nil
+		}
+	}
+	colW := 34
+	if seeds {
+		fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better;\nwith seeds: {lowest, highest} of the seeds' own paired IQMs, seeds agreeing in sign")
+		colW = 64
+	} else {
+		fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
+	}
 	nameW := len("comparison")
 	for _, c := range cs {
 		nameW = max(nameW, len(c.Name))
 	}
-	fmt.Fprintf(w, "%-*s  %-34s  %-34s  %-34s  %s\n", nameW, "comparison", "NLL", "Van Rossum", "Schreiber", "Pearson")
+	fmt.Fprintf(w, "%-*s  %-*s  %-*s  %-*s  %s\n", nameW, "comparison", colW, "NLL", colW, "Van Rossum", colW, "Schreiber", "Pearson")
 	for _, c := range cs {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-*s", nameW, c.Name)
 		for _, metric := range MetricNames {
 			d := c.Metrics[metric]
-			fmt.Fprintf(&b, "  %-34s", fmt.Sprintf("%+.4f [%+.4f, %+.4f] %d/%d", d.IQM, d.Lo, d.Hi, d.ABetter, d.N))
+			cell := fmt.Sprintf("%+.4f [%+.4f, %+.4f] %d/%d", d.IQM, d.Lo, d.Hi, d.ABetter, d.N)
+			if d.Seeds != nil {
+				cell += fmt.Sprintf(" {%+.4f, %+.4f} %d/%d", d.Seeds.Min, d.Seeds.Max, d.Seeds.Agree, len(d.Seeds.IQMs))
+			}
+			fmt.Fprintf(&b, "  %-*s", colW, cell)
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}

@@ -93,6 +93,9 @@ type Row struct {
 	Summary map[string]rollout.Summary
 	// Lead and Trail are the values of the table's extra columns.
 	Lead, Trail []string
+	// SeedRange, if set, gives per metric the lowest and highest of the
+	// training seeds' own IQMs, printed after the interval as {min, max}.
+	SeedRange map[string][2]float64
 }
 
 // WriteTable prints t.
@@ -116,7 +119,13 @@ func WriteTable(w io.Writer, t *Table) {
 	for _, h := range t.Lead {
 		fmt.Fprintf(&b, "  %5s", h)
 	}
-	fmt.Fprintf(&b, "  %5s  %-26s  %-26s  %-26s  %-26s", "cells", "NLL (nats)", "Van Rossum", "Schreiber", "Pearson")
+	colW := 26
+	for _, r := range t.Rows {
+		if r.SeedRange != nil {
+			colW = 46
+		}
+	}
+	fmt.Fprintf(&b, "  %5s  %-*s  %-*s  %-*s  %-*s", "cells", colW, "NLL (nats)", colW, "Van Rossum", colW, "Schreiber", colW, "Pearson")
 	for _, h := range t.Trail {
 		fmt.Fprintf(&b, "  %s", h)
 	}
@@ -133,7 +142,10 @@ func WriteTable(w io.Writer, t *Table) {
 			if s, ok := r.Summary[name]; ok {
 				cell = fmt.Sprintf("%.4f [%.4f, %.4f]", s.IQM, s.Lo, s.Hi)
 			}
-			fmt.Fprintf(&b, "  %-26s", cell)
+			if rg, ok := r.SeedRange[name]; ok {
+				cell += fmt.Sprintf(" {%.4f, %.4f}", rg[0], rg[1])
+			}
+			fmt.Fprintf(&b, "  %-*s", colW, cell)
 		}
 		for _, v := range r.Trail {
 			fmt.Fprintf(&b, "  %s", v)

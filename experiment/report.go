@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
-	"rgcpred/evaluation"
 	"strings"
 	"time"
 
+	"rgcpred/evaluation"
 	"rgcpred/model"
 	"rgcpred/rollout"
 )
@@ -51,6 +52,9 @@ type ModelReport struct {
 	Cells []evaluation.CellScores `json:"cells"`
 	// Runs are a configuration's runs, one per seed.
 	Runs []RunReport `json:"runs,omitempty"`
+	// SeedRange gives per metric the lowest and highest of the runs' own
+	// IQMs over cells (a configuration only).
+	SeedRange map[string][2]float64 `json:"seed_range,omitempty"`
 	// Samples, TrainSeconds, WallSeconds and EvalSeconds sum over the runs
 	// (a baseline: its evaluation time).
 	Samples      int64   `json:"samples,omitempty"`
@@ -122,6 +126,7 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 		if m.Summary, err = evaluation.Summarise(m.Cells, x.evs.Resamples, x.evs.Seed); err != nil {
 			return nil, fmt.Errorf("configuration %s: %w", c, err)
 		}
+		m.SeedRange = seedRange(m.Runs)
 		res.Models = append(res.Models, m)
 	}
 	for _, ev := range base {
@@ -235,7 +240,30 @@ func comparisons(configs []string, models []ModelReport, extra []string) ([]pair
 	return out, nil
 }
 
-// compare computes a paired comparison.
+// seedRange returns per metric the lowest and highest of the runs' own
+// IQMs.
+func seedRange(runs []RunReport) map[string][2]float64 {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := map[string][2]float64{}
+	for _, metric := range evaluation.MetricNames {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, r := range runs {
+			if s, ok := r.Summary[metric]; ok {
+				lo, hi = min(lo, s.IQM), max(hi, s.IQM)
+			}
+		}
+		if lo <= hi {
+			out[metric] = [2]float64{lo, hi}
+		}
+	}
+	return out
+}
+
+// compare computes a paired comparison of the seed-averaged scores and,
+// when either model has seeds, spreads it over them: seed k of A against
+// seed k of B (or B itself, a baseline), each seed's own paired IQM.
 func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluation.Comparison, error) {
 	find := func(n string) *ModelReport {
 		for i := range models {
@@ -249,13 +277,42 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluat
 	if a == nil || b == nil {
 		return nil, fmt.Errorf("comparison %s: unknown model", p.name)
 	}
-	return evaluation.Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
+	c, err := evaluation.Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
+	if err != nil {
+		return nil, err
+	}
+	n := max(len(a.Runs), len(b.Runs))
+	if n == 0 {
+		return c, nil
+	}
+	cells := func(m *ModelReport, k int) []evaluation.CellScores {
+		if len(m.Runs) == 0 {
+			return m.Cells
+		}
+		return m.Runs[min(k, len(m.Runs)-1)].Cells
+	}
+	perSeed := map[string][]float64{}
+	for k := range n {
+		ck, err := evaluation.Compare(p.name, p.a, p.b, cells(a, k), cells(b, k), resamples, seed)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d: %w", k+1, err)
+		}
+		for metric, d := range ck.Metrics {
+			perSeed[metric] = append(perSeed[metric], d.IQM)
+		}
+	}
+	for metric, d := range c.Metrics {
+		d.Spread(perSeed[metric])
+		c.Metrics[metric] = d
+	}
+	return c, nil
 }
 
 // PrintTable prints the results as an evaluation.Table (one row per
 // model: the seeds, IQM [95% CI] of each metric over cells with the seeds
-// averaged per cell, the training time per run), then the paired
-// differences.
+// averaged per cell and the range of the seeds' own IQMs, the training
+// time per run), then the paired differences with their spread over the
+// seeds.
 func PrintTable(w io.Writer, r *Results) {
 	t := &evaluation.Table{Scoring: r.Scoring, Clauses: []string{"budget per run " + r.Budget},
 		Note: "per-cell scores averaged over seeds", Lead: []string{"seeds"}, Trail: []string{"train/run"}}
@@ -266,7 +323,7 @@ func PrintTable(w io.Writer, r *Results) {
 			train = seconds(m.TrainSeconds / float64(len(m.Runs)))
 		}
 		t.Rows = append(t.Rows, evaluation.Row{Name: m.Name, Cells: len(m.Cells), Summary: m.Summary,
-			Lead: []string{seeds}, Trail: []string{train}})
+			Lead: []string{seeds}, Trail: []string{train}, SeedRange: m.SeedRange})
 	}
 	evaluation.WriteTable(w, t)
 	evaluation.PrintComparisons(w, r.Comparisons)
