@@ -67,6 +67,10 @@ type deviceStandby struct {
 	// start, or restored the holder's state). Only a synced instance
 	// publishes, answers state requests or may take the lease.
 	synced atomic.Bool
+	// replaying: the processor replays the retained messages after a
+	// restore; their decisions go through the gate although the instance
+	// is not synced yet (processor goroutine only).
+	replaying bool
 	// retained holds the frames and control messages processed before the
 	// instance synced, replayed after the state they follow (processor
 	// goroutine only).
@@ -88,7 +92,7 @@ func (d *device) publish(subject string, t int64, b []byte) error {
 	if !d.sb.on {
 		return d.nc.Publish(subject, b)
 	}
-	if !d.sb.synced.Load() {
+	if !d.sb.synced.Load() && !d.sb.replaying {
 		return nil
 	}
 	g := d.sb.gate
@@ -100,7 +104,7 @@ func (d *device) publishEvent(epoch uint32, b []byte) error {
 	if !d.sb.on {
 		return d.nc.Publish(d.eventSubj, b)
 	}
-	if !d.sb.synced.Load() {
+	if !d.sb.synced.Load() && !d.sb.replaying {
 		return nil
 	}
 	g := d.sb.gate
@@ -149,7 +153,7 @@ func (d *device) standbyMsg(m *nats.Msg) {
 			d.s.limiter.warn(&d.s.log, d.name+"/standby", 1, "holder's state not usable yet: "+err.Error(), devField(d.name))
 			return
 		}
-		d.sb.synced.Store(true)
+		d.sb.synced.Store(true) // only once the replay completed
 		d.sb.restores.Add(1)
 		d.s.log.Info().Str("device", d.name).Int64("last_seq", d.core.LastSeq()).Uint32("epoch", d.core.Epoch()).
 			Msg("standby: caught up with the holder's state")
@@ -158,10 +162,12 @@ func (d *device) standbyMsg(m *nats.Msg) {
 
 // restore replaces the core's state by the holder's and replays the
 // retained messages that followed it. The state lies between two frames
-// messages: the retained frames after it are replayed; a control message
-// retained next to that point may or may not be in the state, so the state
-// is refused and a later one awaited.
-func (d *device) restore(data []byte) error {
+// messages: the retained frames after it are replayed (frames within the
+// state skipped); a control message retained next to that point may or
+// may not be in the state, so the state is refused and a later one
+// awaited. A replay that fails (a panic in the core) is an error: the
+// instance stays unsynced and takes the next state.
+func (d *device) restore(data []byte) (err error) {
 	var snap daemon.Snapshot
 	if err := json.Unmarshal(data, &snap); err != nil {
 		return fmt.Errorf("decode: %w", err)
@@ -200,7 +206,13 @@ func (d *device) restore(data []byte) error {
 		return err
 	}
 	d.sb.gate.ResetPos()
-	d.sb.synced.Store(true) // the replayed decisions go through the gate
+	d.sb.replaying = true // the replayed decisions go through the gate
+	defer func() {
+		d.sb.replaying = false
+		if r := recover(); r != nil {
+			err = fmt.Errorf("replay of the retained messages failed: %v", r)
+		}
+	}()
 	var f stream.Frames
 	var c stream.Control
 	for _, m := range d.sb.retained[after:] {
@@ -209,8 +221,12 @@ func (d *device) restore(data []byte) error {
 			if err := stream.DecodeFrames(m.Data, &f); err != nil {
 				continue
 			}
-			if f.FirstSeq <= last {
-				f.Frames = f.Frames[last+1-f.FirstSeq:]
+			if snap.Started && f.FirstSeq <= last {
+				within := last + 1 - f.FirstSeq
+				if within >= int64(len(f.Frames)) {
+					continue // every frame within the state (resent)
+				}
+				f.Frames = f.Frames[within:]
 				f.FirstSeq = last + 1
 			}
 			d.core.Frames(&f, 0)

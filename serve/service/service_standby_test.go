@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -520,5 +521,75 @@ func TestStandbyWedgedHolder(t *testing.T) {
 	}
 	if st, _ := b.s.StandbyStatus(); !st.Held {
 		t.Fatalf("b's lease status %+v after a recovered, want held", st)
+	}
+}
+
+// TestStandbyRestoreReplay: a standby restores the holder's state and
+// replays the frames it retained past it, skipping what the state already
+// holds, including a resent message wholly within it; it ends with the
+// holder's state and marks itself synced only after the replay.
+func TestStandbyRestoreReplay(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+		Log: zerolog.New(io.Discard)}
+	newDev := func() *device {
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.devices[0]
+	}
+	must := func(b []byte, err error) []byte {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	lo := f.lo
+	cases := []struct {
+		name   string
+		frames [][2]int // retained frames messages [from, to) relative to lo; the state ends at frame 15
+	}{
+		{"in order", [][2]int{{0, 8}, {8, 16}, {16, 24}, {24, 32}}},
+		{"straddling the state", [][2]int{{0, 12}, {12, 20}, {20, 32}}},
+		{"a short message resent within the state", [][2]int{{0, 8}, {8, 16}, {16, 24}, {2, 6}, {24, 32}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			holder, sb := newDev(), newDev()
+			g, err := standby.NewGate(func(string, standby.Pos, []byte) error { return nil }, func() bool { return false }, 1<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.sb.on, sb.sb.gate = true, g
+			sb.sb.snapSubj, sb.sb.applySubj = "rgcpred.standby.g.dev0.state", "rgcpred.standby.g.dev0.state.apply"
+			hist := &stream.Control{Op: stream.OpHistory, Histories: f.histories()}
+			holder.core.Control(hist)
+			sb.sb.retained = append(sb.sb.retained, &nats.Msg{Subject: sb.ctlSubj, Data: must(stream.AppendControl(nil, hist))})
+			for _, fr := range c.frames {
+				sb.sb.retained = append(sb.sb.retained, &nats.Msg{Subject: sb.stimSubj, Data: must(stream.AppendFrames(nil, f.frames(lo+fr[0], lo+fr[1])))})
+			}
+			holder.core.Frames(f.frames(lo, lo+16), 0)
+			snap, err := json.Marshal(holder.core.Snapshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			holder.core.Frames(f.frames(lo+16, lo+32), 0)
+			sb.standbyMsg(&nats.Msg{Subject: sb.sb.applySubj, Data: snap})
+			if !sb.sb.synced.Load() {
+				t.Fatal("not synced after the restore")
+			}
+			if got, want := sb.core.LastSeq(), holder.core.LastSeq(); got != want {
+				t.Fatalf("last seq %d after the replay, want the holder's %d", got, want)
+			}
+			a, _ := json.Marshal(sb.core.Snapshot())
+			b, _ := json.Marshal(holder.core.Snapshot())
+			if string(a) != string(b) {
+				t.Fatal("state after the replay differs from the holder's")
+			}
+			if sb.sb.replaying {
+				t.Fatal("still replaying")
+			}
+		})
 	}
 }
