@@ -20,6 +20,7 @@ type item struct {
 	at     time.Time
 	frames int64 // frames the message announces (0 for control)
 	ctl    bool  // a control message (its own budget)
+	state  bool  // a hot-standby state request or received state (their own budget)
 }
 
 // Queue limits of a device besides Config.QueueLen and Config.QueueBytes.
@@ -208,7 +209,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		s:          s,
 		name:       name,
 		raw:        make(chan *nats.Msg, rawLen),
-		work:       make(chan item, s.cfg.QueueLen+ctlQueueLen),
+		work:       make(chan item, s.cfg.QueueLen+ctlQueueLen+stateQueueLen),
 		stop:       make(chan struct{}),
 		stimSubj:   stream.StimSubject(name),
 		ctlSubj:    stream.ControlSubject(name),
@@ -296,7 +297,12 @@ func (d *device) enqueue(m *nats.Msg) {
 		d.queuedMsgs.Add(1)
 		d.queuedBytes.Add(size)
 		d.queuedFrames.Add(it.frames)
-	case d.ctlSubj, d.sb.snapSubj, d.sb.applySubj:
+	case d.sb.snapSubj, d.sb.applySubj:
+		if size > stream.MaxPayload || !d.stateAdmit(m) {
+			return
+		}
+		it.state = true
+	case d.ctlSubj:
 		if size > stream.MaxPayload {
 			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
 			return
@@ -318,6 +324,10 @@ func (d *device) enqueue(m *nats.Msg) {
 // dequeued releases a message's share of the queue budgets.
 func (d *device) dequeued(it item) {
 	size := int64(len(it.m.Data))
+	if it.state {
+		d.stateDone(it.m)
+		return
+	}
 	if it.ctl {
 		d.queuedCtl.Add(-1)
 		d.queuedCtlBytes.Add(-size)

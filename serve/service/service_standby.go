@@ -51,9 +51,22 @@ type StandbyConfig struct {
 // DefaultStandbyBucket is StandbyConfig.Bucket's default.
 const DefaultStandbyBucket = "rgcpred_standby"
 
-// maxRetained bounds the messages a joining standby keeps to replay after
-// restoring the holder's state.
-const maxRetained = 1 << 16
+// Bounds of a joining standby's retained messages, kept to replay after
+// restoring the holder's state: the oldest go first (the state the standby
+// awaits is recent).
+const (
+	maxRetained      = 1 << 16
+	maxRetainedBytes = 64 << 20
+)
+
+// The state requests and received states of a device wait on their own
+// budget, never the device's control budget: one of each at a time, and a
+// synced instance answers at most one request per stateEvery (a snapshot
+// costs the processor far more than a frame).
+const (
+	stateQueueLen = 2
+	stateEvery    = 20 * time.Millisecond
+)
 
 // deviceStandby is a device's hot-standby state; its zero value is
 // standby off.
@@ -74,8 +87,13 @@ type deviceStandby struct {
 	// retained holds the frames and control messages processed before the
 	// instance synced, replayed after the state they follow (processor
 	// goroutine only).
-	retained []*nats.Msg
-	restores atomic.Uint64
+	retained      []*nats.Msg
+	retainedBytes int
+	// A state request and a received state waiting for the processor;
+	// when the last request was admitted (Unix ns).
+	requestQueued, applyQueued atomic.Bool
+	lastRequest                atomic.Int64
+	restores                   atomic.Uint64
 	state    *standbyState
 }
 
@@ -118,16 +136,48 @@ func (d *device) standbySeen(m *nats.Msg) {
 		return
 	}
 	if d.sb.synced.Load() {
-		d.sb.retained = nil // synced without a restore: nothing to replay
+		d.sb.retained, d.sb.retainedBytes = nil, 0 // synced without a restore: nothing to replay
 		return
 	}
 	if m.Subject != d.stimSubj && m.Subject != d.ctlSubj {
 		return
 	}
-	if len(d.sb.retained) == maxRetained {
+	for len(d.sb.retained) > 0 && (len(d.sb.retained) == maxRetained || d.sb.retainedBytes+len(m.Data) > maxRetainedBytes) {
+		d.sb.retainedBytes -= len(d.sb.retained[0].Data)
+		d.sb.retained[0] = nil
 		d.sb.retained = d.sb.retained[1:]
 	}
 	d.sb.retained = append(d.sb.retained, m)
+	d.sb.retainedBytes += len(m.Data)
+}
+
+// stateAdmit reports whether a state request or a received state may wait
+// for the processor (reader goroutine): requests only on a synced instance
+// (an unsynced one has no state to give), within the rate; one of each at
+// a time. Requests refused for the rate are counted.
+func (d *device) stateAdmit(m *nats.Msg) bool {
+	if m.Subject == d.sb.applySubj {
+		return d.sb.applyQueued.CompareAndSwap(false, true) // else the next try brings another
+	}
+	if !d.sb.synced.Load() || m.Reply == "" {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if now-d.sb.lastRequest.Load() < int64(stateEvery) || !d.sb.requestQueued.CompareAndSwap(false, true) {
+		d.reject("state_request_limited", 1, "a standby's state request refused: one answered per "+stateEvery.String())
+		return false
+	}
+	d.sb.lastRequest.Store(now)
+	return true
+}
+
+// stateDone releases a state message's place in its budget.
+func (d *device) stateDone(m *nats.Msg) {
+	if m.Subject == d.sb.applySubj {
+		d.sb.applyQueued.Store(false)
+	} else {
+		d.sb.requestQueued.Store(false)
+	}
 }
 
 // standbyMsg handles a state request or a received state (processor
@@ -236,7 +286,7 @@ func (d *device) restore(data []byte) (err error) {
 			}
 		}
 	}
-	d.sb.retained = nil
+	d.sb.retained, d.sb.retainedBytes = nil, 0
 	d.last.Store(d.core.LastSeq())
 	d.epoch.Store(d.core.Epoch())
 	d.first.Store(d.core.First())

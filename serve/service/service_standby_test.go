@@ -593,3 +593,70 @@ func TestStandbyRestoreReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbyStateBudget: a joining standby's retained messages are bounded
+// by bytes, the newest kept; state requests wait on their own budget (a
+// full control queue does not refuse them), only a synced instance takes
+// them, one per stateEvery.
+func TestStandbyStateBudget(t *testing.T) {
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.devices[0]
+	d.sb.on = true
+	d.sb.snapSubj, d.sb.applySubj = "rgcpred.standby.g.dev0.state", "rgcpred.standby.g.dev0.state.apply"
+
+	big := make([]byte, 1<<20)
+	for i := range maxRetainedBytes>>20 + 8 {
+		d.standbySeen(&nats.Msg{Subject: d.stimSubj, Data: big[:len(big)-i]})
+	}
+	if d.sb.retainedBytes > maxRetainedBytes {
+		t.Fatalf("%d bytes retained, want at most %d", d.sb.retainedBytes, maxRetainedBytes)
+	}
+	n := 0
+	for _, m := range d.sb.retained {
+		n += len(m.Data)
+	}
+	if n != d.sb.retainedBytes || len(d.sb.retained[len(d.sb.retained)-1].Data) != len(big)-(maxRetainedBytes>>20+7) {
+		t.Fatalf("retained %d bytes (counted %d); the newest message not last", n, d.sb.retainedBytes)
+	}
+
+	for range ctlQueueLen {
+		d.enqueue(&nats.Msg{Subject: d.ctlSubj, Data: []byte{1}})
+	}
+	if d.queuedCtl.Load() != ctlQueueLen {
+		t.Fatalf("%d control messages queued, want a full queue of %d", d.queuedCtl.Load(), ctlQueueLen)
+	}
+	request := &nats.Msg{Subject: d.sb.snapSubj, Reply: "_INBOX.x"}
+	steps := []struct {
+		name   string
+		synced bool
+		wait   time.Duration
+		queued int // work items after the step
+	}{
+		{"unsynced: not taken", false, 0, ctlQueueLen},
+		{"synced: taken past a full control queue", true, 0, ctlQueueLen + 1},
+		{"second within the rate: refused", true, 0, ctlQueueLen + 1},
+		{"after the rate, one still waiting: refused", true, stateEvery + time.Millisecond, ctlQueueLen + 1},
+	}
+	for _, st := range steps {
+		d.sb.synced.Store(st.synced)
+		time.Sleep(st.wait)
+		d.enqueue(request)
+		if len(d.work) != st.queued {
+			t.Fatalf("%s: %d items queued, want %d", st.name, len(d.work), st.queued)
+		}
+	}
+	if got := d.rejectedBy["state_request_limited"]; got != 2 {
+		t.Fatalf("%d state requests counted as limited, want 2", got)
+	}
+	for len(d.work) > 0 {
+		d.dequeued(<-d.work)
+	}
+	time.Sleep(stateEvery + time.Millisecond)
+	d.enqueue(request)
+	if len(d.work) != 1 {
+		t.Fatalf("after the queue drained and the rate passed: %d items queued, want 1", len(d.work))
+	}
+}
