@@ -94,7 +94,7 @@ type deviceStandby struct {
 	requestQueued, applyQueued atomic.Bool
 	lastRequest                atomic.Int64
 	restores                   atomic.Uint64
-	state    *standbyState
+	state                      *standbyState
 }
 
 // standbyState is the service's hot-standby state.
