@@ -17,7 +17,7 @@ import (
 // randomCheckpoint returns a checkpoint of the named configuration whose
 // every tensor (norms and running statistics included) is random, so a
 // mixed-up or untransposed tensor changes the model's output.
-func randomCheckpoint(t *testing.T, name string, cells int, seed uint64) *model.Checkpoint {
+func randomCheckpoint(t testing.TB, name string, cells int, seed uint64) *model.Checkpoint {
 	t.Helper()
 	cfg, err := model.ParseConfigName(name, cells)
 	if err != nil {
@@ -48,7 +48,7 @@ func randomCheckpoint(t *testing.T, name string, cells int, seed uint64) *model.
 	}
 }
 
-func roundTrip(t *testing.T, f *safetensors.File) *safetensors.File {
+func roundTrip(t testing.TB, f *safetensors.File) *safetensors.File {
 	t.Helper()
 	data, err := f.Encode()
 	if err != nil {
@@ -163,7 +163,7 @@ func TestTorchLayout(t *testing.T) {
 
 // pytorchStyle returns the state_dict of ck as PyTorch would write it: no
 // rgcpred metadata and a different tensor order.
-func pytorchStyle(t *testing.T, ck *model.Checkpoint) *safetensors.File {
+func pytorchStyle(t testing.TB, ck *model.Checkpoint) *safetensors.File {
 	t.Helper()
 	f, err := Export(ck)
 	if err != nil {
