@@ -199,6 +199,7 @@ func (p *Publisher) FenceStats() FenceStats {
 		t.Repeated += s.Repeated
 		t.Fenced += s.Fenced
 		t.Resynced += s.Resynced
+		t.Unfenced += s.Unfenced
 	}
 	return t
 }

@@ -101,12 +101,16 @@ type FenceStats struct {
 	// for longer than Hold (a forged header, or a group whose positions
 	// restarted).
 	Resynced uint64
+	// Unfenced counts messages passed unchecked because the fence already
+	// keeps MaxFenceGroups groups.
+	Unfenced uint64
 }
 
 // Fence drops, on the device side, the messages of a hot-standby group
 // that were already received (a repeated PosHeader) or that come from an
-// older holder (a lower LeaseHeader revision than one accepted). Messages
-// without PosHeader always pass. A mark that has dropped every message for
+// older holder (a lower LeaseHeader revision than one accepted), keeping
+// one mark per GroupHeader (the shards of a device position their messages
+// each on their own). Messages without PosHeader always pass. A mark that has dropped every message for
 // longer than Hold is given up, so one forged header, or a group restarted
 // with lower positions, costs the device at most Hold of decisions.
 type Fence struct {
@@ -114,12 +118,20 @@ type Fence struct {
 	// DefaultFenceHold).
 	Hold time.Duration
 
-	mu        sync.Mutex
-	have      bool
+	mu    sync.Mutex
+	marks map[string]*mark // by GroupHeader: each shard's group positions its own messages
+	stats FenceStats
+}
+
+// MaxFenceGroups bounds the groups a Fence keeps a mark for; messages of
+// further groups pass unfenced (counted in FenceStats.Unfenced).
+const MaxFenceGroups = 64
+
+// mark is the last message a Fence accepted from one group.
+type mark struct {
 	rev       uint64
 	last      Pos
 	dropSince time.Time // the first drop since the last accepted message, zero none
-	stats     FenceStats
 }
 
 // Admit reports whether the message with header h, received at now, is
@@ -141,29 +153,38 @@ func (f *Fence) Admit(h nats.Header, now time.Time) bool {
 	if hold <= 0 {
 		hold = DefaultFenceHold
 	}
+	group := h.Get(GroupHeader)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fenced, repeated := false, false
-	if f.have {
-		fenced = rev < f.rev
-		repeated = !fenced && !f.last.Less(pos)
-	}
-	if fenced || repeated {
-		if f.dropSince.IsZero() {
-			f.dropSince = now
+	m := f.marks[group]
+	if m == nil {
+		if len(f.marks) == MaxFenceGroups {
+			f.stats.Unfenced++
+			return true
 		}
-		if now.Sub(f.dropSince) <= hold {
+		if f.marks == nil {
+			f.marks = map[string]*mark{}
+		}
+		f.marks[group] = &mark{rev: rev, last: pos}
+		return true
+	}
+	fenced := rev < m.rev
+	if fenced || !m.last.Less(pos) {
+		if m.dropSince.IsZero() {
+			m.dropSince = now
+		}
+		if now.Sub(m.dropSince) <= hold {
 			if fenced {
 				f.stats.Fenced++
 			} else {
 				f.stats.Repeated++
-				f.rev = rev // a new holder's copy: its revision fences the old one
+				m.rev = rev // a new holder's copy: its revision fences the old one
 			}
 			return false
 		}
 		f.stats.Resynced++
 	}
-	f.have, f.rev, f.last, f.dropSince = true, rev, pos, time.Time{}
+	m.rev, m.last, m.dropSince = rev, pos, time.Time{}
 	return true
 }
 
