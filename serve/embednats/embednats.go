@@ -42,7 +42,9 @@ func Start(host string, port int) (*server.Server, error) {
 
 // StartOptions starts a NATS server configured by o and waits until it
 // accepts connections. An explicit port that is already taken is an error
-// (the server does not move to another port). Stop it with Shutdown.
+// (the server does not move to another port), and so is a host other than
+// loopback without authentication: anyone on the network could then send
+// frames and forge decisions. Stop it with Shutdown.
 func StartOptions(o Options) (*server.Server, error) {
 	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 	switch {
@@ -54,6 +56,8 @@ func StartOptions(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats on %s: username/password and token exclude each other", addr)
 	case o.JetStream != (o.StoreDir != ""):
 		return nil, fmt.Errorf("embedded nats on %s: JetStream and a store directory go together", addr)
+	case !Loopback(o.Host) && o.Username == "" && o.Token == "":
+		return nil, fmt.Errorf("embedded nats on %s: a non-loopback address without authentication refused (set a user and password or a token, or listen on 127.0.0.1)", addr)
 	}
 	if o.Port > 0 {
 		// The server itself reports a taken port only by never becoming
@@ -106,4 +110,15 @@ func ParseAddr(addr string) (host string, port int, err error) {
 		port = -1
 	}
 	return host, port, nil
+}
+
+// Loopback reports whether host (a listen host: an IP address or
+// "localhost") is reachable only from this machine. The empty host listens
+// on every interface.
+func Loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -93,6 +93,9 @@ func TestStartRefuses(t *testing.T) {
 		{"port 0", Options{Host: "127.0.0.1", Port: 0}, "out of range"},
 		{"user without password", Options{Host: "127.0.0.1", Port: -1, Username: "u"}, "go together"},
 		{"user and token", Options{Host: "127.0.0.1", Port: -1, Username: "u", Password: "p", Token: "t"}, "exclude"},
+		{"every interface without auth", Options{Host: "0.0.0.0", Port: -1}, "without authentication"},
+		{"empty host without auth", Options{Host: "", Port: -1}, "without authentication"},
+		{"LAN address without auth", Options{Host: "192.168.1.10", Port: -1}, "without authentication"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,5 +199,25 @@ func TestParseAddr(t *testing.T) {
 		if (err == nil) != c.ok || (c.ok && (host != c.host || port != c.port)) {
 			t.Errorf("ParseAddr(%q) = %q, %d, %v; want %q, %d, ok %v", c.addr, host, port, err, c.host, c.port, c.ok)
 		}
+	}
+}
+
+// TestStartNonLoopbackWithAuth: a server on every interface starts when it
+// requires authentication; loopback hosts need none.
+func TestStartNonLoopbackWithAuth(t *testing.T) {
+	for _, o := range []Options{
+		{Host: "0.0.0.0", Port: -1, Token: "t"},
+		{Host: "0.0.0.0", Port: -1, Username: "u", Password: "p"},
+		{Host: "::1", Port: -1},
+		{Host: "localhost", Port: -1},
+	} {
+		s, err := StartOptions(o)
+		if err != nil {
+			if strings.Contains(err.Error(), "cannot assign") { // no IPv6 loopback here
+				continue
+			}
+			t.Fatalf("%+v: %v", o, err)
+		}
+		s.Shutdown()
 	}
 }
