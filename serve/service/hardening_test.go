@@ -126,14 +126,10 @@ func TestControlSurvivesOverflow(t *testing.T) {
 	if err := p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for value(t, s.m.rejected.WithLabelValues("dev0", "overflow")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	opsWait(t, 10*time.Second, "a frames message dropped on the full queue", func() bool { return value(t, s.m.rejected.WithLabelValues("dev0", "overflow")) > 0 })
 	close(g.Release)
-	for d := s.devices[0]; d.queuedMsgs.Load() > 0 || d.queuedCtl.Load() > 0; {
-		time.Sleep(time.Millisecond) // the queue drains, so the next message fits
-	}
+	d := s.devices[0]
+	opsWait(t, 10*time.Second, "the queue drained, so that the next message fits", func() bool { return d.queuedMsgs.Load() == 0 && d.queuedCtl.Load() == 0 })
 	if err := p.PublishFrames(f.frames(100, 100+rgc.WindowBins)); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +222,17 @@ func TestRenumberedStreamResendsHistories(t *testing.T) {
 	for lo := f.lo + chunk; lo < f.hi; lo += chunk {
 		send(lo, min(lo+chunk, f.hi), 0)
 	}
-	time.Sleep(50 * time.Millisecond) // the last decisions
+	epoch2Spikes := func() int {
+		n := 0
+		for _, d := range col.Decisions() {
+			if d.Epoch == 2 && d.Kind == stream.KindSpike && d.Bin < int64(f.hi) {
+				n++
+			}
+		}
+		return n
+	}
+	opsWait(t, 20*time.Second, "the new epoch's spikes", func() bool { return epoch2Spikes() >= f.nSpike })
+	settle(t, col)
 	var epoch2 []stream.Decision
 	for _, d := range col.Decisions() {
 		if d.Epoch == 2 {

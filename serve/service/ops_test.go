@@ -328,24 +328,30 @@ func TestStaleInput(t *testing.T) {
 			if !ok || age < 0 || age > 5 {
 				t.Fatalf("frame age %v (exported %v) just after frames", age, ok)
 			}
-			time.Sleep(c.staleAfter + 300*time.Millisecond)
-			code, body := opsGet(t, h, "/readyz")
 			if !c.wantStale {
-				if code != 200 {
+				// Nothing to wait for: longer than the other case's
+				// StaleAfter and many monitor periods.
+				time.Sleep(600 * time.Millisecond)
+				if code, body := opsGet(t, h, "/readyz"); code != 200 {
 					t.Fatalf("/readyz %d %q with stale detection off", code, body)
 				}
 				return
 			}
+			var code int
+			var body string
+			opsWait(t, 5*time.Second, "/readyz 503 after frames stopped", func() bool {
+				code, body = opsGet(t, h, "/readyz")
+				return code != 200
+			})
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "no frames from device dev0 for") {
 				t.Fatalf("/readyz %d %q after frames stopped, want 503 naming dev0", code, body)
 			}
 			if age2, _ := opsGather(t, r.s.reg, "predictord_frame_age_seconds", "dev0"); age2 < c.staleAfter.Seconds() {
 				t.Errorf("frame age %v s after %v without frames", age2, c.staleAfter)
 			}
-			if v := value(t, r.s.m.ready); v != 0 {
-				t.Errorf("ready gauge %v while stale", v)
-			}
-			time.Sleep(100 * time.Millisecond) // several more monitor periods
+			opsWait(t, 5*time.Second, "ready gauge 0 while stale", func() bool { return value(t, r.s.m.ready) == 0 })
+			opsWait(t, 5*time.Second, "stale warning logged", func() bool { return strings.Contains(r.log.String(), "no frames from device dev0") })
+			time.Sleep(100 * time.Millisecond) // several more monitor periods: no second warning
 			if n := strings.Count(r.log.String(), "no frames from device dev0"); n != 1 {
 				t.Errorf("stale warning logged %d times, want once:\n%s", n, r.log)
 			}

@@ -270,8 +270,27 @@ func waitSpikes(t *testing.T, c *stream.Collector, hi, n int) map[int][]int64 {
 	}); err != nil {
 		t.Fatalf("%v (have %d decisions)", err, len(c.Decisions()))
 	}
-	time.Sleep(20 * time.Millisecond) // let any surplus arrive
+	settle(t, c)
 	return spikesBefore(c.Decisions(), hi)
+}
+
+// settle waits until c has received no decision for 100 ms, so that
+// decisions still on their way (a surplus among them) arrive before the
+// caller compares; it fails after 20 s of decisions still arriving.
+func settle(t *testing.T, c *stream.Collector) {
+	t.Helper()
+	const quiet = 100 * time.Millisecond
+	deadline := time.Now().Add(20 * time.Second)
+	n, since := len(c.Decisions()), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("decisions still arriving after 20 s (%d)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if m := len(c.Decisions()); m != n {
+			n, since = m, time.Now()
+		}
+	}
 }
 
 func sameSpikes(t *testing.T, got, want map[int][]int64) {
