@@ -8,6 +8,7 @@ package natsauth
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -208,4 +209,25 @@ func Options(name string, embedded bool, a Auth, t TLS) ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(t.Cert, t.Key))
 	}
 	return opts, nil
+}
+
+// RedactURL returns a --nats-url value (URLs, comma-separated) fit for a
+// log: the user information of each URL (a user and password, or a token
+// in the user's place) is replaced by "redacted".
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		u, err := url.Parse(p)
+		switch {
+		case err != nil:
+			parts[i] = "(unparsable URL)"
+		case u.User != nil:
+			u.User = url.User("redacted")
+			parts[i] = u.String()
+		default:
+			parts[i] = p
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -93,3 +93,25 @@ func TestOptionsEmbedded(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactURL: credentials in --nats-url never reach a log.
+func TestRedactURL(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://alice:s3cret@host:4222", "nats://redacted@host:4222"},
+		{"nats://t0ken@host:4222", "nats://redacted@host:4222"},
+		{"nats://a:b@h1:4222, nats://h2:4222", "nats://redacted@h1:4222,nats://h2:4222"},
+		{"nats://a:b@h1:4222/%zz", "(unparsable URL)"},
+	}
+	for _, c := range cases {
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		for _, secret := range []string{"s3cret", "t0ken", "alice"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactURL(%q) = %q keeps %q", c.in, got, secret)
+			}
+		}
+	}
+}
