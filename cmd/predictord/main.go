@@ -280,13 +280,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		url = srv.ClientURL()
 		log.Info().Str("url", url).Str("auth", auth.Mode()).Msg("embedded NATS server started (no --nats-url)")
 	}
-	nc, err := nats.Connect(url, append(nopts, svc.ConnOptions()...)...)
+	copts := append(nopts, svc.ConnOptions()...)
+	if o.standbyGroup != "" {
+		// A decision buffered across a reconnect could go out after a
+		// successor's copy (docs/operations.md, "Hot standby").
+		copts = append(copts, nats.ReconnectBufSize(-1))
+	}
+	nc, err := nats.Connect(url, copts...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", url, err)
+		return fmt.Errorf("connect to NATS %s: %w", natsauth.RedactURL(url), err)
 	}
 	defer nc.Close()
 	if !nc.IsConnected() {
-		log.Warn().Str("url", url).Str("auth", auth.Mode()).Msg("NATS not reachable yet; retrying in the background")
+		log.Warn().Str("url", natsauth.RedactURL(url)).Str("auth", auth.Mode()).Msg("NATS not reachable yet; retrying in the background")
 	}
 
 	stopJS, err := svc.EnableJetStream(ctx, nc, service.JetStreamFeatures{
