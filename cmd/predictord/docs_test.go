@@ -2,8 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/cli/clitest"
 	"rgcpred/serve/service"
 )
 
@@ -25,12 +25,12 @@ const (
 // helpFlags returns the flag names --help lists.
 func helpFlags(t *testing.T) []string {
 	t.Helper()
-	var usage strings.Builder
-	if _, err := parseFlags([]string{"--help"}, &usage); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("--help: %v, want flag.ErrHelp", err)
-	}
+	usage := clitest.Help(t, func() error {
+		_, err := parseFlags([]string{"--help"}, io.Discard)
+		return err
+	})
 	var names []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`).FindAllStringSubmatch(usage.String(), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`).FindAllStringSubmatch(usage, -1) {
 		names = append(names, m[1])
 	}
 	return names
@@ -87,7 +87,8 @@ func TestOperationsDoc(t *testing.T) {
 		}
 	}
 	metrics := exportedMetrics(t)
-	if len(metrics) < 20 || !slices.Contains(metrics, "predictord_frames_total") || !slices.Contains(metrics, "predictord_log_lines_dropped_total") {
+	if len(metrics) < 20 || !slices.Contains(metrics, "predictord_frames_total") ||
+		!slices.Contains(metrics, "predictord_log_lines_dropped_total") {
 		t.Fatalf("exported metrics %v: want the service's and the command's", metrics)
 	}
 	for _, m := range metrics {
@@ -188,7 +189,10 @@ func TestDashboardMetrics(t *testing.T) {
 		}
 	}
 	joined := strings.Join(exprs, "\n")
-	for _, want := range []string{"by (device, reason)", "histogram_quantile(0.99, sum by (le, device) (rate(predictord_decision_latency_seconds_bucket"} {
+	for _, want := range []string{
+		"by (device, reason)",
+		"histogram_quantile(0.99, sum by (le, device) (rate(predictord_decision_latency_seconds_bucket",
+	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("dashboard lacks %q (rejects by reason, latency quantiles)", want)
 		}

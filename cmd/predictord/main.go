@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/cli"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -51,13 +51,7 @@ func main() {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	if err := run(context.Background(), os.Args[1:], os.Stderr, sigs, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "predictord: %v\n", err)
-		os.Exit(1)
-	}
+	cli.Exit("predictord", run(context.Background(), os.Args[1:], os.Stderr, sigs, nil))
 }
 
 // options are the command-line flags.
@@ -89,53 +83,72 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("predictord", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
-	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222", "listen address of the embedded NATS server; a taken port is a start-up error, port 0 picks a free one (the URL is logged)")
-	fs.StringVar(&o.auth.User, "nats-user", "", "NATS user name, with a password (or $"+natsauth.EnvUser+"); the embedded server then requires them")
+	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
+		"listen address of the embedded NATS server (port 0: a free one, logged; a taken port is an error)")
+	fs.StringVar(&o.auth.User, "nats-user", "",
+		"NATS user name, with a password (or $"+natsauth.EnvUser+"); the embedded server then requires them")
 	fs.StringVar(&o.auth.Pass, "nats-pass", "", "NATS password (visible in ps: prefer --nats-pass-file or $"+natsauth.EnvPassword+")")
 	fs.StringVar(&o.auth.PassFile, "nats-pass-file", "", "file holding the NATS password (trailing newline ignored)")
-	fs.StringVar(&o.auth.Token, "nats-token", "", "NATS authentication token, required by the embedded server too (visible in ps: prefer --nats-token-file or $"+natsauth.EnvToken+")")
+	fs.StringVar(&o.auth.Token, "nats-token", "",
+		"NATS token, required by the embedded server too (or $"+natsauth.EnvToken+"; prefer --nats-token-file)")
 	fs.StringVar(&o.auth.TokenFile, "nats-token-file", "", "file holding the NATS token (trailing newline ignored)")
-	fs.StringVar(&o.auth.Creds, "nats-creds", "", "NATS credentials file, user JWT + nkey seed (or $"+natsauth.EnvCreds+"); needs --nats-url")
+	fs.StringVar(&o.auth.Creds, "nats-creds", "",
+		"NATS credentials file, user JWT + nkey seed (or $"+natsauth.EnvCreds+"); needs --nats-url")
 	fs.StringVar(&o.tls.CA, "nats-tls-ca", "", "CA certificate file to verify the NATS server")
 	fs.StringVar(&o.tls.Cert, "nats-tls-cert", "", "client certificate file for NATS TLS (with --nats-tls-key)")
 	fs.StringVar(&o.tls.Key, "nats-tls-key", "", "client key file for NATS TLS")
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
-	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second, "ping the NATS server this often; after --nats-max-pings unanswered pings the connection counts as dead and is reconnected")
+	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
+		"ping the NATS server this often; after --nats-max-pings unanswered pings, reconnect")
 	fs.IntVar(&o.maxPings, "nats-max-pings", 3, "unanswered pings before the NATS connection counts as dead")
-	fs.DurationVar(&o.staleAfter, "stale-after", 2*time.Second, "/readyz answers 503 (and a warning is logged) when a device that has sent frames sent none for this long (0: never)")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Second, "on SIGTERM/SIGINT, give up draining after this long and exit 1 (0: no limit); a second signal exits at once")
+	fs.DurationVar(&o.staleAfter, "stale-after", 2*time.Second,
+		"/readyz answers 503 when a device that sent frames sent none for this long (0: never)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Second,
+		"on SIGTERM/SIGINT, stop draining after this long and exit 1 (0: no limit); a second signal exits at once")
 	fs.StringVar(&o.devices, "device", "dev0", "device name(s) to serve, comma-separated")
-	fs.StringVar(&o.modelPath, "model", DefaultModel, "checkpoint to serve; a relative path is tried from the working directory, then from the repository root")
+	fs.StringVar(&o.modelPath, "model", DefaultModel,
+		"checkpoint to serve; a relative path is tried from the working directory, then the repository root")
 	fs.StringVar(&o.cells, "cells", "", "serve only these cluster ids (comma-separated; default every cell of the checkpoint)")
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "inference threads")
-	fs.IntVar(&o.gather, "gather", 0, "due windows gathered into one model call while frames wait to be processed (0: as many as engine threads; -1: none)")
-	fs.BoolVar(&o.wholeCalls, "whole-calls", false, "publish a model call's decisions together when the call ends (default: each as soon as the engine has computed its window, so that a batch's first decisions do not wait for its last)")
-	fs.BoolVar(&o.expect, "expect", true, "announce each frame's batch of windows to the engine a frame ahead, so that its helper threads poll for it instead of waking when it starts (costs CPU between frames; false: less CPU, later decisions for batches)")
-	fs.Func("precision", "arithmetic of the engine's convolutions and linear layers: int8 (bf16, with the transformer's linear layers and the paper CNN's bottleneck blocks in 8-bit integers: its window about 0.65x bf16's; used only where the CPU has AVX512_VNNI and AVX512_BF16 and it passes a parity check against fp32 at load, else as bf16), bf16 (about twice as fast as fp32 for the paper CNN; used only where the CPU has AVX512_BF16 and it passes the parity check, else fp32), or fp32 (decisions bit for bit those of trainer eval's default) (default int8)", func(v string) error {
-		p, err := engine.ParsePrecision(v)
-		o.precision = p
-		return err
-	})
+	fs.IntVar(&o.gather, "gather", 0, "due windows gathered into one model call while frames wait (0: as many as engine threads; -1: none)")
+	fs.BoolVar(&o.wholeCalls, "whole-calls", false,
+		"publish a model call's decisions together at its end (default: each as soon as its window is computed)")
+	fs.BoolVar(&o.expect, "expect", true,
+		"announce each frame's batch to the engine a frame ahead so its threads poll for it (false: less CPU, later batches)")
+	fs.Func("precision",
+		"engine arithmetic: int8 (default), bf16 or fp32; int8 and bf16 where the CPU has them and pass a parity check (docs/engine.md)",
+		func(v string) error {
+			p, err := engine.ParsePrecision(v)
+			o.precision = p
+			return err
+		})
 	fs.IntVar(&o.maxBatch, "max-batch", 64, "most windows per model call (cells due at the same frame beyond it go in further calls)")
 	fs.IntVar(&o.queueLen, "queue-len", 8192, "frames messages queued per device before dropping (control messages have their own budget)")
 	fs.Int64Var(&o.queueBytes, "queue-bytes", 16<<20, "bytes of frames messages queued per device before dropping")
-	fs.StringVar(&o.policy, "policy", "median", "how a window's distribution becomes a decision: median (the paper's rule), sample[:SEED] (draw the class; seeded per cell and window, so replays repeat), threshold:FILE (per-cell thresholds on P(spike within 80 bins), from trainer fit-threshold)")
-	fs.Int64Var(&o.maxLag, "max-lag", 40, "overload policy: skip a decision when the newest frame is more than this many bins past it (0: never skip)")
-	fs.BoolVar(&o.stagger, "stagger", true, "stagger the cells' first windows over one 80-bin horizon (rollout.StartOffset; spreads the model calls over the frames); false: every cell starts at the stream's first frame + 1023, the spec's simultaneous start")
-	fs.TextVar(&o.stim, "stim", rgc.StimCausal, "stimulus mode of the frames the devices send: causal (each LED's on-fraction over the bin's own sensor samples, what a prosthesis has) or zero-phase (the reference pipeline's non-causal low-pass); a model trained on the other mode is refused at start and on reload")
+	fs.StringVar(&o.policy, "policy", "median",
+		"how a distribution becomes a decision: median (the paper's), sample[:SEED] or threshold:FILE (docs/evaluation.md)")
+	fs.Int64Var(&o.maxLag, "max-lag", 40, "overload: skip a decision when the newest frame is more than this many bins past it (0: never)")
+	fs.BoolVar(&o.stagger, "stagger", true,
+		"stagger the cells' first windows over one horizon (rollout.StartOffset); false: all start together")
+	fs.TextVar(&o.stim, "stim", rgc.StimCausal,
+		"stimulus mode of the devices' frames: causal or zero-phase; a model trained on the other is refused (docs/data.md)")
 	fs.BoolVar(&o.silence, "publish-silence", true, "also publish \"no spike in the next 80 bins\" decisions")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "listen address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	fs.StringVar(&o.standbyGroup, "standby-group", "", "hot standby: serve as one instance of this replica group (a JetStream lease picks the one that publishes; empty: off)")
+	fs.StringVar(&o.standbyGroup, "standby-group", "",
+		"hot standby: serve as one instance of this replica group (a JetStream lease picks the publisher; empty: off)")
 	fs.StringVar(&o.standbyID, "standby-id", "", "this instance's id in the replica group (default: host, pid and a random suffix)")
-	fs.DurationVar(&o.standbyTTL, "standby-ttl", standby.DefaultTTL, "hot-standby lease TTL: a lost holder is replaced within about this plus a tenth (renewals every quarter of it)")
-	fs.StringVar(&o.record, "record", "", "flight recorder: record frames, control, decisions and events in this JetStream stream (empty: off)")
+	fs.DurationVar(&o.standbyTTL, "standby-ttl", standby.DefaultTTL,
+		"hot-standby lease TTL: a lost holder is replaced within about this plus a tenth")
+	fs.StringVar(&o.record, "record", "",
+		"flight recorder: record frames, control, decisions and events in this JetStream stream (empty: off)")
 	fs.Int64Var(&o.recordMaxBytes, "record-max-bytes", 1<<30, "size limit of the --record stream (the oldest messages go first; 0: none)")
 	fs.DurationVar(&o.recordMaxAge, "record-max-age", 24*time.Hour, "age limit of the --record stream (0: none)")
-	fs.StringVar(&o.jsDir, "jetstream-dir", "", "enable JetStream on the embedded NATS server, storing here (needed by --standby-group and --record without --nats-url)")
+	fs.StringVar(&o.jsDir, "jetstream-dir", "",
+		"enable JetStream on the embedded NATS server, storing here (for --standby-group and --record)")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console when stderr is a terminal)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -253,7 +266,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	svc, err := service.New(service.Config{
 		Devices: splitList(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
-		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes, Policy: policy, Log: log, Registry: reg,
+		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
+		Policy: policy, Log: log, Registry: reg,
 		PingInterval: o.pingInterval, MaxPingsOutstanding: o.maxPings, StaleAfter: o.staleAfter, DrainTimeout: o.drainTimeout,
 	})
 	if err != nil {
@@ -274,7 +288,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		srv, err := embednats.StartOptions(embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
 			JetStream: o.jsDir != "", StoreDir: o.jsDir})
 		if err != nil {
-			return fmt.Errorf("--embedded-addr %s: %w (is another NATS server running? connect to it with --nats-url, or use port 0 for a free port)", o.embedAddr, err)
+			return fmt.Errorf("--embedded-addr %s: %w (is another NATS server running? connect to it with --nats-url, "+
+				"or use port 0 for a free port)", o.embedAddr, err)
 		}
 		defer srv.Shutdown()
 		url = srv.ClientURL()

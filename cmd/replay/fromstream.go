@@ -24,8 +24,9 @@ type auditOptions struct {
 }
 
 func (a *auditOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.stream, "from-stream", "", "audit a session predictord recorded (--record STREAM) on --nats-url: re-run its frames and control messages for --device through --ckpt and check that every decision equals the recorded one; --data is not needed")
-	fs.StringVar(&a.precision, "precision", "", "with --from-stream: the arithmetic to re-run the model in, fp32, bf16 or int8 (default: the recorded session's; bf16 and int8 run on any CPU, natively or on portable kernels with the same bits)")
+	fs.StringVar(&a.stream, "from-stream", "",
+		"audit a session predictord recorded (--record STREAM): re-run it through --ckpt and compare every decision")
+	fs.StringVar(&a.precision, "precision", "", "with --from-stream: re-run in fp32, bf16 or int8 (default: the recorded session's)")
 	fs.StringVar(&a.policy, "policy", "", "with --from-stream: the spike policy (default: the recorded session's)")
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/base/cli"
 	"rgcpred/bench"
 	"rgcpred/bench/replay"
 	"rgcpred/model/engine"
@@ -70,7 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")
 	fs.StringVar(&o.split, "split", "test", "stretch to replay: train, val, test or all")
 	fs.Float64Var(&o.speed, "speed", 1, "pacing: 1 = real time (991.82 frames/s), N = N times faster")
-	fs.BoolVar(&o.afap, "as-fast-as-possible", false, "no pacing: send frames as fast as the daemon decides (flow control: wait for the outstanding window's decisions)")
+	fs.BoolVar(&o.afap, "as-fast-as-possible", false,
+		"no pacing: send frames as fast as the daemon decides (flow control: wait for the outstanding window's decisions)")
 	fs.StringVar(&o.cells, "cells", "quality", "cells to replay: quality, all, or comma-separated cluster ids")
 	fs.Float64Var(&o.seconds, "seconds", 0, "replay only the first S seconds after the 1024-bin history (0: the whole stretch)")
 	fs.StringVar(&o.out, "out", "", "directory for the predicted and recorded spike trains (.npy) and summary.json")
@@ -78,16 +80,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "bootstrap seed of the metric summaries")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&o.maxFrames, "max-frames-per-msg", 32, "most frames per message when a paced replay catches up")
-	fs.BoolVar(&o.embedded, "embedded", false, "start an in-process predictord (serving --ckpt) on an embedded NATS server instead of connecting to --nats-url")
+	fs.BoolVar(&o.embedded, "embedded", false,
+		"start an in-process predictord (serving --ckpt) on an embedded NATS server instead of connecting to --nats-url")
 	fs.StringVar(&o.ckpt, "ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the --embedded daemon serves")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "engine threads of the --embedded daemon")
-	fs.BoolVar(&o.oracle, "oracle", false, "with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
-	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger (a running daemon's rule is read from its status reply)")
-	fs.TextVar(&o.stim, "stim", rgc.StimCausal, "stimulus mode of the frames sent: causal (each LED's on-fraction over the bin's own sensor samples) or zero-phase (the reference pipeline's non-causal low-pass); it must be the daemon's (its status says which), and the --embedded daemon serves in it")
-	fs.BoolVar(&o.listCells, "list-cells", false, "print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
+	fs.BoolVar(&o.oracle, "oracle", false,
+		"with --embedded: serve the exact oracle of a synthetic recording (truth.json in --data) instead of --ckpt")
+	fs.BoolVar(&o.stagger, "stagger", true, "with --embedded: the embedded daemon staggers the cells' starts, as predictord's --stagger")
+	fs.TextVar(&o.stim, "stim", rgc.StimCausal,
+		"stimulus mode of the frames sent: causal or zero-phase; the daemon's (its status says which)")
+	fs.BoolVar(&o.listCells, "list-cells", false,
+		"print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
 	o.raster.register(fs)
 	o.audit.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -284,11 +290,5 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "replay: %v\n", err)
-		os.Exit(1)
-	}
+	cli.Exit("replay", run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -23,8 +23,9 @@ type rasterOptions struct {
 
 // register adds the raster's flags to fs.
 func (r *rasterOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.path, "raster", "", "write a raster of recorded spikes vs the daemon's decisions as received to FILE.svg and FILE.png (extension .svg, .png or none)")
-	fs.StringVar(&r.cells, "raster-cells", "", "cluster ids of the --raster cells, comma-separated, among the replayed ones (default: the first 4 replayed cells)")
+	fs.StringVar(&r.path, "raster", "", "write a raster of recorded spikes against the daemon's decisions to FILE.svg and FILE.png")
+	fs.StringVar(&r.cells, "raster-cells", "",
+		"cluster ids of the --raster cells, comma-separated, among the replayed ones (default: the first 4 replayed cells)")
 	fs.Float64Var(&r.seconds, "raster-seconds", 10, "length of the --raster stretch in seconds, from the first predicted bin")
 }
 

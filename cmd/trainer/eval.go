@@ -31,30 +31,41 @@ func runEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	data := fs.String("data", "", "recording directory (required)")
 	var ckpts, baselines, compares listFlag
-	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeat the flag for several models; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
-	fs.Var(&baselines, "baseline", "baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
+	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeatable; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
+	fs.Var(&baselines, "baseline",
+		"baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
 	glmPath := fs.String("glm", "", "evaluate the GLM fitted by `trainer glm` (its JSON file), exactly, named glm")
 	splitName := fs.String("split", "test", "split to evaluate: train, val or test")
 	jsonOut := fs.String("json", "", "write per-cell results as JSON to this file")
-	plotOut := fs.String("plot", "", "write a plot comparing the models' IQMs and CIs to FILE.svg and FILE.png (FILE with extension .svg, .png or none)")
-	rasterOut := fs.String("raster", "", "write a raster of recorded vs rolled-out spikes (each model's first repeat) to FILE.svg and FILE.png")
-	rasterCells := fs.String("raster-cells", "", "cluster ids of the --raster cells, comma-separated (default: the first 4 evaluated cells)")
+	plotOut := fs.String("plot", "",
+		"write a plot comparing the models' IQMs and CIs to FILE.svg and FILE.png (FILE with extension .svg, .png or none)")
+	rasterOut := fs.String("raster", "",
+		"write a raster of recorded vs rolled-out spikes (each model's first repeat) to FILE.svg and FILE.png")
+	rasterCells := fs.String("raster-cells", "",
+		"cluster ids of the --raster cells, comma-separated (default: the first 4 evaluated cells)")
 	rasterSeconds := fs.Float64("raster-seconds", 10, "length of the --raster stretch in seconds, from the first rolled-out bin")
 	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale of the spike-train metrics, ms")
 	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality or all")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	batch := fs.Int("batch", 64, "windows per predictor call")
-	precision := fs.String("precision", "fp32", "arithmetic of the checkpoints' convolutions and linear layers: fp32, or bf16 or int8 to reproduce a predictord serving in that arithmetic decision for decision (both run on any CPU: natively with AVX512_BF16 and AVX512_VNNI, else on slower portable kernels with the same bits)")
-	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end; 0: 1 for input-free baselines, else the smallest stride giving at most 60000 windows (about the rollout's count)")
+	precision := fs.String("precision", "fp32",
+		"arithmetic: fp32, or bf16 or int8 to reproduce a predictord serving in it decision for decision (docs/engine.md)")
+	nllStride := fs.Int("nll-stride", 0,
+		"score the NLL on every Nth window end (0: 1 for baselines, else the smallest giving at most 60000 windows)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
-	fs.Var(&compares, "compare", "paired per-cell difference A:B of two evaluated models by name (e.g. gpt-a-cat-cpu:glm), IQM with a 95% bootstrap CI; repeatable")
-	policySpec := fs.String("policy", "median", "how a distribution becomes a spike in the rollouts: median (the paper's rule; its metrics use it), sample[:SEED] (draw the class, seeded per cell and window), threshold:FILE (per-cell thresholds from trainer fit-threshold)")
-	seconds := fs.Float64("seconds", 0, "roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
-	stagger := fs.Bool("stagger", false, "staggered starts, as predictord runs by default: cell i (ascending cluster id) of n starts its rollout floor(i*80/n) bins late (rollout.StartOffset), its train holding the recorded spikes until then")
+	fs.Var(&compares, "compare", "paired per-cell difference A:B of two evaluated models by name (e.g. gpt-a-cat-cpu:glm); repeatable")
+	policySpec := fs.String("policy", "median",
+		"how a distribution becomes a spike in the rollouts: median (the paper's), sample[:SEED] or threshold:FILE")
+	seconds := fs.Float64("seconds", 0,
+		"roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
+	stagger := fs.Bool("stagger", false, "staggered starts, as predictord's default (rollout.StartOffset; docs/evaluation.md)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n\nRoll the models out autoregressively on a split and score them (NLL, Van Rossum,\nSchreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
+		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n"+
+			"\n"+
+			"Roll the models out autoregressively on a split and score them (NLL, Van Rossum,\n"+
+			"Schreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)

@@ -32,7 +32,7 @@ var planFlags = []string{"data", "cells", "configs", "seeds", "repeats", "steps"
 func runExperiment(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
 	dir := fs.String("dir", "", "experiment directory: manifest, runs, results (required unless --resume)")
-	resume := fs.String("resume", "", "continue the experiment in this directory with its recorded plan and settings (evaluation flags may be given to change them)")
+	resume := fs.String("resume", "", "continue the experiment in this directory with its recorded plan (evaluation flags may change)")
 	data := fs.String("data", defaultData, "recording directory")
 	cells := fs.String("cells", "quality", "cells: quality or all")
 	configs := fs.String("configs", defaultConfigs, "model configurations, comma-separated (STEM-HEAD[-cpu])")
@@ -46,23 +46,28 @@ func runExperiment(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", runtime.NumCPU(), "compute goroutines of training and evaluation (part of the plan: results depend on it)")
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
-	segment := fs.Int("segment", -1, fmt.Sprintf("steps between saved segment boundaries, where a killed run continues (a multiple of --val-every; 0: none, a killed run starts over; default %d x --val-every)", experiment.DefaultSegmentValidations))
+	segment := fs.Int("segment", -1,
+		fmt.Sprintf("steps between saved segments a killed run continues from (0: none; default %d x --val-every)",
+			experiment.DefaultSegmentValidations))
 	splitName := fs.String("split", "val", "split to evaluate the runs on: val, or test for reports")
-	glmPath := fs.String("glm", "", "GLM baseline: the JSON of `trainer glm` (default "+defaultGLM+" with the default --data; none: leave it out)")
+	glmPath := fs.String("glm", "",
+		"GLM baseline: the JSON of `trainer glm` (default "+defaultGLM+" with the default --data; none: leave it out)")
 	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale of the spike-train metrics, ms")
 	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end (0: as `trainer eval`)")
 	stagger := fs.Bool("stagger", false, "staggered rollout starts, as predictord runs by default")
 	policy := fs.String("policy", "median", "spike policy of the rollouts: median (the paper's), sample[:SEED], threshold:FILE")
-	evalSeconds := fs.Float64("eval-seconds", 0, "limit the rollouts to this many seconds of the split after the first window (0: the whole split; the NLL covers the whole split)")
+	evalSeconds := fs.Float64("eval-seconds", 0,
+		"roll out only this many seconds of the split after the first window (0: all; the NLL covers all)")
 	evalBatch := fs.Int("eval-batch", 64, "windows per predictor call in the evaluation")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	bootSeed := fs.Uint64("bootstrap-seed", 1, "bootstrap seed")
 	var compares listFlag
 	fs.Var(&compares, "compare", "extra paired comparison A:B (A - B per cell) of configurations or baselines (glm, zero); repeatable")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines when stdout is not a terminal")
-	jobs := fs.Int("jobs", 1, "runs that train at once, each with --threads compute goroutines (a scheduling choice, not part of the plan: results do not depend on it; keep jobs x threads within the cores); allowed with --resume")
+	jobs := fs.Int("jobs", 1, "runs that train at once, each with --threads goroutines; results do not depend on it; allowed with --resume")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: trainer experiment --dir DIR [--configs A,B,...] [--seeds 1,2,3 | --repeats N] [--steps N | --samples N | --time D] [flags]
+		fmt.Fprintln(fs.Output(), `usage: trainer experiment --dir DIR [--configs A,B,...] [--seeds 1,2,3 | --repeats N]
+                          [--steps N | --samples N | --time D] [flags]
        trainer experiment --resume DIR [--split test] [--jobs N] [evaluation flags]
 
 Train a grid of configurations x seeds at a matched budget, evaluate every run on a

@@ -17,12 +17,16 @@ func runExport(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "", "checkpoint to export")
 	out := fs.String("out", "", "safetensors file to write")
-	probe := fs.String("probe", "", "also write real windows with the Go engine's outputs to this safetensors file (for tools/torchcheck.py)")
+	probe := fs.String("probe", "",
+		"also write real windows with the Go engine's outputs to this safetensors file (for tools/torchcheck.py)")
 	data := fs.String("data", "", "recording the --probe windows come from")
 	probeN := fs.Int("probe-windows", 16, "number of --probe windows (test split)")
 	stim := stimFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer export --ckpt M.ckpt --out M.safetensors [--probe P.safetensors --data DIR]\n\nWrite a checkpoint's weights as safetensors under the PyTorch module names of\ntorchref.py's SpikeModel (config, cell ids and provenance in the metadata).")
+		fmt.Fprintln(fs.Output(), "usage: trainer export --ckpt M.ckpt --out M.safetensors [--probe P.safetensors --data DIR]\n"+
+			"\n"+
+			"Write a checkpoint's weights as safetensors under the PyTorch module names of\n"+
+			"torchref.py's SpikeModel (config, cell ids and provenance in the metadata).")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {

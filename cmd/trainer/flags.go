@@ -4,13 +4,14 @@ import (
 	"flag"
 	"fmt"
 
+	"rgcpred/base/cli"
 	"rgcpred/experiment"
 	"rgcpred/rgc"
 )
 
 // parseNoArgs parses args into fs and rejects positional arguments.
 func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -22,7 +23,8 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 // stimFlag registers --stim, the stimulus mode recordings are binned in.
 func stimFlag(fs *flag.FlagSet) *rgc.StimMode {
 	m := new(rgc.StimMode)
-	fs.TextVar(m, "stim", rgc.StimCausal, "stimulus binning: causal (each LED's on-fraction over the bin's own samples) or zero-phase (the reference pipeline's low-pass; non-causal, sees 16 bins ahead); a model reads only the mode it was trained on")
+	fs.TextVar(m, "stim", rgc.StimCausal,
+		"stimulus binning: causal or zero-phase (non-causal, sees 16 bins ahead); a model reads only its own (docs/data.md)")
 	return m
 }
 

@@ -25,16 +25,24 @@ func runGLM(ctx context.Context, args []string) error {
 	def := glm.DefaultOptions()
 	data := fs.String("data", "", "recording directory (required)")
 	outPath := fs.String("out", "", "write the fitted model here as JSON, in the format of a synthetic recording's truth.json (required)")
-	reportPath := fs.String("report", "", "also write the fit's report as JSON to this file: per-cell scores and the fitted basis weights, a compact form of the model that eval --glm also reads")
+	reportPath := fs.String("report", "",
+		"also write the fit's report as JSON here: per-cell scores and basis weights, which eval --glm reads")
 	cellsSel := fs.String("cells", "quality", "cells to fit: quality or all")
 	minLag := fs.Int("min-lag", def.MinLag, "first lag (bins) of the stimulus filters; below 36 the exact oracle is not computed")
 	stimBases := fs.Int("stim-bases", def.StimBases, "raised-cosine bumps per LED")
 	stimLastPeak := fs.Float64("stim-last-peak", def.StimLastPeak, "lag after --min-lag of the last stimulus bump's peak (bins)")
-	alphas := fs.String("alphas", joinFloats(def.Alphas), "L2 penalties to try (comma-separated); each cell keeps the best on the validation split")
+	alphas := fs.String("alphas", joinFloats(def.Alphas),
+		"L2 penalties to try (comma-separated); each cell keeps the best on the validation split")
 	workers := fs.Int("workers", 0, "cells fitted in parallel (0: all cores)")
-	nllSplits := fs.String("nll-splits", "val,test", "splits on which to score the fitted model's exact next-spike NLL over every window (comma-separated, or none)")
+	nllSplits := fs.String("nll-splits", "val,test",
+		"splits on which to score the fitted model's exact next-spike NLL over every window (comma-separated, or none)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer glm --data DIR --out FILE.json [flags]\n\nFit a generalised linear model (raised-cosine stimulus and spike-history filters,\nexponential nonlinearity; Pillow et al. 2008) to every cell on the training split,\nand score it with the exact oracle of rgc/synth. Evaluate it further with\n`trainer eval --glm FILE.json`.")
+		fmt.Fprintln(fs.Output(), "usage: trainer glm --data DIR --out FILE.json [flags]\n"+
+			"\n"+
+			"Fit a generalised linear model (raised-cosine stimulus and spike-history filters,\n"+
+			"exponential nonlinearity; Pillow et al. 2008) to every cell on the training split,\n"+
+			"and score it with the exact oracle of rgc/synth. Evaluate it further with\n"+
+			"`trainer eval --glm FILE.json`.")
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
@@ -88,14 +96,16 @@ func runGLM(ctx context.Context, args []string) error {
 		return nil
 	}
 	if opts.MinLag < synth.MinLatencyBins {
-		fmt.Printf("exact NLL not computed: --min-lag %d < %d lets more than one future frame reach the horizon\n", opts.MinLag, synth.MinLatencyBins)
+		fmt.Printf("exact NLL not computed: --min-lag %d < %d lets more than one future frame reach the horizon\n",
+			opts.MinLag, synth.MinLatencyBins)
 		return nil
 	}
 	p, err := glm.NewPredictor(rec, truth)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("next-spike NLL (nats, every window, mean over %d cells): glm vs zero-input (per-cell training class frequencies)\n", len(cells))
+	fmt.Printf("next-spike NLL (nats, every window, mean over %d cells): glm vs zero-input (per-cell training class frequencies)\n",
+		len(cells))
 	for _, s := range splits {
 		start := time.Now()
 		res, err := synth.BayesNLL(ctx, p.Oracle(), rec, s, cells)

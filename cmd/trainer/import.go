@@ -25,9 +25,13 @@ func runImport(_ context.Context, args []string) error {
 	heads := fs.Int("heads", 0, "attention heads (default: the metadata's, else 4 as in torchref.py)")
 	binRate := fs.Float64("bin-rate-hz", 0, "bin rate the weights were trained at (default: the metadata's, else rgc.BinRateHz)")
 	notes := fs.String("notes", "", "provenance notes (default: the metadata's, else where the file came from)")
-	stim := fs.String("stim", "", "stimulus mode of the data the model is for, causal or zero-phase: the file's (its metadata's, else zero-phase, the reference pipeline's) must match (default: with --data causal, else not checked)")
+	stim := fs.String("stim", "",
+		"stimulus mode the model is for, causal or zero-phase; the file's must match (default: causal with --data, else unchecked)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer import --in M.safetensors --out M.ckpt [--cell-ids 13,14,... | --data DIR [--cells quality]]\n\nConvert a PyTorch state_dict of torchref.py's SpikeModel, saved as safetensors,\ninto a checkpoint (configuration inferred from the tensor shapes).")
+		fmt.Fprintln(fs.Output(), "usage: trainer import --in M.safetensors --out M.ckpt [--cell-ids 13,14,... | --data DIR [--cells quality]]\n"+
+			"\n"+
+			"Convert a PyTorch state_dict of torchref.py's SpikeModel, saved as safetensors,\n"+
+			"into a checkpoint (configuration inferred from the tensor shapes).")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 
+	"rgcpred/base/cli"
 	"rgcpred/rgc"
 )
 
@@ -80,7 +81,7 @@ func runInspect(_ context.Context, args []string) error {
 			pos = append(pos, a)
 		}
 	}
-	if err := fs.Parse(flags); err != nil {
+	if err := cli.Parse(fs, flags); err != nil {
 		return err
 	}
 	if len(pos) != 1 {

@@ -17,7 +17,8 @@ import (
 func runImportKilosort(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("import-kilosort", flag.ContinueOnError)
 	var o kilosort.Options
-	fs.StringVar(&o.Dir, "dir", "", "Kilosort/phy output directory (spike_times.npy, spike_clusters.npy, cluster_group.tsv or cluster_KSLabel.tsv, params.py)")
+	fs.StringVar(&o.Dir, "dir", "",
+		"Kilosort/phy output directory (spike_times.npy, spike_clusters.npy, cluster_group.tsv or cluster_KSLabel.tsv, params.py)")
 	fs.StringVar(&o.Triggers, "triggers", "", "frame triggers in sensor samples, .npy or .csv (frames + 1 entries, or frames)")
 	fs.StringVar(&o.Pattern, "pattern", "", "LED pattern, frames x 4 of 0/1, .npy or .csv")
 	out := fs.String("out", "", "recording directory to write")
@@ -28,7 +29,10 @@ func runImportKilosort(_ context.Context, args []string) error {
 	fs.StringVar(&o.Species, "species", "", "species the retina came from")
 	fs.StringVar(&o.Source, "source", "", "credit for the recording")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer import-kilosort --dir KS --triggers T.npy|.csv --pattern P.npy|.csv --out DIR [--quality good|all|IDS]\n\nConvert Kilosort/phy output and a stimulus into the recording layout (docs/data.md).")
+		fmt.Fprintln(fs.Output(), "usage: trainer import-kilosort --dir KS --triggers T.npy|.csv --pattern P.npy|.csv --out DIR\n"+
+			"                               [--quality good|all|IDS]\n"+
+			"\n"+
+			"Convert Kilosort/phy output and a stimulus into the recording layout (docs/data.md).")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {
@@ -63,12 +67,14 @@ func runImportKilosort(_ context.Context, args []string) error {
 		labels = "no label file"
 	}
 	fmt.Printf("wrote %s: %d of %d clusters (%d quality, %d noise dropped; labels from %s), %d spikes, %d frames, %.1f s at %g Hz\n",
-		*out, rep.Kept, rep.Clusters, rep.Quality, rep.DroppedNoise, labels, rep.Spikes, rep.Frames, float64(raw.NumSamples)/raw.SampleRateHz, raw.SampleRateHz)
+		*out, rep.Kept, rep.Clusters, rep.Quality, rep.DroppedNoise, labels, rep.Spikes, rep.Frames,
+		float64(raw.NumSamples)/raw.SampleRateHz, raw.SampleRateHz)
 	if rep.LastFrameEstimated {
 		fmt.Println("note: the triggers had no end entry; the last frame was given the median frame length")
 	}
 	if raw.SampleRateHz != rgc.SensorRateHz {
-		fmt.Printf("note: bins are %d samples, so this recording's bin rate is %.2f Hz, not the shipped models' %.2f Hz\n", rgc.Decimation, raw.SampleRateHz/rgc.Decimation, rgc.BinRateHz)
+		fmt.Printf("note: bins are %d samples, so this recording's bin rate is %.2f Hz, not the shipped models' %.2f Hz\n",
+			rgc.Decimation, raw.SampleRateHz/rgc.Decimation, rgc.BinRateHz)
 	}
 	return nil
 }

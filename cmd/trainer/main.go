@@ -7,10 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"rgcpred/base/cli"
 )
 
 // command is one trainer subcommand.
@@ -19,11 +22,9 @@ type command struct {
 	run     func(ctx context.Context, args []string) error
 }
 
-// commands lists the subcommands; each lives in its own file.
+// commands lists the subcommands by name.
 func commands() map[string]command {
 	return map[string]command{
-		// Add one line per subcommand, e.g.
-		// "inspect": {"summarise a recording", runInspect},
 		"inspect":       {"summarise a recording", runInspect},
 		"eval":          {"roll models out on a split and score them (NLL, Van Rossum, Schreiber, Pearson)", runEval},
 		"metrics":       {"spike-train metrics between two .npy count vectors", runMetrics},
@@ -32,8 +33,8 @@ func commands() map[string]command {
 		"model":         {"print a configuration's parameter counts", runModel},
 		"synth":         {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
 		"glm":           {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
-		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds that match the recorded rate on the training split", runFitThreshold},
-		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot (resumable)", runExperiment},
+		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds matching the recorded rate", runFitThreshold},
+		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot", runExperiment},
 
 		// Interchange with other tools (docs/interop.md).
 		"export":          {"write a checkpoint as safetensors in PyTorch's layout", runExport},
@@ -42,38 +43,47 @@ func commands() map[string]command {
 	}
 }
 
-func usage(cmds map[string]command) {
-	fmt.Fprintln(os.Stderr, "usage: trainer COMMAND [flags] [args]\n\ncommands:")
+// usage writes the command list to w, its name column as wide as the
+// longest name.
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: trainer COMMAND [flags] [args]\n\ncommands:")
 	names := make([]string, 0, len(cmds))
+	width := 0
 	for n := range cmds {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, cmds[n].summary)
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'trainer COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'trainer COMMAND -h' for a command's flags.")
+}
+
+// run runs the subcommand named by args[0] with the rest of args.
+func run(ctx context.Context, args []string) error {
+	cmds := commands()
+	if len(args) < 1 || cli.IsHelp(args[0]) || args[0] == "help" {
+		if len(args) < 1 {
+			usage(os.Stderr, cmds)
+			return errors.New("no command")
+		}
+		usage(cli.Stdout, cmds)
+		return flag.ErrHelp
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		usage(os.Stderr, cmds)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	if err := cmd.run(ctx, args[1:]); err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	return nil
 }
 
 func main() {
-	cmds := commands()
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage(cmds)
-		os.Exit(2)
-	}
-	cmd, ok := cmds[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "trainer: unknown command %q\n\n", os.Args[1])
-		usage(cmds)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "trainer %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
+	cli.Exit("trainer", run(ctx, os.Args[1:]))
 }

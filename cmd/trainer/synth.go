@@ -52,11 +52,17 @@ func runSynth(ctx context.Context, args []string) error {
 	minutes := fs.Float64("minutes", 15, "length of the recording in minutes")
 	seed := fs.Uint64("seed", 1, "population seed (same seed, same files)")
 	nll := fs.Bool("nll", false, "also score the test split: the oracle's Bayes-optimal NLL and the zero-input model's")
-	ahead := fs.Bool("lookahead", false, fmt.Sprintf("with --nll, also score the oracle that knows frames starting up to %d bins after t (as far as the model's filtered stimulus reaches)", synth.ModelLookahead))
+	ahead := fs.Bool("lookahead", false,
+		fmt.Sprintf("with --nll, also score the oracle that knows frames starting up to %d bins after t", synth.ModelLookahead))
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	plotPath := fs.String("plot", "", "write charts of the first cells' true filters, each as SVG and PNG: FILE.svg/.png (stimulus filters, summed over the LEDs) and FILE-history.svg/.png (history filters)")
+	plotPath := fs.String("plot", "",
+		"write charts of the first cells' true filters: FILE.svg/.png (stimulus) and FILE-history.svg/.png (history)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]] [--plot FILE.svg] [--json]\n\nSimulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\nwith the cells' true parameters in DIR/truth.json (see rgc/synth).")
+		fmt.Fprintln(fs.Output(), "usage: trainer synth --out DIR [--cells N] [--minutes M] [--seed S] [--nll [--lookahead]]\n"+
+			"                     [--plot FILE.svg] [--json]\n"+
+			"\n"+
+			"Simulate a recording of GLM ganglion cells under four-LED noise, in the shared layout,\n"+
+			"with the cells' true parameters in DIR/truth.json (see rgc/synth).")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {
@@ -74,7 +80,8 @@ func runSynth(ctx context.Context, args []string) error {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
-	if err := synthesise(ctx, os.Stdout, *out, synth.Config{Cells: *cells, Minutes: *minutes, Seed: *seed}, *nll, *ahead, *asJSON); err != nil {
+	cfg := synth.Config{Cells: *cells, Minutes: *minutes, Seed: *seed}
+	if err := synthesise(ctx, os.Stdout, *out, cfg, *nll, *ahead, *asJSON); err != nil {
 		return err
 	}
 	if *plotPath != "" {
@@ -187,7 +194,8 @@ func synthesise(ctx context.Context, w io.Writer, out string, cfg synth.Config, 
 			return err
 		}
 		zero := synth.FixedNLL(rec, rgc.Test, idx, synth.ClassFrequencies(rec, rgc.Train, idx))
-		s.NLL = &synthNLLJSON{Windows: res.Windows, Oracle: res.NLL, OracleEntropy: res.Entropy, OracleGapSE: res.GapSE, ZeroInput: zero.NLL, ZeroInputEntropy: zero.Entropy}
+		s.NLL = &synthNLLJSON{Windows: res.Windows, Oracle: res.NLL, OracleEntropy: res.Entropy, OracleGapSE: res.GapSE,
+			ZeroInput: zero.NLL, ZeroInputEntropy: zero.Entropy}
 		if ahead {
 			if err := o.SetLookahead(synth.ModelLookahead); err != nil {
 				return err
@@ -201,7 +209,9 @@ func synthesise(ctx context.Context, w io.Writer, out string, cfg synth.Config, 
 		s.NLL.Seconds = time.Since(start).Seconds()
 		if !asJSON {
 			fmt.Fprintf(w, "test split, %d windows (%.1f s):\n", res.Windows, s.NLL.Seconds)
-			fmt.Fprintf(w, "  Bayes-optimal NLL (oracle, stimulus known to t): %.4f nats (its mean entropy %.4f; NLL - entropy %+.4f, standard error %.4f)\n", res.NLL, res.Entropy, res.NLL-res.Entropy, res.GapSE)
+			fmt.Fprintf(w, "  Bayes-optimal NLL (oracle, stimulus known to t): %.4f nats "+
+				"(its mean entropy %.4f; NLL - entropy %+.4f, standard error %.4f)\n",
+				res.NLL, res.Entropy, res.NLL-res.Entropy, res.GapSE)
 			if s.NLL.OracleLookahead != nil {
 				fmt.Fprintf(w, "  oracle knowing frames up to t+%d:                %.4f nats\n", synth.ModelLookahead, *s.NLL.OracleLookahead)
 			}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/model"
 	"rgcpred/model/train"
@@ -57,17 +58,22 @@ func runTrain(ctx context.Context, args []string) error {
 	tf.register(fs)
 	steps := fs.Int("steps", 2000, "planned optimiser steps (with --time: a cap, none unless given)")
 	lr := fs.Float64("lr", 1e-3, "peak learning rate of the one-cycle schedule")
-	out := fs.String("out", "", "best checkpoint (resume state in OUT.resume, curve in OUT-loss.svg and OUT-loss.png; default: with --resume FILE.resume, FILE, else out/CONFIG.ckpt, so the shipped models/ are never overwritten by accident)")
+	out := fs.String("out", "",
+		"best checkpoint, with OUT.resume and OUT-loss.svg/.png (default: FILE for --resume FILE.resume, else out/CONFIG.ckpt)")
 	valEvery := fs.Int("val-every", 100, "steps between validations")
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
-	teacher := fs.String("teacher", "", "distil from this GLM (the JSON of `trainer glm`, fitted on the same recording): the targets mix its distributions with the true classes")
+	teacher := fs.String("teacher", "",
+		"distil from this GLM (`trainer glm`'s JSON, same recording): the targets mix its distributions with the classes")
 	distill := fs.Float64("distill", 0.8, "with --teacher: the teacher's share of the targets at the start")
-	distillEnd := fs.Float64("distill-end", 0.6, "with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
-	init := fs.String("init", "", "checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config and cells)")
-	budget := fs.Duration("time", 0, "wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
+	distillEnd := fs.Float64("distill-end", 0.6,
+		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
+	init := fs.String("init", "",
+		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config and cells)")
+	budget := fs.Duration("time", 0,
+		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	o, err := tf.options()
@@ -144,8 +150,9 @@ func runLRFind(ctx context.Context, args []string) error {
 	steps := fs.Int("steps", 600, "sweep steps")
 	probe := fs.Int("probe", 512, "fixed training windows scored at each probe point")
 	points := fs.Int("points", 24, "probe points over the sweep")
-	plotPath := fs.String("plot", "lr-find.svg", "plot of loss against rate, written as FILE.svg and FILE.png (extension .svg, .png or none)")
-	if err := fs.Parse(args); err != nil {
+	plotPath := fs.String("plot", "lr-find.svg",
+		"plot of loss against rate, written as FILE.svg and FILE.png (extension .svg, .png or none)")
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if _, _, err := plot.Paths(*plotPath); err != nil {
@@ -163,7 +170,8 @@ func runLRFind(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("lowest probe loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n", r.MinRate, r.Steepest, r.Suggested, strings.Join(files, ", "))
+	fmt.Printf("lowest probe loss at lr %.3g, steepest descent at %.3g; suggested peak lr %.3g (plot %s)\n",
+		r.MinRate, r.Steepest, r.Suggested, strings.Join(files, ", "))
 	return nil
 }
 
@@ -177,7 +185,7 @@ func runModel(ctx context.Context, args []string) error {
 	windows := fs.Int("windows", 16384, "with --ckpt: windows to score (uniform, fixed seed)")
 	threads := fs.Int("threads", runtime.NumCPU(), "with --ckpt: inference threads")
 	stim := stimFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *ckpt != "" {
@@ -208,7 +216,8 @@ func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threa
 	}
 	printCounts(ck.Weights.Config)
 	p := ck.Provenance
-	fmt.Printf("trained on %s (%s bins): %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n", p.Data, ck.StimMode, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
+	fmt.Printf("trained on %s (%s bins): %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n",
+		p.Data, ck.StimMode, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
 	split, err := rgc.ParseSplit(splitName)
 	if err != nil {
 		return err
@@ -225,7 +234,8 @@ func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threa
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s split, %d windows: model NLL %.4f +- %.4f; zero-input %.4f (pooled), %.4f (per cell); model - per-cell zero-input %.4f +- %.4f (paired SE)\n",
+	fmt.Printf("%s split, %d windows: model NLL %.4f +- %.4f; zero-input %.4f (pooled), %.4f (per cell); "+
+		"model - per-cell zero-input %.4f +- %.4f (paired SE)\n",
 		split, res.N, res.Model, res.ModelSE, res.ZeroPooled, res.ZeroPerCell, res.Model-res.ZeroPerCell, res.DiffSE)
 	return nil
 }

@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/bench"
 	"rgcpred/evaluation"
@@ -56,30 +56,40 @@ func parseCounts(s string) ([]int, error) {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
-	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt", "checkpoint the daemon serves ("+NoModel+": a hash of each window instead of a model, microseconds per window, to measure the daemon and the transport alone)")
+	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt",
+		"checkpoint the daemon serves ("+NoModel+": a hash per window, to time the daemon and the transport alone)")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
 	stim := rgc.StimCausal
-	fs.TextVar(&stim, "stim", rgc.StimCausal, "stimulus mode the recording is binned and played in: causal or zero-phase (non-causal); the model must have been trained on it")
+	fs.TextVar(&stim, "stim", rgc.StimCausal, "stimulus mode the recording is binned and played in: causal or zero-phase; the model's own")
 	cells := fs.String("cells", "1,5,10,20,40,60,80,120", "cell counts to measure")
 	seconds := fs.Float64("seconds", 20, "seconds of real-time stimulus per cell count (after the 1024-bin history)")
 	threads := fs.Int("threads", runtime.NumCPU(), "engine threads")
 	maxBatch := fs.Int("max-batch", 0, "most windows per model call (0: every due cell)")
-	reloadEvery := fs.Duration("reload-every", 0, "reload the model this often while the devices play, as predictord does on SIGHUP (0: never)")
-	precision := fs.String("precision", "int8", "arithmetic of the engine, as predictord's --precision: int8 (where the CPU has it and it passes the parity check, else as bf16), bf16 (likewise, else fp32) or fp32")
-	gather := fs.Int("gather", 0, "due windows the daemon gathers into one model call while frames wait, as predictord's --gather (0: as many as engine threads; -1: none)")
-	maxLag := fs.Int64("max-lag", 40, "daemon overload threshold in bins, as predictord's --max-lag: a decision more than this many bins behind the newest frame is skipped (0: never)")
-	stagger := fs.Bool("stagger", true, "the daemon staggers the cells' starts, as predictord's default --stagger (false: every cell's first window at the same frame)")
+	reloadEvery := fs.Duration("reload-every", 0,
+		"reload the model this often while the devices play, as predictord does on SIGHUP (0: never)")
+	precision := fs.String("precision", "int8",
+		"engine arithmetic, as predictord's --precision: int8, bf16 or fp32 (each falls back where the CPU lacks it)")
+	gather := fs.Int("gather", 0,
+		"due windows gathered into one model call while frames wait, as predictord's --gather (0: engine threads; -1: none)")
+	maxLag := fs.Int64("max-lag", 40,
+		"overload threshold in bins, as predictord's --max-lag: skip a decision this far behind the newest frame (0: never)")
+	stagger := fs.Bool("stagger", true,
+		"stagger the cells' starts, as predictord's --stagger (false: every first window at the same frame)")
 	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
 	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
-	expect := fs.Bool("expect", true, "the daemon announces each frame's batch to the engine a frame ahead, as predictord's default --expect (false: the helper threads wake when a call starts)")
-	wholeCalls := fs.Bool("whole-calls", false, "the daemon publishes each model call's decisions together when the call ends, as predictord --whole-calls (default: each as soon as its window is computed)")
-	trace := fs.String("trace", "", "record every decision's latency in parts (frame to daemon, wait, model call, publish, daemon to device) and its model call's size, write them here as CSV and print the slowest 1% in parts per point")
+	expect := fs.Bool("expect", true,
+		"announce each frame's batch a frame ahead, as predictord's --expect (false: helpers wake when a call starts)")
+	wholeCalls := fs.Bool("whole-calls", false,
+		"publish a call's decisions together at its end, as predictord --whole-calls (default: each as computed)")
+	trace := fs.String("trace", "",
+		"write every decision's latency in parts as CSV here, and print the slowest 1% in parts (docs/latency.md)")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
 	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
 	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
-	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2, "GOMAXPROCS of the run: by default two more than the CPUs, so that the replay devices' goroutines (pacer, NATS client) get their own Ps as they would in their own process instead of waiting for the engine threads to be preempted")
-	if err := fs.Parse(args); err != nil {
+	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2,
+		"GOMAXPROCS of the run (default: CPUs + 2, so the devices' goroutines get Ps of their own; docs/latency.md)")
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -117,7 +127,8 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("--reload-every: --ckpt %s has nothing to reload", NoModel)
 		}
 		ids := rec.QualityClusterIDs()
-		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, Name: "none: a hash per window (the daemon and the transport alone)", StimMode: stim}
+		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, StimMode: stim,
+			Name: "none: a hash per window (the daemon and the transport alone)"}
 	} else if mdl, err = bench.LoadEngine(*ckpt, *maxBatch, *threads, prec); err != nil {
 		return err
 	}
@@ -137,14 +148,18 @@ func run(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time, stagger %v\n", mdl.Name, rec.Name, len(counts), *seconds, *stagger)
+	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time, stagger %v\n",
+		mdl.Name, rec.Name, len(counts), *seconds, *stagger)
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
-		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec), Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls,
+		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec),
+		Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls,
 		Progress: func(p bench.Point) {
-			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, %.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
-				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
+			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, "+
+				"%.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
+				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
+				p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
 		},
 	})
 	if err != nil {
@@ -204,11 +219,5 @@ func output(rep *bench.Report, jsonOut, svgOut, compare string) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "latency: %v\n", err)
-		os.Exit(1)
-	}
+	cli.Exit("latency", run(ctx, os.Args[1:]))
 }
