@@ -195,7 +195,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: input %dx%d with %d classes, want %dx%d with %d",
 			c.InRows, c.InBins, c.Classes, rgc.InputRows, rgc.WindowBins, rgc.NumClasses)
 	case c.StemCh < 1 || c.BlockMid < 1 || c.BlockOut < 1 || c.StemKernel%2 != 1 || c.BlockKernel%2 != 1:
-		return fmt.Errorf("config: bad CNN sizes (channels %d/%d/%d, kernels %d/%d must be odd)", c.StemCh, c.BlockMid, c.BlockOut, c.StemKernel, c.BlockKernel)
+		return fmt.Errorf("config: bad CNN sizes (channels %d/%d/%d, kernels %d/%d must be odd)",
+			c.StemCh, c.BlockMid, c.BlockOut, c.StemKernel, c.BlockKernel)
 	case c.SEReduction < 1 || c.BlockOut%c.SEReduction != 0:
 		return fmt.Errorf("config: se_reduction %d does not divide %d", c.SEReduction, c.BlockOut)
 	case c.Layers < 1 || c.Heads < 1 || c.HeadDim < 1:

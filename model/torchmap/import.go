@@ -66,7 +66,8 @@ func Import(f *safetensors.File, opt Options) (*model.Checkpoint, error) {
 		ck.CellIDs = slices.Clone(opt.CellIDs)
 	}
 	if ck.CellIDs == nil {
-		return nil, fmt.Errorf("import: the file has no %s metadata: give the cluster id of each of the %d embedding rows", MetaCellIDs, cfg.NumCells)
+		return nil, fmt.Errorf("import: the file has no %s metadata: give the cluster id of each of the %d embedding rows",
+			MetaCellIDs, cfg.NumCells)
 	}
 	if opt.BinRateHz != 0 {
 		ck.BinRateHz = opt.BinRateHz
@@ -106,7 +107,8 @@ func Import(f *safetensors.File, opt Options) (*model.Checkpoint, error) {
 		ck.Weights.Tensors[m.ours] = v
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("import: %d tensors of %s missing, e.g. %s (docs/interop.md lists the module names)", len(missing), cfg.Name(), strings.Join(missing[:min(5, len(missing))], ", "))
+		return nil, fmt.Errorf("import: %d tensors of %s missing, e.g. %s (docs/interop.md lists the module names)",
+			len(missing), cfg.Name(), strings.Join(missing[:min(5, len(missing))], ", "))
 	}
 	if err := checkBuffers(f, cfg, used); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
@@ -153,7 +155,8 @@ func checkBuffers(f *safetensors.File, cfg model.Config, used map[string]bool) e
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return fmt.Errorf("%d tensors are not parameters of %s: %s (docs/interop.md lists the module names)", len(extra), cfg.Name(), strings.Join(extra[:min(5, len(extra))], ", "))
+		return fmt.Errorf("%d tensors are not parameters of %s: %s (docs/interop.md lists the module names)",
+			len(extra), cfg.Name(), strings.Join(extra[:min(5, len(extra))], ", "))
 	}
 	return nil
 }
@@ -295,7 +298,8 @@ func InferConfig(f *safetensors.File, heads int) (model.Config, error) {
 	case c.Layers == 6 && c.HeadDim == 32:
 		c.Stem = model.StemGPTB
 	default:
-		return c, fmt.Errorf("%d transformer layers of %d heads x %d: not a gpt-a (2 x 4 x 16) or gpt-b (6 x 4 x 32) stem", c.Layers, c.Heads, c.HeadDim)
+		return c, fmt.Errorf("%d transformer layers of %d heads x %d: not a gpt-a (2 x 4 x 16) or gpt-b (6 x 4 x 32) stem",
+			c.Layers, c.Heads, c.HeadDim)
 	}
 	if err := c.Validate(); err != nil {
 		return c, err

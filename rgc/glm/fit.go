@@ -97,19 +97,24 @@ func (o *Options) bases() (stim, hist *Basis, err error) {
 		}
 	}
 	if o.HessianRows < 0 || o.MaxIter < 1 || o.Workers < 0 {
-		return nil, nil, fmt.Errorf("glm: options.hessian_rows = %d (hessian rows), max_iter = %d (max iter), workers = %d: want >= 0, >= 1, >= 0", o.HessianRows, o.MaxIter, o.Workers)
+		return nil, nil, fmt.Errorf("glm: options.hessian_rows = %d (hessian rows), max_iter = %d (max iter), workers = %d: "+
+			"want >= 0, >= 1, >= 0", o.HessianRows, o.MaxIter, o.Workers)
 	}
 	const maxFilter = rgc.WindowBins - rgc.Horizon
 	stimLen, err := BasisLen(o.StimBases, o.MinLag, 0, o.StimLastPeak, o.StimOffset)
 	if err != nil {
-		return nil, nil, fmt.Errorf("glm: options.stim_bases = %d, stim_last_peak = %g, stim_offset = %g: stimulus %w", o.StimBases, o.StimLastPeak, o.StimOffset, err)
+		return nil, nil, fmt.Errorf("glm: options.stim_bases = %d, stim_last_peak = %g, stim_offset = %g: stimulus %w",
+			o.StimBases, o.StimLastPeak, o.StimOffset, err)
 	}
 	histLen, err := BasisLen(o.HistBases, 1, 0, o.HistLastPeak, o.HistOffset)
 	if err != nil {
-		return nil, nil, fmt.Errorf("glm: options.hist_bases = %d, hist_last_peak = %g, hist_offset = %g: history %w", o.HistBases, o.HistLastPeak, o.HistOffset, err)
+		return nil, nil, fmt.Errorf("glm: options.hist_bases = %d, hist_last_peak = %g, hist_offset = %g: history %w",
+			o.HistBases, o.HistLastPeak, o.HistOffset, err)
 	}
 	if max(stimLen, histLen-1) > maxFilter {
-		return nil, nil, fmt.Errorf("glm: options give filters of %d (stimulus) and %d (history) bins: they exceed the %d bins a window holds before its horizon", stimLen, histLen-1, maxFilter)
+		return nil, nil, fmt.Errorf("glm: options give filters of %d (stimulus) and %d (history) bins: they exceed the %d bins a window "+
+			"holds before its horizon",
+			stimLen, histLen-1, maxFilter)
 	}
 	if stim, err = NewBasis(o.StimBases, o.MinLag, 0, o.StimLastPeak, o.StimOffset); err != nil {
 		return nil, nil, fmt.Errorf("glm: stimulus %w", err)
@@ -205,10 +210,12 @@ func Fit(ctx context.Context, rec *rgc.Recording, cells []int, opts Options) (*s
 		splits[s] = [2]int{min(from, n), min(to, n)}
 	}
 	if tr := splits[rgc.Train]; tr[1]-tr[0] < sb.Len {
-		return nil, nil, fmt.Errorf("glm: the training split of %s has %d stimulus bins, fewer than the %d-bin stimulus filter", rec.Name, tr[1]-tr[0], sb.Len)
+		return nil, nil, fmt.Errorf("glm: the training split of %s has %d stimulus bins, fewer than the %d-bin stimulus filter",
+			rec.Name, tr[1]-tr[0], sb.Len)
 	}
 	if va := splits[rgc.Val]; va[1] <= va[0] && len(opts.Alphas) > 1 {
-		return nil, nil, fmt.Errorf("glm: the validation split of %s is empty: cannot choose among %d penalties", rec.Name, len(opts.Alphas))
+		return nil, nil, fmt.Errorf("glm: the validation split of %s is empty: cannot choose among %d penalties",
+			rec.Name, len(opts.Alphas))
 	}
 	workers := opts.Workers
 	if workers == 0 {
@@ -331,7 +338,8 @@ func (r *Report) check(sb, hb *Basis) error {
 		return fmt.Errorf("glm: params = %d, the options' bases give %d", r.Params, p)
 	}
 	if r.StimBins != sb.Len || r.HistBins != hb.Len-1 {
-		return fmt.Errorf("glm: stim_bins = %d and hist_bins = %d, the options' bases give %d and %d", r.StimBins, r.HistBins, sb.Len, hb.Len-1)
+		return fmt.Errorf("glm: stim_bins = %d and hist_bins = %d, the options' bases give %d and %d",
+			r.StimBins, r.HistBins, sb.Len, hb.Len-1)
 	}
 	prev := 0
 	for s, sp := range r.Splits {
@@ -347,7 +355,8 @@ func (r *Report) check(sb, hb *Basis) error {
 	for j := range r.Cells {
 		c := &r.Cells[j]
 		if c.TrainSpikeBins < 0 || c.TrainSpikeBins > ntr {
-			return fmt.Errorf("glm: cells[%d] (cluster %d): train_spike_bins = %d, want 0..%d (the training split's bins)", j, c.ClusterID, c.TrainSpikeBins, ntr)
+			return fmt.Errorf("glm: cells[%d] (cluster %d): train_spike_bins = %d, want 0..%d (the training split's bins)",
+				j, c.ClusterID, c.TrainSpikeBins, ntr)
 		}
 		if c.Iterations < 0 {
 			return fmt.Errorf("glm: cells[%d] (cluster %d): iterations = %d is negative", j, c.ClusterID, c.Iterations)
@@ -356,10 +365,12 @@ func (r *Report) check(sb, hb *Basis) error {
 			return fmt.Errorf("glm: cells[%d] (cluster %d): alpha = %g, want a finite value >= 0", j, c.ClusterID, c.Alpha)
 		}
 		if len(c.ValNLLByAlpha) != len(r.Options.Alphas) {
-			return fmt.Errorf("glm: cells[%d] (cluster %d): val_nll_by_alpha has %d entries for %d options.alphas", j, c.ClusterID, len(c.ValNLLByAlpha), len(r.Options.Alphas))
+			return fmt.Errorf("glm: cells[%d] (cluster %d): val_nll_by_alpha has %d entries for %d options.alphas",
+				j, c.ClusterID, len(c.ValNLLByAlpha), len(r.Options.Alphas))
 		}
 		if len(c.Theta) != p {
-			return fmt.Errorf("glm: cells[%d] (cluster %d): theta has %d weights, the options' bases need %d", j, c.ClusterID, len(c.Theta), p)
+			return fmt.Errorf("glm: cells[%d] (cluster %d): theta has %d weights, the options' bases need %d",
+				j, c.ClusterID, len(c.Theta), p)
 		}
 		for i, v := range c.Theta {
 			if !finite(v) {

@@ -102,7 +102,8 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 	policies := []rollout.Policy{rollout.Median{}, rollout.Sample{Seed: 7}, th}
 	for pi, stagger := range []bool{false, true, true, false} {
 		policy := policies[min(pi, len(policies)-1)]
-		off, err := rollout.Run(context.Background(), rec, fakepred.New(ids), rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger, Policy: policy})
+		off, err := rollout.Run(context.Background(), rec, fakepred.New(ids),
+			rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger, Policy: policy})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,8 @@ func TestCoreEqualsOfflineRollout(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("stagger %v, policy %v, %s", stagger, policy, tc.name), func(t *testing.T) {
 				sink := &collect{}
-				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0, Stagger: stagger, PublishSilence: true, Policy: policy, Gather: tc.gather})
+				core, err := New(fakepred.New(ids), sink, Config{Known: ids, Cells: ids, MaxBatch: tc.maxBatch, MaxLag: 0,
+					Stagger: stagger, PublishSilence: true, Policy: policy, Gather: tc.gather})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -222,7 +224,8 @@ func TestCoreStaggerSpreadsLoad(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &collect{}
-			core, err := New(classPred(rgc.NoSpikeClass), sink, Config{Known: all, Cells: tc.cells, All: all, Stagger: tc.stagger, PublishSilence: true})
+			core, err := New(classPred(rgc.NoSpikeClass), sink,
+				Config{Known: all, Cells: tc.cells, All: all, Stagger: tc.stagger, PublishSilence: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,7 +315,8 @@ func TestCoreFirstWindowAndStepping(t *testing.T) {
 		if d.End != next[d.Cell] {
 			t.Fatalf("cell %d decided at %d, want %d", d.Cell, d.End, next[d.Cell])
 		}
-		if d.Kind == stream.KindSpike && (d.Bin <= d.End || d.Bin > d.End+rgc.Horizon) || d.Kind == stream.KindSilence && d.Bin != d.End+rgc.Horizon {
+		if d.Kind == stream.KindSpike && (d.Bin <= d.End || d.Bin > d.End+rgc.Horizon) ||
+			d.Kind == stream.KindSilence && d.Bin != d.End+rgc.Horizon {
 			t.Fatalf("bad decision %+v", d)
 		}
 		if d.Prob != fakepred.Peak || d.FrameTime != d.End {
@@ -366,7 +370,8 @@ func TestCoreZeroAllocs(t *testing.T) {
 	// Gathering windows across bins while frames wait (and catching up the
 	// windows that came due meanwhile) allocates nothing either.
 	gsink := &countSink{}
-	gathering, err := New(fakepred.New(cells), gsink, Config{Known: cells, Cells: cells, MaxBatch: 3, PublishSilence: true, Gather: 2, Stagger: true})
+	gathering, err := New(fakepred.New(cells), gsink,
+		Config{Known: cells, Cells: cells, MaxBatch: 3, PublishSilence: true, Gather: 2, Stagger: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +462,8 @@ func TestCoreRobustness(t *testing.T) {
 		f := synthFrames(0, 3)
 		f.Frames[1].LED = [4]float32{-5, 3, 1e30, 0.5}
 		core.Frames(f, 0)
-		if got := core.stim; got[0][1] != stream.MinIntensity || got[1][1] != stream.MaxIntensity || got[2][1] != stream.MaxIntensity || got[3][1] != 0.5 {
+		if got := core.stim; got[0][1] != stream.MinIntensity || got[1][1] != stream.MaxIntensity ||
+			got[2][1] != stream.MaxIntensity || got[3][1] != 0.5 {
 			t.Fatalf("ring after clamping: %v %v %v %v", got[0][1], got[1][1], got[2][1], got[3][1])
 		}
 		if st := core.Stats(); st.Clamped != 1 {

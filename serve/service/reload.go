@@ -49,7 +49,9 @@ func discard(m *Model) {
 // the ratio, with no error anywhere else.
 func checkTimeBase(mdl *Model) error {
 	if r := mdl.BinRateHz; r != 0 && !(math.Abs(r-rgc.BinRateHz) <= 1e-9*rgc.BinRateHz) {
-		return fmt.Errorf("checkpoint bin rate %.6f Hz differs from the stream's %.6f Hz (rgc.BinRateHz): trained on data of another time base", r, rgc.BinRateHz)
+		return fmt.Errorf("checkpoint bin rate %.6f Hz differs from the stream's %.6f Hz (rgc.BinRateHz): trained on data of another "+
+			"time base",
+			r, rgc.BinRateHz)
 	}
 	if mdl.WindowBins != 0 && mdl.WindowBins != rgc.WindowBins {
 		return fmt.Errorf("checkpoint window of %d bins differs from the daemon's %d", mdl.WindowBins, rgc.WindowBins)
