@@ -520,21 +520,26 @@ func TestDrainTimeout(t *testing.T) {
 }
 
 // TestTimeBase: a checkpoint trained at another bin rate, window or
-// horizon is refused at start and on reload (the old model stays); the
-// stream's own time base, or none stated, is accepted.
+// horizon, or on another stimulus mode than the frames', is refused at
+// start and on reload (the old model stays); the stream's own time base,
+// or none stated, is accepted.
 func TestTimeBase(t *testing.T) {
 	cases := []struct {
 		name    string
 		mdl     Model
 		wantErr string
+		frames  rgc.StimMode // Config.StimMode
 	}{
-		{"stream's time base", Model{BinRateHz: rgc.BinRateHz, WindowBins: rgc.WindowBins, Horizon: rgc.Horizon}, ""},
-		{"rounded like a checkpoint header", Model{BinRateHz: 991.8204361111111}, ""},
-		{"not stated", Model{}, ""},
-		{"1 kHz", Model{BinRateHz: 1000}, "bin rate 1000.000000 Hz differs"},
-		{"sensor rate", Model{BinRateHz: rgc.SensorRateHz}, "differs from the stream's 991.82"},
-		{"window", Model{BinRateHz: rgc.BinRateHz, WindowBins: 512}, "window of 512 bins"},
-		{"horizon", Model{Horizon: 40}, "horizon of 40 bins"},
+		{"stream's time base", Model{BinRateHz: rgc.BinRateHz, WindowBins: rgc.WindowBins, Horizon: rgc.Horizon}, "", rgc.StimCausal},
+		{"rounded like a checkpoint header", Model{BinRateHz: 991.8204361111111}, "", rgc.StimCausal},
+		{"not stated", Model{}, "", rgc.StimCausal},
+		{"1 kHz", Model{BinRateHz: 1000}, "bin rate 1000.000000 Hz differs", rgc.StimCausal},
+		{"sensor rate", Model{BinRateHz: rgc.SensorRateHz}, "differs from the stream's 991.82", rgc.StimCausal},
+		{"window", Model{BinRateHz: rgc.BinRateHz, WindowBins: 512}, "window of 512 bins", rgc.StimCausal},
+		{"horizon", Model{Horizon: 40}, "horizon of 40 bins", rgc.StimCausal},
+		{"zero-phase model, causal frames", Model{StimMode: rgc.StimZeroPhase}, "trained on zero-phase (non-causal, sees 16 bins ahead) bins, the input is causal", rgc.StimCausal},
+		{"causal model, zero-phase frames", Model{StimMode: rgc.StimCausal}, "trained on causal (each bin from its own samples) bins, the input is zero-phase", rgc.StimZeroPhase},
+		{"zero-phase model and frames", Model{StimMode: rgc.StimZeroPhase}, "", rgc.StimZeroPhase},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -543,7 +548,7 @@ func TestTimeBase(t *testing.T) {
 				m.Predictor, m.Cells = fakepred.New(opsCells), opsCells
 				return &m, nil
 			}
-			cfg := Config{Devices: []string{"dev0"}, ModelPath: "x.ckpt", Log: zerolog.Nop(), Load: load}
+			cfg := Config{Devices: []string{"dev0"}, ModelPath: "x.ckpt", Log: zerolog.Nop(), Load: load, StimMode: c.frames}
 			_, err := New(cfg)
 			if c.wantErr == "" {
 				if err != nil {
@@ -560,7 +565,7 @@ func TestTimeBase(t *testing.T) {
 				if bad.Load() {
 					return load(p, mb)
 				}
-				return &Model{Predictor: fakepred.New(opsCells), Cells: opsCells, BinRateHz: rgc.BinRateHz, Name: "good"}, nil
+				return &Model{Predictor: fakepred.New(opsCells), Cells: opsCells, BinRateHz: rgc.BinRateHz, StimMode: c.frames, Name: "good"}, nil
 			}
 			s, err := New(cfg)
 			if err != nil {
