@@ -85,18 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
 	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
 		"listen address of the embedded NATS server (port 0: a free one, logged; a taken port is an error)")
-	fs.StringVar(&o.auth.User, "nats-user", "",
-		"NATS user name, with a password (or $"+natsauth.EnvUser+"); the embedded server then requires them")
-	fs.StringVar(&o.auth.Pass, "nats-pass", "", "NATS password (visible in ps: prefer --nats-pass-file or $"+natsauth.EnvPassword+")")
-	fs.StringVar(&o.auth.PassFile, "nats-pass-file", "", "file holding the NATS password (trailing newline ignored)")
-	fs.StringVar(&o.auth.Token, "nats-token", "",
-		"NATS token, required by the embedded server too (or $"+natsauth.EnvToken+"; prefer --nats-token-file)")
-	fs.StringVar(&o.auth.TokenFile, "nats-token-file", "", "file holding the NATS token (trailing newline ignored)")
-	fs.StringVar(&o.auth.Creds, "nats-creds", "",
-		"NATS credentials file, user JWT + nkey seed (or $"+natsauth.EnvCreds+"); needs --nats-url")
-	fs.StringVar(&o.tls.CA, "nats-tls-ca", "", "CA certificate file to verify the NATS server")
-	fs.StringVar(&o.tls.Cert, "nats-tls-cert", "", "client certificate file for NATS TLS (with --nats-tls-key)")
-	fs.StringVar(&o.tls.Key, "nats-tls-key", "", "client key file for NATS TLS")
+	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
 	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
 		"ping the NATS server this often; after --nats-max-pings unanswered pings, reconnect")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/bench"
@@ -65,9 +64,9 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	} else {
 		fromSession = func(p string) error { return eng.Force(engine.Precision(p)) }
 	}
-	nc, err := nats.Connect(o.natsURL, nats.Name("replay audit"))
+	nc, err := connect(o, "replay audit")
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", o.natsURL, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

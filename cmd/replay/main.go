@@ -32,6 +32,7 @@ import (
 	"rgcpred/bench/replay"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/serve/natsauth"
 	"rgcpred/serve/service"
 	"rgcpred/stream"
 )
@@ -40,6 +41,8 @@ import (
 type options struct {
 	data      string
 	natsURL   string
+	auth      natsauth.Flags
+	tls       natsauth.TLS
 	device    string
 	split     string
 	speed     float64
@@ -68,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a `trainer synth` output")
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
+	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")
 	fs.StringVar(&o.split, "split", "test", "stretch to replay: train, val, test or all")
 	fs.Float64Var(&o.speed, "speed", 1, "pacing: 1 = real time (991.82 frames/s), N = N times faster")
@@ -220,9 +224,9 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 		o.natsURL = url
 		fmt.Fprintf(stderr, "replay: embedded predictord serving %s on %s\n", o.ckpt, url)
 	}
-	nc, err := nats.Connect(o.natsURL, nats.Name("replay "+o.device))
+	nc, err := connect(o, "replay "+o.device)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s (is predictord or nats-server running?): %w", o.natsURL, err)
+		return fmt.Errorf("%w (is predictord or nats-server running?)", err)
 	}
 	defer nc.Close()
 	pub, err := stream.NewPublisher(nc, o.device)
@@ -291,4 +295,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cli.Exit("replay", run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// connect connects to --nats-url with the credential and TLS flags, as
+// predictord does.
+func connect(o *options, name string) (*nats.Conn, error) {
+	auth, err := natsauth.Resolve(o.auth, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := natsauth.Options(name, false, auth, o.tls)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.natsURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", natsauth.RedactURL(o.natsURL), err)
+	}
+	return nc, nil
 }

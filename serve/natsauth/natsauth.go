@@ -7,6 +7,7 @@ package natsauth
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -230,4 +231,24 @@ func RedactURL(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// RegisterFlags defines the credential and TLS flags on fs (--nats-user,
+// --nats-pass, --nats-pass-file, --nats-token, --nats-token-file,
+// --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key), filling f
+// and t: every tool that connects to predictord's NATS takes the same
+// ones.
+func RegisterFlags(fs *flag.FlagSet, f *Flags, t *TLS) {
+	fs.StringVar(&f.User, "nats-user", "",
+		"NATS user name, with a password (or $"+EnvUser+"); the embedded server then requires them")
+	fs.StringVar(&f.Pass, "nats-pass", "", "NATS password (visible in ps: prefer --nats-pass-file or $"+EnvPassword+")")
+	fs.StringVar(&f.PassFile, "nats-pass-file", "", "file holding the NATS password (trailing newline ignored)")
+	fs.StringVar(&f.Token, "nats-token", "",
+		"NATS token, required by the embedded server too (or $"+EnvToken+"; prefer --nats-token-file)")
+	fs.StringVar(&f.TokenFile, "nats-token-file", "", "file holding the NATS token (trailing newline ignored)")
+	fs.StringVar(&f.Creds, "nats-creds", "",
+		"NATS credentials file, user JWT + nkey seed (or $"+EnvCreds+"); needs --nats-url")
+	fs.StringVar(&t.CA, "nats-tls-ca", "", "CA certificate file to verify the NATS server")
+	fs.StringVar(&t.Cert, "nats-tls-cert", "", "client certificate file for NATS TLS (with --nats-tls-key)")
+	fs.StringVar(&t.Key, "nats-tls-key", "", "client key file for NATS TLS")
 }
