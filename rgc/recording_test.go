@@ -57,28 +57,12 @@ func TestStimFilterResponse(t *testing.T) {
 // TestBinStimulusMatchesConvolution checks the piecewise-constant shortcut
 // against a direct convolution at the sensor rate on random frames.
 func TestBinStimulusMatchesConvolution(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	const frames = 40
-	pattern := make([][StimChannels]int8, frames)
-	triggers := []int64{700}
-	for f := range pattern {
-		for c := range pattern[f] {
-			pattern[f][c] = int8(rng.IntN(2))
-		}
-		triggers = append(triggers, triggers[f]+int64(30+rng.IntN(1400)))
-	}
-	numSamples := triggers[frames] + 1000
+	pattern, triggers := randomFrames(rand.New(rand.NewPCG(1, 2)), 40)
+	numSamples := triggers[len(triggers)-1] + 1000
 	got := BinStimulus(StimZeroPhase, pattern, triggers, numSamples)
 	h := kernel()
 	m := StimFilterHalfTaps
-	x := make([][StimChannels]float64, numSamples)
-	for f := 0; f < frames; f++ {
-		for n := triggers[f]; n < triggers[f+1]; n++ {
-			for c := range x[n] {
-				x[n][c] = float64(pattern[f][c])
-			}
-		}
-	}
+	x := stepFunction(pattern, triggers, numSamples)
 	bins := int(numSamples / Decimation)
 	for c := 0; c < StimChannels; c++ {
 		if len(got[c]) != bins {

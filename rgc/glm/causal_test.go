@@ -14,14 +14,7 @@ import (
 // predictions for windows a few bins later must change, so the test does
 // change what the model reads.
 func TestPredictorIsCausal(t *testing.T) {
-	rec, err := rgc.Load("../../data/chicken-17-08-21")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := rec.QualityCells()
-	cells := []int{q[0], q[7]}
-	ids := []int{rec.Cells[cells[0]].ClusterID, rec.Cells[cells[1]].ClusterID}
-	tr := handTruth(t, rec, ids)
+	rec, cells, ids, tr := realGLM(t)
 	p, err := NewPredictor(rec, tr)
 	if err != nil {
 		t.Fatal(err)

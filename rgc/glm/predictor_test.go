@@ -43,19 +43,26 @@ func handTruth(t *testing.T, rec *rgc.Recording, ids []int) *synth.Truth {
 	return tr
 }
 
-// TestPredictorReal evaluates a GLM on windows of the real recording: the
-// predictions must be the oracle's for the cell's spike history, sum to 1,
-// allocate nothing after warm-up, and a window whose stimulus is not the
-// recording's at its end bin must be refused.
-func TestPredictorReal(t *testing.T) {
+// realGLM loads the shipped recording (causal bins) and builds handTruth
+// for two of its quality cells (indices into rec.Cells, and cluster ids).
+func realGLM(t *testing.T) (rec *rgc.Recording, cells, ids []int, tr *synth.Truth) {
+	t.Helper()
 	rec, err := rgc.Load("../../data/chicken-17-08-21")
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := rec.QualityCells()
-	cells := []int{q[0], q[7]}
-	ids := []int{rec.Cells[cells[0]].ClusterID, rec.Cells[cells[1]].ClusterID}
-	tr := handTruth(t, rec, ids)
+	cells = []int{q[0], q[7]}
+	ids = []int{rec.Cells[cells[0]].ClusterID, rec.Cells[cells[1]].ClusterID}
+	return rec, cells, ids, handTruth(t, rec, ids)
+}
+
+// TestPredictorReal evaluates a GLM on windows of the real recording: the
+// predictions must be the oracle's for the cell's spike history, sum to 1,
+// allocate nothing after warm-up, and a window whose stimulus is not the
+// recording's at its end bin must be refused.
+func TestPredictorReal(t *testing.T) {
+	rec, cells, ids, tr := realGLM(t)
 	path := filepath.Join(t.TempDir(), "glm.json")
 	if err := SaveTruth(path, tr); err != nil {
 		t.Fatal(err)
