@@ -473,3 +473,58 @@ func TestEnsureLimits(t *testing.T) {
 			info.State, info.Config.MaxAge, limit)
 	}
 }
+
+// TestStreamSourceOneFilter: the audit's consumer asks the server for one
+// filter subject (nats-server 2.9 refuses more) and still reads exactly
+// the device's messages, in order, from a stream recording two devices.
+func TestStreamSourceOneFilter(t *testing.T) {
+	_, nc, js := jsConn(t)
+	ctx := ctxT(t)
+	if _, err := Ensure(ctx, js, Config{Stream: "REC", Devices: []string{dev, "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 20 {
+		for _, d := range []string{dev, "other"} {
+			subj := Subjects(d)[i%len(Subjects(d))]
+			data := fmt.Sprintf("%s %d", d, i)
+			if _, err := js.Publish(ctx, subj, []byte(data)); err != nil {
+				t.Fatal(err)
+			}
+			if d == dev {
+				want = append(want, data)
+			}
+		}
+	}
+	var mu sync.Mutex
+	var creates []string
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.CREATE.>", func(m *nats.Msg) {
+		mu.Lock()
+		creates = append(creates, string(m.Data))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range readAll(t, StreamSource(js, "REC", dev)) {
+		got = append(got, string(m.Data))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(creates) == 0 {
+		t.Fatal("no consumer creation seen")
+	}
+	for _, c := range creates {
+		if strings.Contains(c, `"filter_subjects"`) || !strings.Contains(c, `"filter_subject":"`+DeviceFilter(dev)+`"`) {
+			t.Fatalf("consumer request %s: want the one filter subject %s", c, DeviceFilter(dev))
+		}
+	}
+}

@@ -42,7 +42,9 @@ type Source func(ctx context.Context, fn func(Msg) error) error
 
 // StreamSource returns the Source of device's messages in the recording
 // stream name: an ordered consumer over the device's subjects reading the
-// messages stored when the call began.
+// messages stored when the call began. The consumer has one filter subject,
+// DeviceFilter, so it works on every JetStream server (nats-server 2.9
+// takes no more than one).
 func StreamSource(js jetstream.JetStream, name, device string) Source {
 	kinds := map[string]Kind{
 		stream.StimSubject(device):    KindFrames,
@@ -65,7 +67,7 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 			return nil
 		}
 		c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: Subjects(device),
+			FilterSubjects: []string{DeviceFilter(device)},
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
 		})
 		if err != nil {
@@ -86,8 +88,10 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 				if md.Sequence.Stream > last {
 					return nil
 				}
-				if err := fn(Msg{Kind: kinds[m.Subject()], Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data()}); err != nil {
-					return err
+				if k, ok := kinds[m.Subject()]; ok {
+					if err := fn(Msg{Kind: k, Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data()}); err != nil {
+						return err
+					}
 				}
 				if md.Sequence.Stream == last || md.NumPending == 0 {
 					return nil
@@ -111,6 +115,12 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 		}
 	}
 }
+
+// DeviceFilter is the one subject filter that selects a device's recorded
+// subjects (Subjects) in a recording stream: the stream binds only
+// rgc.DEVICE.KIND and rgcrec.DEVICE.session subjects, so "*.DEVICE.*"
+// matches exactly the device's.
+func DeviceFilter(device string) string { return "*." + device + ".*" }
 
 // MemorySource returns a Source over msgs (tests, or a recording read
 // into memory).
