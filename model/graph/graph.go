@@ -47,6 +47,10 @@ type Options struct {
 	// smooth replaces ReLU by softplus (tests only: finite differences
 	// across ReLU kinks are inexact).
 	smooth bool
+	// frozenBN makes batch norm use its running statistics in training
+	// too (tests only: the gradients of the float64 reference's inference
+	// mode).
+	frozenBN bool
 }
 
 // Graph is the model for a fixed batch size, ready to run.
@@ -219,7 +223,7 @@ func (b *builder) gorgoniaConv(x *G.Node, l model.Layer, stride, pad int) *G.Nod
 
 // batchNorm returns a batch-norm kernel in the graph's mode.
 func (b *builder) batchNorm() batchNorm {
-	return batchNorm{training: b.gr.opts.Training, eps: model.BNEps, momentum: model.BNMomentum, par: b.par}
+	return batchNorm{training: b.gr.opts.Training && !b.gr.opts.frozenBN, eps: model.BNEps, momentum: model.BNMomentum, par: b.par}
 }
 
 func (b *builder) bn(x *G.Node, l model.Layer) *G.Node {
