@@ -183,6 +183,7 @@ func (k *sink) Batch(n int, d time.Duration) {
 // is lost unless the device resends it (docs/protocol.md).
 func (k *sink) Stream(ev stream.Event) {
 	d := k.d
+	d.s.rec.due(d.name) // the recording's session header again, before age or size limits evict it
 	d.epoch.Store(ev.Epoch)
 	d.first.Store(ev.First)
 	d.s.m.epoch.WithLabelValues(d.name).Set(float64(ev.Epoch))

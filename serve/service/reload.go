@@ -124,6 +124,7 @@ func (s *Service) Reload() error {
 		}
 	}
 	s.m.reloads.WithLabelValues("ok").Inc()
+	s.rec.due("") // the recording names the new model from here on
 	s.log.Info().Str("model", mdl.Name).Str("path", s.cfg.ModelPath).Int("cells", len(s.cells)).Msg("model reloaded")
 	return nil
 }

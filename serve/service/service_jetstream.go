@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,18 +34,19 @@ type JetStreamFeatures struct {
 // returned (it releases the standby lease once the drained decisions are
 // out).
 func (s *Service) EnableJetStream(ctx context.Context, nc *nats.Conn, f JetStreamFeatures) (stop func(), err error) {
-	stop = func() {}
+	stopRec, stopStandby := func() {}, func() {}
 	if f.Record.Stream != "" {
-		if err := s.startRecording(ctx, nc, f.Record); err != nil {
+		if stopRec, err = s.startRecording(ctx, nc, f.Record); err != nil {
 			return nil, jetStreamHint(err)
 		}
 	}
 	if f.Standby.Group != "" {
-		if stop, err = s.EnableStandby(ctx, nc, f.Standby); err != nil {
+		if stopStandby, err = s.EnableStandby(ctx, nc, f.Standby); err != nil {
+			stopRec()
 			return nil, jetStreamHint(err)
 		}
 	}
-	return stop, nil
+	return func() { stopStandby(); stopRec() }, nil
 }
 
 // jetStreamHint adds the likely cause to the error of a server without
@@ -59,18 +61,103 @@ func jetStreamHint(err error) error {
 
 // startRecording creates (or updates) the recording stream and stores
 // each device's session header, which an audit (recorder.Audit) reads to
-// re-run the session the same way.
-func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorder.Config) error {
+// re-run the session the same way; the header goes out again at each
+// stream event and reload (recording.due) until stop is called.
+func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorder.Config) (stop func(), err error) {
 	if len(cfg.Devices) == 0 {
 		cfg.Devices = s.cfg.Devices
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("service: record: %w", err)
+		return nil, fmt.Errorf("service: record: %w", err)
 	}
 	if _, err := recorder.Ensure(ctx, js, cfg); err != nil {
-		return fmt.Errorf("service: %w", err)
+		return nil, fmt.Errorf("service: %w", err)
 	}
+	r := &recording{s: s, js: js, pending: make(chan string, 1), started: time.Now().UTC()}
+	for _, d := range cfg.Devices {
+		if slices.Contains(s.cfg.Devices, d) { // else recorded, but served by another daemon
+			r.devices = append(r.devices, d)
+		}
+	}
+	for _, d := range r.devices {
+		if err := r.write(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxBytes == 0 || cfg.MaxAge == 0 {
+		s.log.Warn().Str("stream", cfg.Stream).Int64("max_bytes", cfg.MaxBytes).Dur("max_age", cfg.MaxAge).
+			Msg("flight recorder without a size or an age limit: the stream grows until the server's storage is full (--record-max-bytes, --record-max-age)")
+	}
+	s.log.Info().Str("stream", cfg.Stream).Strs("devices", cfg.Devices).Int64("max_bytes", cfg.MaxBytes).
+		Dur("max_age", cfg.MaxAge).Msg("flight recorder on: frames, control, decisions and events go to the stream")
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(rctx) }()
+	s.rec = r
+	return func() { cancel(); <-done }, nil
+}
+
+// recording re-publishes the session headers of the recorded devices, so
+// that a recording whose oldest messages went (age or size limits) still
+// holds the header of what follows, and a reload's new model is named.
+type recording struct {
+	s       *Service
+	js      jetstream.JetStream
+	devices []string
+	started time.Time
+	// mu guards dueSet; pending wakes run.
+	mu      sync.Mutex
+	dueSet  map[string]bool
+	pending chan string
+}
+
+// due asks for device's session header again ("" every device's); it never
+// blocks and does nothing on a nil recording (recorder off).
+func (r *recording) due(device string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.dueSet == nil {
+		r.dueSet = map[string]bool{}
+	}
+	r.dueSet[device] = true
+	r.mu.Unlock()
+	select {
+	case r.pending <- device:
+	default:
+	}
+}
+
+// run writes the session headers due until ctx ends.
+func (r *recording) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.pending:
+		}
+		r.mu.Lock()
+		due := r.dueSet
+		r.dueSet = nil
+		r.mu.Unlock()
+		for _, d := range r.devices {
+			if !due[d] && !due[""] {
+				continue
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := r.write(wctx, d); err != nil && ctx.Err() == nil {
+				r.s.limiter.warn(&r.s.log, d+"/record", 1, "flight recorder: session header not stored: "+err.Error(), devField(d))
+			}
+			cancel()
+		}
+	}
+}
+
+// write stores device's session header, describing the model served now.
+func (r *recording) write(ctx context.Context, device string) error {
+	s := r.s
 	name, prec := s.cfg.ModelPath, ""
 	if m := s.model.Load(); m != nil {
 		if m.Name != "" {
@@ -78,19 +165,12 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 		}
 		prec = string(engine.PrecisionOf(m.Predictor))
 	}
-	for _, d := range cfg.Devices {
-		if !slices.Contains(s.cfg.Devices, d) {
-			continue // recorded, but served by another daemon
-		}
-		err := recorder.WriteSession(ctx, js, d, recorder.Session{Model: name, Cells: slices.Clone(s.cells),
-			All: slices.Clone(s.all), Stagger: s.cfg.Stagger, PublishSilence: s.cfg.PublishSilence,
-			MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Precision: prec, Started: time.Now().UTC()})
-		if err != nil {
-			return fmt.Errorf("service: %w", err)
-		}
+	err := recorder.WriteSession(ctx, r.js, device, recorder.Session{Model: name, Cells: slices.Clone(s.cells),
+		All: slices.Clone(s.all), Stagger: s.cfg.Stagger, PublishSilence: s.cfg.PublishSilence,
+		MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Precision: prec, Started: r.started})
+	if err != nil {
+		return fmt.Errorf("service: %w", err)
 	}
-	s.log.Info().Str("stream", cfg.Stream).Strs("devices", cfg.Devices).Int64("max_bytes", cfg.MaxBytes).
-		Dur("max_age", cfg.MaxAge).Msg("flight recorder on: frames, control, decisions and events go to the stream")
 	return nil
 }
 

@@ -660,3 +660,77 @@ func TestStandbyStateBudget(t *testing.T) {
 		t.Fatalf("after the queue drained and the rate passed: %d items queued, want 1", len(d.work))
 	}
 }
+
+// TestRecordSessionHeaderRepeated: the flight recorder stores the session
+// header at start, again at each stream event (the first stream, a reset)
+// and at a reload, so that a recording whose head was evicted still names
+// its session.
+func TestRecordSessionHeaderRepeated(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+		Log: zerolog.New(io.Discard)}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), s.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: recorder.Config{Stream: "REC", MaxAge: time.Hour, MaxBytes: 1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nc) }()
+	waitUntil(t, "service ready", s.Ready)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := func() int {
+		n := 0
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		_ = recorder.StreamSource(js, "REC", "dev0")(rctx, func(m recorder.Msg) error {
+			if m.Kind == recorder.KindSession {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if n := headers(); n != 1 {
+		t.Fatalf("%d session headers at start, want 1", n)
+	}
+	e := &env{srv: srv, url: srv.ClientURL()}
+	p := newPublisher(t, e, "dev0")
+	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the first stream's event", func() bool { return headers() == 2 })
+	if err := p.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the reset's stream event", func() bool { return headers() == 3 })
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the reload", func() bool { return headers() == 4 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
