@@ -175,7 +175,7 @@ type Service struct {
 	m       *metrics
 	limiter *limiter
 
-	pred    *combiner // every device's cores call the model through it
+	pred    *combiner  // every device's cores call the model through it
 	rec     *recording // the flight recorder's session headers, nil when off
 	model   atomic.Pointer[Model]
 	engine  *engineCollector // the engine's counters, across reloads
