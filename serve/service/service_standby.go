@@ -451,7 +451,8 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		wg.Add(1)
 		go func() { defer wg.Done(); d.catchUp(lctx, nc, lease, cfg.Group, cfg.TTL, cfg.SyncEvery) }()
 	}
-	s.log.Info().Str("group", cfg.Group).Str("id", cfg.ID).Dur("ttl", cfg.TTL).Bool("catching_up", late).Msg("hot standby enabled")
+	s.log.Info().Str("group", cfg.Group).Str("id", cfg.ID).Str("incarnation", lease.Incarnation()).Dur("ttl", cfg.TTL).
+		Bool("catching_up", late).Msg("hot standby enabled")
 	var once sync.Once
 	st.stop = func() {
 		once.Do(func() {
