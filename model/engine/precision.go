@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 
 	"rgcpred/base/sgemm"
 	"rgcpred/model"
@@ -150,6 +151,21 @@ func (p *Parity) compare(p32, p16 []float32) {
 	}
 }
 
+// portable is set by UsePortable.
+var portable atomic.Bool
+
+// UsePortable runs the bf16 and int8 paths on sgemm's portable kernels (on)
+// and lets SetPrecision select them on any CPU, after the same parity
+// check; off restores the CPU's own kernels and Native's rule. The portable
+// kernels give the native ones' bits, more slowly than float32: this is for
+// tests and CI's portable lane, which run the int8 -> bf16 -> fp32 ladder
+// and the parity checks whatever the CPU, never for serving. Call it only
+// while no engine computes.
+func UsePortable(on bool) {
+	sgemm.UsePortable(on)
+	portable.Store(on)
+}
+
 // Force makes the engine run in p on any CPU, without a parity check:
 // natively where Native(p), else on sgemm's portable kernels, which give
 // the same bits more slowly than float32. It is for re-running what a
@@ -181,7 +197,8 @@ func (e *Engine) Precision() Precision {
 
 // SetPrecision selects the arithmetic of the engine and returns the
 // precision in effect. FP32 always succeeds. BF16 and INT8 take effect only
-// where Native (the portable kernels are slower than float32) and the path
+// where Native (the portable kernels are slower than float32; UsePortable
+// lifts this for tests) and the path
 // agrees with float32 on the probe windows (see Parity.OK); INT8 that
 // cannot falls back to BF16 on the same terms, and what cannot run either
 // stays on (or returns to) float32. The returned Parity is the check of
@@ -206,7 +223,7 @@ func (e *Engine) SetPrecision(p Precision, probe *rgc.Batch) (Precision, Parity,
 		e.net.setArith(FP32)
 		return FP32, par, nil
 	}
-	if !Native(p) {
+	if !Native(p) && !portable.Load() {
 		return fallback(Parity{})
 	}
 	if probe == nil {

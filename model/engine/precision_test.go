@@ -20,6 +20,14 @@ var shippedRec = sync.OnceValues(func() (*rgc.Recording, error) { return rgc.Loa
 // the checkpoint's cells, spread evenly over cells and time.
 func realWindows(t testing.TB, ck *model.Checkpoint, n int) *rgc.Batch {
 	t.Helper()
+	b, _ := realWindowsTargets(t, ck, n)
+	return b
+}
+
+// realWindowsTargets is realWindows with each window's recorded outcome
+// (its class: bins to the next spike, rgc.Horizon for none).
+func realWindowsTargets(t testing.TB, ck *model.Checkpoint, n int) (*rgc.Batch, []int) {
+	t.Helper()
 	rec, err := shippedRec()
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +51,26 @@ func realWindows(t testing.TB, ck *model.Checkpoint, n int) *rgc.Batch {
 		refs[i] = rgc.WindowRef{Cell: cells[i%len(cells)], T: first + int(int64(i)*int64(nw)/int64(n))}
 	}
 	b := &rgc.Batch{}
-	rec.FillBatch(refs, b, nil)
-	return b
+	targets := make([]int, n)
+	rec.FillBatch(refs, b, targets)
+	return b, targets
+}
+
+// withKernels runs f on the portable bf16 and int8 kernels (UsePortable),
+// on every CPU, and again on the CPU's own where it runs prec natively: the
+// precision tests pass, not skip, whatever the CPU.
+func withKernels(t *testing.T, prec Precision, f func(t *testing.T, native bool)) {
+	t.Helper()
+	t.Run("portable", func(t *testing.T) {
+		UsePortable(true)
+		defer UsePortable(false)
+		f(t, false)
+	})
+	if !Native(prec) {
+		t.Logf("no native %s kernels here (CPU features, or the purego build): checked on the portable ones only", prec)
+		return
+	}
+	t.Run("native", func(t *testing.T) { f(t, true) })
 }
 
 func loadShipped(t testing.TB, name string) *model.Checkpoint {
@@ -56,155 +82,339 @@ func loadShipped(t testing.TB, name string) *model.Checkpoint {
 	return ck
 }
 
-// TestParityRealWindows: on real windows of the shipped recording and the
-// shipped checkpoints, the bf16 and int8 paths keep every probability and
-// every value of the cumulative distribution within MaxProbDiff of the
-// float32 path, and so the median class on every window whose median is
-// decided by more than that; medians that do move go to a neighbouring
-// class. On 1 and 2 threads, whose outputs are bit-identical (as
-// float32's are).
-func TestParityRealWindows(t *testing.T) {
-	const windows = 512
-	for _, prec := range []Precision{BF16, INT8} {
-		t.Run(string(prec), func(t *testing.T) {
-			if !Native(prec) {
-				t.Skipf("%s kernels not native here (CPU features, or the purego build): the engine does not serve it", prec)
+// Parity bounds on real windows besides Parity.OK's (MaxProbDiff on every
+// probability and every value of the cumulative distribution: absolute, so
+// that a class holding 0.005 of the mass could double or vanish within
+// it).
+const (
+	// maxLogDiff bounds |log p - log p_fp32| over the classes with p_fp32
+	// above minLogProb: no such class's probability moves by more than
+	// about 5%.
+	maxLogDiff = 0.05
+	minLogProb = 1e-3
+	// maxNLLDiff bounds the change of the mean NLL of the recorded
+	// outcomes, in nats: a fifth of the smallest difference between two
+	// models the reports resolve (gpt-a-cat-cpu against the GLM, paired,
+	// 0.0096; README).
+	maxNLLDiff = 0.002
+	// int8OverBF16 bounds int8's largest |d log p| by this multiple of
+	// bf16's on the same windows. With a scale per output channel the int8
+	// weights keep 7 significant bits of every channel, bf16 8 bits of
+	// every value: int8's error stays of bf16's order. A scale per tensor
+	// loses bits on every channel narrower than the widest and fails it
+	// (TestParityCatchesPerTensorScale).
+	int8OverBF16 = 2
+)
+
+// logParity compares outputs p (windows back to back) with the float32
+// ones: the largest |log p - log p32| where p32 > minLogProb, and the
+// change of the mean NLL of the targets.
+func logParity(p32, p []float32, targets []int) (maxLog, dNLL float64) {
+	for i, v := range p32 {
+		if v > minLogProb {
+			d := math.Abs(math.Log(float64(p[i])) - math.Log(float64(v)))
+			if d != d {
+				d = math.Inf(1)
 			}
-			parityRealWindows(t, prec, windows)
+			maxLog = max(maxLog, d)
+		}
+	}
+	for w, k := range targets {
+		j := w*rgc.NumClasses + k
+		dNLL += math.Log(float64(p32[j])) - math.Log(float64(p[j]))
+	}
+	return maxLog, dNLL / float64(len(targets))
+}
+
+// TestParityRealWindows: on real windows of the shipped recording and the
+// shipped checkpoints, the bf16 and int8 paths pass their parity check,
+// keep every probability and every value of the cumulative distribution
+// within MaxProbDiff of the float32 path, and so the median class on every
+// window whose median is decided by more than that (medians that do move
+// go to a neighbouring class); every class above 1e-3 within maxLogDiff
+// in log, the NLL of the recorded outcomes within maxNLLDiff, int8's log
+// error within int8OverBF16 of bf16's. The outputs are bit-identical on 1
+// and 2 threads (as float32's are). On the portable kernels (every CPU)
+// on fewer windows and one thread setting, for time.
+func TestParityRealWindows(t *testing.T) {
+	for _, m := range []struct {
+		name     string
+		portable int // windows on the portable kernels
+	}{{"gpt-a-cat", 16}, {"gpt-a-cat-cpu", 64}, {"gpt-b-cat-cpu", 16}} {
+		t.Run(m.name, func(t *testing.T) {
+			withKernels(t, INT8, func(t *testing.T, native bool) {
+				// Two threads with every third window split across them.
+				windows, probes, settings := m.portable, 2, []setting{{2, 3}}
+				if native {
+					// One thread; two with whole windows per thread.
+					windows, probes, settings = 512, 8, []setting{{1, 32}, {2, 32}, {2, 3}}
+				}
+				ck := loadShipped(t, m.name)
+				batch, targets := realWindowsTargets(t, ck, windows)
+				probe := realWindows(t, ck, probes)
+				e, err := New(ck, 32, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out32 := make([]float32, windows*rgc.NumClasses)
+				if err := e.Predict(batch, out32); err != nil {
+					t.Fatal(err)
+				}
+				e.Close()
+				var logErr [2]float64
+				for k, prec := range []Precision{BF16, INT8} {
+					out := parityRealWindows(t, ck, prec, batch, probe, out32, settings)
+					maxLog, dNLL := logParity(out32, out, targets)
+					t.Logf("%s %s, %d windows: max |d log p| %.3g where p > %g, NLL change %.2g nats", m.name, prec, windows, maxLog, minLogProb, dNLL)
+					if maxLog > maxLogDiff || math.Abs(dNLL) > maxNLLDiff {
+						t.Errorf("%s %s: max |d log p| %.3g (bound %g), NLL change %.2g (bound %g)", m.name, prec, maxLog, maxLogDiff, dNLL, maxNLLDiff)
+					}
+					logErr[k] = maxLog
+				}
+				if logErr[1] > int8OverBF16*logErr[0] {
+					t.Errorf("%s: int8's max |d log p| %.3g above %g times bf16's %.3g", m.name, logErr[1], float64(int8OverBF16), logErr[0])
+				}
+			})
 		})
 	}
 }
 
-func parityRealWindows(t *testing.T, prec Precision, windows int) {
-	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu", "gpt-b-cat-cpu"} {
-		ck := loadShipped(t, name)
-		batch := realWindows(t, ck, windows)
-		probe := realWindows(t, ck, 8)
-		var outs [][]float32
-		// One thread; two threads with whole windows per thread; two
-		// threads with every third window split across them.
-		for _, tc := range []struct{ threads, maxBatch int }{{1, 32}, {2, 32}, {2, 3}} {
-			e, err := New(ck, tc.maxBatch, tc.threads)
-			if err != nil {
-				t.Fatal(err)
-			}
-			par, err := e.Compare(prec, batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s threads %d batch %d: %v", name, tc.threads, tc.maxBatch, par)
-			if !par.OK() {
-				t.Errorf("%s threads %d batch %d: %s parity fails: %v", name, tc.threads, tc.maxBatch, prec, par)
-			}
-			got, _, err := e.SetPrecision(prec, probe)
-			if err != nil || got != prec || e.Precision() != prec {
-				t.Fatalf("%s: SetPrecision(%s) = %v, %v; Precision() = %v", name, prec, got, err, e.Precision())
-			}
-			out := make([]float32, windows*rgc.NumClasses)
-			if err := e.Predict(batch, out); err != nil {
-				t.Fatal(err)
-			}
-			outs = append(outs, out)
-			e.Close()
-		}
-		// Where a median moves, the float32 cumulative distribution stays
-		// within the tolerance of 0.5 from one median to the other.
+// TestParityCatchesPerTensorScale plants the bug MaxProbDiff alone lets
+// through: int8 weights quantized with one scale per tensor instead of one
+// per output channel (every int8 layer of the paper CNN's engine). On the
+// windows TestParityRealWindows checks on the portable kernels, the
+// planted engine passes Parity.OK and fails int8OverBF16.
+func TestParityCatchesPerTensorScale(t *testing.T) {
+	UsePortable(true)
+	defer UsePortable(false)
+	ck := loadShipped(t, "gpt-a-cat")
+	batch, targets := realWindowsTargets(t, ck, 16)
+	run := func(prec Precision, plant bool) []float32 {
 		e, err := New(ck, 32, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out32 := make([]float32, windows*rgc.NumClasses)
-		if err := e.Predict(batch, out32); err != nil {
+		defer e.Close()
+		if err := e.Force(prec); err != nil {
+			t.Fatal(err)
+		}
+		if plant && plantPerTensorScale(e.net) == 0 {
+			t.Fatal("no int8 layer to plant the bug in")
+		}
+		out := make([]float32, batch.Len()*rgc.NumClasses)
+		if err := e.Predict(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	out32 := run(FP32, false)
+	bf16, _ := logParity(out32, run(BF16, false), targets)
+	planted := run(INT8, true)
+	var par Parity
+	for i := 0; i < batch.Len(); i++ {
+		par.compare(out32[i*rgc.NumClasses:(i+1)*rgc.NumClasses], planted[i*rgc.NumClasses:(i+1)*rgc.NumClasses])
+	}
+	maxLog, dNLL := logParity(out32, planted, targets)
+	t.Logf("per-tensor int8: %v; max |d log p| %.3g (bf16's %.3g), NLL change %.2g", par, maxLog, bf16, dNLL)
+	if !par.OK() {
+		t.Fatalf("the planted bug fails Parity.OK already (%v): pick a subtler one", par)
+	}
+	if maxLog <= int8OverBF16*bf16 {
+		t.Errorf("per-tensor int8 scale passes: max |d log p| %.3g within %g times bf16's %.3g", maxLog, float64(int8OverBF16), bf16)
+	}
+}
+
+// plantPerTensorScale requantizes every int8 weight matrix of n (layers,
+// and block 0's taps) with one scale for the whole matrix, as a bug would,
+// and returns how many it changed.
+func plantPerTensorScale(n *network) int {
+	perTensor := func(p *sgemm.PackedB) []float32 {
+		d := p.Dense()
+		var top float64
+		for _, v := range d {
+			top = max(top, math.Abs(float64(v)))
+		}
+		if s := top / 127; s > 0 {
+			for i, v := range d {
+				d[i] = float32(math.Round(float64(v)/s) * s)
+			}
+		}
+		return d
+	}
+	changed := 0
+	conv := func(c *conv) {
+		if c.w8 != nil {
+			c.w8 = sgemm.NewPackedI8(false, c.w.K(), c.w.N(), perTensor(c.w), c.w.N())
+			changed++
+		}
+		if c.taps != nil {
+			d := perTensor(c.w)
+			for k := range c.taps {
+				c.taps[k] = sgemm.NewPackedI8(false, c.cin, c.cout, d[k*c.cin*c.cout:], c.cout)
+			}
+			changed++
+		}
+	}
+	lin := func(l *linear) {
+		if l.w8 != nil {
+			l.w8 = sgemm.NewPackedI8(false, l.w.K(), l.w.N(), perTensor(l.w), l.w.N())
+			changed++
+		}
+	}
+	conv(&n.conv1)
+	conv(&n.conv2)
+	for i := range n.blocks {
+		b := &n.blocks[i]
+		conv(&b.conv1)
+		conv(&b.conv2)
+		conv(&b.conv3)
+		if b.shortcut != nil {
+			conv(b.shortcut)
+		}
+	}
+	if n.proj != nil {
+		lin(n.proj)
+	}
+	for i := range n.layers {
+		l := &n.layers[i]
+		lin(&l.qkv)
+		lin(&l.proj)
+		lin(&l.fc)
+		lin(&l.mproj)
+	}
+	lin(&n.head)
+	return changed
+}
+
+// setting is an engine's threads and most windows per call.
+type setting struct{ threads, maxBatch int }
+
+// parityRealWindows checks prec against the float32 outputs out32 of batch
+// on engines of each setting, each selecting prec by SetPrecision on
+// probe, and returns prec's outputs.
+func parityRealWindows(t *testing.T, ck *model.Checkpoint, prec Precision, batch, probe *rgc.Batch, out32 []float32, settings []setting) []float32 {
+	t.Helper()
+	windows := batch.Len()
+	var outs [][]float32
+	for _, tc := range settings {
+		e, err := New(ck, tc.maxBatch, tc.threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, par, err := e.SetPrecision(prec, probe)
+		if err != nil || got != prec || e.Precision() != prec {
+			t.Fatalf("SetPrecision(%s) = %v (%v), %v; Precision() = %v", prec, got, par, err, e.Precision())
+		}
+		out := make([]float32, windows*rgc.NumClasses)
+		if err := e.Predict(batch, out); err != nil {
 			t.Fatal(err)
 		}
 		e.Close()
+		var all Parity
 		for i := 0; i < windows; i++ {
-			p32 := out32[i*rgc.NumClasses : (i+1)*rgc.NumClasses]
-			m32, mp := model.Median(p32), model.Median(outs[0][i*rgc.NumClasses:(i+1)*rgc.NumClasses])
-			var cdf float64
-			for k, p := range p32[:max(m32, mp)] {
-				cdf += float64(p)
-				if k >= min(m32, mp) && math.Abs(cdf-0.5) > MaxProbDiff {
-					t.Errorf("%s window %d: median class %d on %s, %d on float32, whose CDF at class %d is %.4f", name, i, mp, prec, m32, k, cdf)
-				}
-			}
+			all.compare(out32[i*rgc.NumClasses:(i+1)*rgc.NumClasses], out[i*rgc.NumClasses:(i+1)*rgc.NumClasses])
 		}
-		for i := 1; i < len(outs); i++ {
-			for j := range outs[0] {
-				if math.Float32bits(outs[i][j]) != math.Float32bits(outs[0][j]) {
-					t.Fatalf("%s: %s output %d differs between thread/batch settings: %v vs %v", name, prec, j, outs[i][j], outs[0][j])
-				}
+		t.Logf("%s threads %d batch %d: %v", prec, tc.threads, tc.maxBatch, all)
+		if !all.OK() {
+			t.Errorf("%s threads %d batch %d: parity fails: %v", prec, tc.threads, tc.maxBatch, all)
+		}
+		outs = append(outs, out)
+	}
+	// Where a median moves, the float32 cumulative distribution stays
+	// within the tolerance of 0.5 from one median to the other.
+	for i := 0; i < windows; i++ {
+		p32 := out32[i*rgc.NumClasses : (i+1)*rgc.NumClasses]
+		m32, mp := model.Median(p32), model.Median(outs[0][i*rgc.NumClasses:(i+1)*rgc.NumClasses])
+		var cdf float64
+		for k, p := range p32[:max(m32, mp)] {
+			cdf += float64(p)
+			if k >= min(m32, mp) && math.Abs(cdf-0.5) > MaxProbDiff {
+				t.Errorf("window %d: median class %d on %s, %d on float32, whose CDF at class %d is %.4f", i, mp, prec, m32, k, cdf)
 			}
 		}
 	}
+	for i := 1; i < len(outs); i++ {
+		for j := range outs[0] {
+			if math.Float32bits(outs[i][j]) != math.Float32bits(outs[0][j]) {
+				t.Fatalf("%s output %d differs between thread/batch settings: %v vs %v", prec, j, outs[i][j], outs[0][j])
+			}
+		}
+	}
+	return outs[0]
 }
 
 // TestSetPrecision: bf16 takes effect on synthetic probe windows, FP32
 // brings back the float32 outputs bit for bit, and a failed parity check
-// (tolerance 0) leaves the engine on float32.
+// (tolerance 0) leaves the engine on float32; on the portable kernels on
+// every CPU, and the CPU's own where it has them. Without UsePortable, a
+// CPU lacking the instructions stays on float32. An unknown precision is
+// refused everywhere.
 func TestSetPrecision(t *testing.T) {
 	ck := loadShipped(t, "gpt-a-cat-cpu")
-	e, err := New(ck, 8, 2)
+	batch := realWindows(t, ck, 8)
+	withKernels(t, BF16, func(t *testing.T, native bool) {
+		e, err := New(ck, 8, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if e.Precision() != FP32 {
+			t.Fatalf("default precision %v, want fp32", e.Precision())
+		}
+		want := make([]float32, 8*rgc.NumClasses)
+		if err := e.Predict(batch, want); err != nil {
+			t.Fatal(err)
+		}
+		got, par, err := e.SetPrecision(BF16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("synthetic probe: %v", par)
+		if got != BF16 || e.Precision() != BF16 || par.Windows == 0 {
+			t.Fatalf("SetPrecision(bf16) = %v (%v), Precision() = %v", got, par, e.Precision())
+		}
+		out := make([]float32, len(want))
+		if err := e.Predict(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(out, want) {
+			t.Fatal("bf16 outputs equal the float32 ones bit for bit: the bf16 path is not running")
+		}
+		if allocs := testing.AllocsPerRun(5, func() { _ = e.Predict(batch, out) }); allocs != 0 {
+			t.Errorf("bf16 Predict: %v allocations per call, want 0", allocs)
+		}
+		if got, _, err := e.SetPrecision(FP32, nil); err != nil || got != FP32 || e.Precision() != FP32 {
+			t.Fatalf("SetPrecision(fp32) = %v, %v", got, err)
+		}
+		if err := e.Predict(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out {
+			if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("back on fp32: output %d = %v, want %v", i, out[i], want[i])
+			}
+		}
+		// A parity check that cannot pass: the engine must stay on float32.
+		defer func(tol float64) { parityTol = tol }(parityTol)
+		parityTol = 0
+		got, par, err = e.SetPrecision(BF16, batch)
+		if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
+			t.Fatalf("failing parity: SetPrecision(bf16) = %v (%v, ok %v), %v; Precision() = %v", got, par, par.OK(), err, e.Precision())
+		}
+	})
+	e, err := New(ck, 8, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if e.Precision() != FP32 {
-		t.Fatalf("default precision %v, want fp32", e.Precision())
-	}
-	batch := realWindows(t, ck, 8)
-	want := make([]float32, 8*rgc.NumClasses)
-	if err := e.Predict(batch, want); err != nil {
-		t.Fatal(err)
-	}
-	got, par, err := e.SetPrecision(BF16, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sgemm.BF16Native() {
-		if got != FP32 || e.Precision() != FP32 {
-			t.Fatalf("without AVX512_BF16: SetPrecision(bf16) = %v, Precision() = %v, want fp32", got, e.Precision())
-		}
-		return
-	}
-	t.Logf("synthetic probe: %v", par)
-	if got != BF16 || e.Precision() != BF16 || par.Windows == 0 {
-		t.Fatalf("SetPrecision(bf16) = %v (%v), Precision() = %v", got, par, e.Precision())
-	}
-	out := make([]float32, len(want))
-	if err := e.Predict(batch, out); err != nil {
-		t.Fatal(err)
-	}
-	same := true
-	for i := range out {
-		same = same && out[i] == want[i]
-	}
-	if same {
-		t.Fatal("bf16 outputs equal the float32 ones bit for bit: the bf16 path is not running")
-	}
-	if allocs := testing.AllocsPerRun(5, func() { _ = e.Predict(batch, out) }); allocs != 0 {
-		t.Errorf("bf16 Predict: %v allocations per call, want 0", allocs)
-	}
-	if got, _, err := e.SetPrecision(FP32, nil); err != nil || got != FP32 || e.Precision() != FP32 {
-		t.Fatalf("SetPrecision(fp32) = %v, %v", got, err)
-	}
-	if err := e.Predict(batch, out); err != nil {
-		t.Fatal(err)
-	}
-	for i := range out {
-		if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("back on fp32: output %d = %v, want %v", i, out[i], want[i])
+	if !Native(BF16) {
+		got, par, err := e.SetPrecision(BF16, nil)
+		if err != nil || got != FP32 || e.Precision() != FP32 || par.Windows != 0 {
+			t.Fatalf("without AVX512_BF16 and UsePortable: SetPrecision(bf16) = %v (%v), %v; Precision() = %v, want fp32 and no check", got, par, err, e.Precision())
 		}
 	}
-	// A parity check that cannot pass: the engine must stay on float32.
-	defer func(tol float64) { parityTol = tol }(parityTol)
-	parityTol = 0
-	got, par, err = e.SetPrecision(BF16, batch)
-	if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
-		t.Fatalf("failing parity: SetPrecision(bf16) = %v (%v, ok %v), %v; Precision() = %v", got, par, par.OK(), err, e.Precision())
-	}
-	if _, _, err := e.SetPrecision("fp16", nil); err == nil {
-		t.Error("SetPrecision(fp16): no error")
+	if got, _, err := e.SetPrecision("fp16", nil); err == nil || got != FP32 || e.Precision() != FP32 {
+		t.Errorf("SetPrecision(fp16) = %v, %v; Precision() = %v: want an error and fp32", got, err, e.Precision())
 	}
 }
 
@@ -243,9 +453,11 @@ func TestParityOK(t *testing.T) {
 // TestForce: on any CPU (the portable kernels where the instructions are
 // missing) Force runs the bf16 and int8 paths: outputs within the parity
 // tolerance of float32 but not equal to them (int8's not equal to bf16's
-// either), the same bits on 1 and 2 threads, and where the CPU runs the
-// path natively the same bits as an engine that passed SetPrecision.
+// either), the same bits on 1 and 2 threads, and the same bits as an
+// engine that passed SetPrecision (on the portable kernels, UsePortable,
+// where the CPU lacks the instructions).
 func TestForce(t *testing.T) {
+	defer UsePortable(false)
 	var bf16 []float32
 	for _, tc := range []struct {
 		prec Precision
@@ -302,86 +514,107 @@ func TestForce(t *testing.T) {
 			t.Fatal("Force accepted an unknown precision")
 		}
 		if !Native(tc.prec) {
-			continue
+			UsePortable(true) // SetPrecision's own path on the portable kernels
 		}
 		checked := run(1, func(e *Engine) {
 			if got, par, err := e.SetPrecision(tc.prec, batch); err != nil || got != tc.prec {
 				t.Fatalf("SetPrecision(%s) = %v (%v), %v", tc.prec, got, par, err)
 			}
 		})
+		UsePortable(false)
 		if !slices.Equal(checked, forced) {
 			t.Fatalf("forced %s differs from %s after its parity check", tc.prec, tc.prec)
 		}
 	}
 }
 
-// TestSetPrecisionInt8: int8 takes effect on the paper CNN where the CPU
-// has the instructions; where its parity check fails it falls back to
-// bf16 (reporting int8's check), and to float32 where bf16's fails too;
-// the cpu preset runs its transformer in int8 and its CNN, too narrow to
-// gain, in bf16.
+// TestSetPrecisionInt8: int8 takes effect on the paper CNN; where its
+// parity check fails it falls back to bf16 (reporting int8's check), and to
+// float32 where bf16's fails too; the cpu preset runs its transformer in
+// int8 and its CNN, too narrow to gain, in bf16. On the portable kernels
+// on every CPU (on fewer windows, for time), and the CPU's own where it has
+// them. Without UsePortable, a CPU lacking the instructions serves float32.
 func TestSetPrecisionInt8(t *testing.T) {
-	if !Native(INT8) {
-		t.Skip("int8 not native here (no AVX512_VNNI or AVX512_BF16, or the purego build)")
-	}
 	ck := loadShipped(t, "gpt-a-cat")
-	batch := realWindows(t, ck, 16)
-	e, err := New(ck, 16, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	got, par, err := e.SetPrecision(INT8, batch)
-	if err != nil || got != INT8 || e.Precision() != INT8 || !par.OK() {
-		t.Fatalf("SetPrecision(int8) = %v (%v), %v; Precision() = %v", got, par, err, e.Precision())
-	}
-	out := make([]float32, 16*rgc.NumClasses)
-	if allocs := testing.AllocsPerRun(5, func() { _ = e.Predict(batch, out) }); allocs != 0 {
-		t.Errorf("int8 Predict: %v allocations per call, want 0", allocs)
-	}
-	// A tolerance bf16 meets and int8 does not: int8's error on these
-	// windows is larger than bf16's.
-	p16, err := e.Compare(BF16, batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p8, err := e.Compare(INT8, batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !(p8.MaxProbDiff > p16.MaxProbDiff && p8.MaxCDFDiff > p16.MaxCDFDiff) {
-		t.Fatalf("int8's error (%v) not above bf16's (%v) on these windows: the fallback below is not exercised", p8, p16)
-	}
-	defer func(tol float64) { parityTol = tol }(parityTol)
-	parityTol = max(p16.MaxProbDiff, p16.MaxCDFDiff)
-	got, par, err = e.SetPrecision(INT8, batch)
-	if err != nil || got != BF16 || e.Precision() != BF16 || par.OK() || par.MaxProbDiff != p8.MaxProbDiff {
-		t.Fatalf("int8 failing its check: SetPrecision(int8) = %v (%v), %v; Precision() = %v; want bf16 and int8's failed check", got, par, err, e.Precision())
-	}
-	parityTol = 0
-	got, par, err = e.SetPrecision(INT8, batch)
-	if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
-		t.Fatalf("both checks failing: SetPrecision(int8) = %v (%v), %v; want fp32", got, par, err)
-	}
-	parityTol = MaxProbDiff
-
-	cpu := loadShipped(t, "gpt-a-cat-cpu")
-	ec, err := New(cpu, 4, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ec.Close()
-	got, par, err = ec.SetPrecision(INT8, realWindows(t, cpu, 4))
-	if err != nil || got != INT8 || ec.Precision() != INT8 || !par.OK() {
-		t.Fatalf("cpu preset: SetPrecision(int8) = %v (%v), %v; want int8", got, par, err)
-	}
-	for i, b := range ec.net.blocks {
-		if b.conv1.w8 != nil || b.conv2.taps != nil || b.conv2.w16 == nil {
-			t.Errorf("cpu preset block %d: not on bf16 under int8", i)
+	withKernels(t, INT8, func(t *testing.T, native bool) {
+		n, runs := 4, 1
+		if native {
+			n, runs = 16, 5
 		}
-	}
-	if l := ec.net.layers[0]; l.qkv.w8 == nil || l.fc.w8 == nil || ec.net.head.w8 != nil {
-		t.Error("cpu preset: the transformer's linear layers not on int8 (or the head on it)")
+		batch := realWindows(t, ck, n)
+		e, err := New(ck, 16, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		got, par, err := e.SetPrecision(INT8, batch)
+		if err != nil || got != INT8 || e.Precision() != INT8 || !par.OK() {
+			t.Fatalf("SetPrecision(int8) = %v (%v), %v; Precision() = %v", got, par, err, e.Precision())
+		}
+		out := make([]float32, n*rgc.NumClasses)
+		if allocs := testing.AllocsPerRun(runs, func() { _ = e.Predict(batch, out) }); allocs != 0 {
+			t.Errorf("int8 Predict: %v allocations per call, want 0", allocs)
+		}
+		// A tolerance bf16 meets and int8 does not: int8's error on these
+		// windows is larger than bf16's.
+		p16, err := e.Compare(BF16, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p8, err := e.Compare(INT8, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(p8.MaxProbDiff > p16.MaxProbDiff && p8.MaxCDFDiff > p16.MaxCDFDiff) {
+			t.Fatalf("int8's error (%v) not above bf16's (%v) on these windows: the fallback below is not exercised", p8, p16)
+		}
+		defer func(tol float64) { parityTol = tol }(parityTol)
+		parityTol = max(p16.MaxProbDiff, p16.MaxCDFDiff)
+		got, par, err = e.SetPrecision(INT8, batch)
+		if err != nil || got != BF16 || e.Precision() != BF16 || par.OK() || par.MaxProbDiff != p8.MaxProbDiff {
+			t.Fatalf("int8 failing its check: SetPrecision(int8) = %v (%v), %v; Precision() = %v; want bf16 and int8's failed check", got, par, err, e.Precision())
+		}
+		parityTol = 0
+		got, par, err = e.SetPrecision(INT8, batch)
+		if err != nil || got != FP32 || e.Precision() != FP32 || par.OK() {
+			t.Fatalf("both checks failing: SetPrecision(int8) = %v (%v), %v; want fp32", got, par, err)
+		}
+		parityTol = MaxProbDiff
+
+		cpu := loadShipped(t, "gpt-a-cat-cpu")
+		ec, err := New(cpu, 4, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ec.Close()
+		got, par, err = ec.SetPrecision(INT8, realWindows(t, cpu, 4))
+		if err != nil || got != INT8 || ec.Precision() != INT8 || !par.OK() {
+			t.Fatalf("cpu preset: SetPrecision(int8) = %v (%v), %v; want int8", got, par, err)
+		}
+		for i, b := range ec.net.blocks {
+			if b.conv1.w8 != nil || b.conv2.taps != nil || b.conv2.w16 == nil {
+				t.Errorf("cpu preset block %d: not on bf16 under int8", i)
+			}
+		}
+		if l := ec.net.layers[0]; l.qkv.w8 == nil || l.fc.w8 == nil || ec.net.head.w8 != nil {
+			t.Error("cpu preset: the transformer's linear layers not on int8 (or the head on it)")
+		}
+	})
+	if !Native(INT8) {
+		cpu := loadShipped(t, "gpt-a-cat-cpu")
+		e, err := New(cpu, 4, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		want := FP32
+		if Native(BF16) {
+			want = BF16
+		}
+		got, par, err := e.SetPrecision(INT8, nil)
+		if err != nil || got != want || e.Precision() != want || par.Windows != 0 {
+			t.Fatalf("without the instructions and UsePortable: SetPrecision(int8) = %v (%v), %v; want %v and no int8 check", got, par, err, want)
+		}
 	}
 }
 
