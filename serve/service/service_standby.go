@@ -365,12 +365,13 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		}
 		return true
 	}
-	// A processor inside one message for half the TTL has stalled (a hung
-	// model call): the holder stops renewing, and a standby takes over.
+	// A processor inside one message for a whole TTL has stalled (a hung
+	// model call; a slow one only delays, and a standby would be as slow):
+	// the holder stops renewing, and a standby takes over.
 	progressing := func() bool {
 		now := time.Now().UnixNano()
 		for _, d := range s.devices {
-			if t := d.handling.Load(); t != 0 && now-t > int64(cfg.TTL/2) {
+			if t := d.handling.Load(); t != 0 && now-t > int64(cfg.TTL) {
 				return false
 			}
 		}
