@@ -151,7 +151,7 @@ func open(o Options) (*exp, func(), error) {
 	if x.rec, err = rgc.Load(x.plan.Data); err != nil {
 		return nil, nil, fmt.Errorf("experiment: %w", err)
 	}
-	if x.cells, err = SelectCells(x.rec, x.plan.Cells); err != nil {
+	if x.cells, err = x.rec.SelectCells(x.plan.Cells); err != nil {
 		return nil, nil, fmt.Errorf("experiment: %w", err)
 	}
 	if len(x.cells) == 0 {

@@ -227,22 +227,6 @@ func recordingID(rec *rgc.Recording) RecordingID {
 	return id
 }
 
-// SelectCells resolves a cell selector, "quality" (the quality-filtered
-// cells) or "all", to indices into rec.Cells.
-func SelectCells(rec *rgc.Recording, sel string) ([]int, error) {
-	switch sel {
-	case "quality":
-		return rec.QualityCells(), nil
-	case "all":
-		cells := make([]int, len(rec.Cells))
-		for i := range cells {
-			cells[i] = i
-		}
-		return cells, nil
-	}
-	return nil, fmt.Errorf("--cells %q: want quality or all", sel)
-}
-
 // EvalSettings configure the evaluation of an experiment's runs and
 // baselines. They may change between invocations (e.g. --split test for a
 // report); evaluations are cached per setting.

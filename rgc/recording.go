@@ -3,6 +3,8 @@ package rgc
 import (
 	"fmt"
 	"math"
+
+	"rgcpred/base/cli"
 )
 
 // Cell is one cluster's spike train in the model's time base.
@@ -304,6 +306,34 @@ func (r *Recording) QualityCells() []int {
 		}
 	}
 	return idx
+}
+
+// SelectCells resolves a cell selector to indices into r.Cells: "quality"
+// (the quality-filtered cells), "all", or comma-separated cluster ids, each
+// of a cell of the recording. Selecting no cell is an error.
+func (r *Recording) SelectCells(spec string) ([]int, error) {
+	var idx []int
+	switch spec {
+	case "quality":
+		idx = r.QualityCells()
+	case "all":
+		idx = make([]int, len(r.Cells))
+		for i := range idx {
+			idx[i] = i
+		}
+	default:
+		ids, err := cli.Ints(spec)
+		if err != nil {
+			return nil, fmt.Errorf("cells %q: want quality or all, or cluster ids: %w", spec, err)
+		}
+		if idx, err = r.CellIndices(ids); err != nil {
+			return nil, err
+		}
+	}
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("recording %s has no %s cells", r.Name, spec)
+	}
+	return idx, nil
 }
 
 // CellIndices maps cluster ids to indices into r.Cells; an unknown id is an

@@ -1,7 +1,8 @@
 // Package cli holds the command-line conventions every command follows:
 // -h and --help print the usage to stdout and exit 0, a flag error prints
-// the error and the usage to stderr and exits with a failure, and a flag's
-// help fits in two terminal lines (details live in the docs).
+// the error and the usage to stderr and exits with a failure, a flag's
+// help fits in two terminal lines (details live in the docs), and a list
+// value is comma-separated (List, Ints).
 package cli
 
 import (
@@ -11,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // MaxLine is the longest line a command's usage may print: two lines of an
@@ -69,4 +72,34 @@ func Exit(name string, err error) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
 	os.Exit(code)
+}
+
+// List splits a comma-separated list of names, trimming spaces and
+// dropping empty items ("a, b,," is [a b]).
+func List(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Ints parses a comma-separated list of integers, spaces allowed around
+// each; an empty or blank s gives none. An empty item or one that is not an
+// integer is an error naming it.
+func Ints(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, v := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,31 @@ func TestExitCode(t *testing.T) {
 	} {
 		if got := ExitCode(tc.err); got != tc.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestLists(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		names   []string
+		ints    []int
+		intsErr bool
+	}{
+		{in: "", names: nil, ints: nil},
+		{in: "  ", names: nil, ints: nil},
+		{in: "13", names: []string{"13"}, ints: []int{13}},
+		{in: " 13 , 20,-1", names: []string{"13", "20", "-1"}, ints: []int{13, 20, -1}},
+		{in: "a, b,,", names: []string{"a", "b"}, intsErr: true},
+		{in: "1,,2", names: []string{"1", "2"}, intsErr: true},
+		{in: "x", names: []string{"x"}, intsErr: true},
+	} {
+		if got := List(tc.in); !slices.Equal(got, tc.names) {
+			t.Errorf("List(%q) = %q, want %q", tc.in, got, tc.names)
+		}
+		got, err := Ints(tc.in)
+		if (err != nil) != tc.intsErr || !slices.Equal(got, tc.ints) {
+			t.Errorf("Ints(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.ints, tc.intsErr)
 		}
 	}
 }

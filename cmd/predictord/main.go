@@ -167,29 +167,18 @@ func parseShard(s string) (int, int, error) {
 	return i, n, nil
 }
 
+// parseCells parses --cells, cluster ids (none: every cell of the model).
 func parseCells(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+	ids, err := cli.Ints(s)
+	if err != nil {
+		return nil, fmt.Errorf("--cells: %w", err)
 	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || c < 0 {
-			return nil, fmt.Errorf("--cells: %q is not a cluster id", f)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+	for _, id := range ids {
+		if id < 0 {
+			return nil, fmt.Errorf("--cells: %d is not a cluster id", id)
 		}
 	}
-	return out
+	return ids, nil
 }
 
 // newRegistry returns the daemon's metrics registry holding the metrics of
@@ -253,7 +242,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		return fmt.Errorf("--policy: %w", err)
 	}
 	svc, err := service.New(service.Config{
-		Devices: splitList(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
+		Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
 		Policy: policy, Log: log, Registry: reg,

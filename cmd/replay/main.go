@@ -149,28 +149,15 @@ func stretch(rec *rgc.Recording, split string, seconds float64) (from, to int, e
 	return from, to, nil
 }
 
-// selectCells resolves --cells.
+// selectCells resolves --cells to cluster ids.
 func selectCells(rec *rgc.Recording, spec string) ([]int, error) {
-	switch spec {
-	case "quality":
-		ids := rec.QualityClusterIDs()
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("recording %s has no quality cells (use --cells all)", rec.Name)
-		}
-		return ids, nil
-	case "all":
-		return rec.ClusterIDs(), nil
+	idx, err := rec.SelectCells(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--cells: %w", err)
 	}
-	var ids []int
-	for _, f := range strings.Split(spec, ",") {
-		id, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("--cells: %q is not quality, all or a cluster id", f)
-		}
-		if _, ok := rec.CellIndex(id); !ok {
-			return nil, fmt.Errorf("--cells: recording %s has no cluster %d", rec.Name, id)
-		}
-		ids = append(ids, id)
+	ids := make([]int, len(idx))
+	for i, k := range idx {
+		ids[i] = rec.Cells[k].ClusterID
 	}
 	return ids, nil
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/bench/replay"
 	"rgcpred/evaluation"
@@ -50,16 +50,14 @@ func (r *rasterOptions) ids(replayed []int) ([]int, error) {
 	if r.cells == "" {
 		return replayed[:min(4, len(replayed))], nil
 	}
-	var ids []int
-	for _, s := range strings.Split(r.cells, ",") {
-		id, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("--raster-cells: %w", err)
-		}
+	ids, err := cli.Ints(r.cells)
+	if err != nil {
+		return nil, fmt.Errorf("--raster-cells: %w", err)
+	}
+	for _, id := range ids {
 		if replayed != nil && !slices.Contains(replayed, id) {
 			return nil, fmt.Errorf("--raster-cells: cell %d is not replayed", id)
 		}
-		ids = append(ids, id)
 	}
 	return ids, nil
 }

@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/evaluation"
 	"rgcpred/model/engine"
@@ -46,7 +46,7 @@ func runEval(ctx context.Context, args []string) error {
 		"cluster ids of the --raster cells, comma-separated (default: the first 4 evaluated cells)")
 	rasterSeconds := fs.Float64("raster-seconds", 10, "length of the --raster stretch in seconds, from the first rolled-out bin")
 	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale of the spike-train metrics, ms")
-	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality or all")
+	cellsSel := fs.String("cells", "quality", "cells to evaluate: quality, all or comma-separated cluster ids")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	batch := fs.Int("batch", 64, "windows per predictor call")
 	precision := fs.String("precision", "fp32",
@@ -201,12 +201,9 @@ func rasterKeep(rec *rgc.Recording, cells []int, ids string, seconds float64) (*
 		}
 		return k, nil
 	}
-	for _, s := range strings.Split(ids, ",") {
-		id, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("--raster-cells: %w", err)
-		}
-		k.ClusterIDs = append(k.ClusterIDs, id)
+	var err error
+	if k.ClusterIDs, err = cli.Ints(ids); err != nil {
+		return nil, fmt.Errorf("--raster-cells: %w", err)
 	}
 	return k, nil
 }

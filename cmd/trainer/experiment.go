@@ -8,9 +8,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
+	"rgcpred/base/cli"
 	"rgcpred/experiment"
 	"rgcpred/rollout"
 )
@@ -107,7 +107,7 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 			fs.Usage()
 			return errors.New("--dir is required")
 		}
-		p := experiment.Plan{Data: *data, Cells: *cells, Configs: splitList(*configs), Batch: *batch, LR: *lr,
+		p := experiment.Plan{Data: *data, Cells: *cells, Configs: cli.List(*configs), Batch: *batch, LR: *lr,
 			ValEvery: *valEvery, ValWindows: *valWindows, Segment: *segment, Threads: *threads}
 		if p.Segment < 0 {
 			p.Segment = experiment.DefaultSegmentValidations * p.ValEvery
@@ -177,17 +177,6 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 	return err
 }
 
-// splitList splits a comma-separated list, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // parseSeeds returns the training seeds: 1..repeats when repeats is set,
 // else the comma-separated list.
 func parseSeeds(list string, repeats int, listSet bool) ([]uint64, error) {
@@ -205,7 +194,7 @@ func parseSeeds(list string, repeats int, listSet bool) ([]uint64, error) {
 		return seeds, nil
 	}
 	var seeds []uint64
-	for _, v := range splitList(list) {
+	for _, v := range cli.List(list) {
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("--seeds %q: %w", list, err)

@@ -23,13 +23,16 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	glmPath := fs.String("glm", "", "fit for the GLM fitted by `trainer glm` (its JSON) instead of a checkpoint")
 	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
 	out := fs.String("out", "", "threshold policy JSON to write (required)")
-	cellsSel := fs.String("cells", "quality", "cells: quality or all")
+	cellsSel := fs.String("cells", "quality", "cells: quality, all or comma-separated cluster ids")
 	splitName := fs.String("split", "train", "split to fit on (train: never fit a policy on the split you report)")
 	seconds := fs.Float64("seconds", 120, "length of the fitted stretch after the first window, seconds (0: the whole split)")
 	iters := fs.Int("iterations", 10, "bisection steps per cell (one rollout of all cells each)")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --oracle --out FILE [flags]\n\nChoose each cell's threshold on P(spike within 80 bins) so that its autoregressive\nrollout on the training split fires as often as the recorded cell (threshold policy).")
+		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --oracle --out FILE [flags]\n"+
+			"\n"+
+			"Choose each cell's threshold on P(spike within the horizon) so that its autoregressive\n"+
+			"rollout on the training split fires as often as the recorded cell (threshold policy).")
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
@@ -80,7 +83,8 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		defer closeFn()
 		p = e
 	}
-	opts := rollout.FitOptions{Options: rollout.Options{Split: split, Cells: cells, MaxBins: int(*seconds * rgc.BinRateHz)}, Iterations: *iters}
+	opts := rollout.FitOptions{Iterations: *iters,
+		Options: rollout.Options{Split: split, Cells: cells, MaxBins: int(*seconds * rgc.BinRateHz)}}
 	fit, err := rollout.FitThresholds(ctx, rec, p, opts)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"rgcpred/base/cli"
-	"rgcpred/experiment"
 	"rgcpred/rgc"
 )
 
@@ -29,19 +28,16 @@ func stimFlag(fs *flag.FlagSet) *rgc.StimMode {
 }
 
 // loadCells loads the recording in dir binned in stimulus mode mode and
-// resolves a --cells value ("quality" or "all") to indices into its Cells;
+// resolves a --cells value (rgc.Recording.SelectCells) to indices into its Cells;
 // no cell is an error.
 func loadCells(dir, sel string, mode rgc.StimMode) (*rgc.Recording, []int, error) {
 	rec, err := rgc.LoadMode(dir, mode)
 	if err != nil {
 		return nil, nil, err
 	}
-	cells, err := experiment.SelectCells(rec, sel)
+	cells, err := rec.SelectCells(sel)
 	if err != nil {
-		return nil, nil, err
-	}
-	if len(cells) == 0 {
-		return nil, nil, fmt.Errorf("recording %s has no %s cells", dir, sel)
+		return nil, nil, fmt.Errorf("--cells: %w", err)
 	}
 	return rec, cells, nil
 }

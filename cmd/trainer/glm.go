@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"rgcpred/base/cli"
 	"rgcpred/evaluation"
 	"sort"
 	"strconv"
@@ -27,7 +28,7 @@ func runGLM(ctx context.Context, args []string) error {
 	outPath := fs.String("out", "", "write the fitted model here as JSON, in the format of a synthetic recording's truth.json (required)")
 	reportPath := fs.String("report", "",
 		"also write the fit's report as JSON here: per-cell scores and basis weights, which eval --glm reads")
-	cellsSel := fs.String("cells", "quality", "cells to fit: quality or all")
+	cellsSel := fs.String("cells", "quality", "cells to fit: quality, all or comma-separated cluster ids")
 	minLag := fs.Int("min-lag", def.MinLag, "first lag (bins) of the stimulus filters; below 36 the exact oracle is not computed")
 	stimBases := fs.Int("stim-bases", def.StimBases, "raised-cosine bumps per LED")
 	stimLastPeak := fs.Float64("stim-last-peak", def.StimLastPeak, "lag after --min-lag of the last stimulus bump's peak (bins)")
@@ -57,8 +58,8 @@ func runGLM(ctx context.Context, args []string) error {
 	opts.MinLag, opts.Workers = *minLag, *workers
 	opts.StimBases, opts.StimLastPeak = *stimBases, *stimLastPeak
 	opts.Alphas = nil
-	for _, f := range strings.Split(*alphas, ",") {
-		a, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+	for _, f := range cli.List(*alphas) {
+		a, err := strconv.ParseFloat(f, 64)
 		if err != nil {
 			return fmt.Errorf("--alphas %q: %w", *alphas, err)
 		}
@@ -66,8 +67,8 @@ func runGLM(ctx context.Context, args []string) error {
 	}
 	var splits []rgc.Split
 	if *nllSplits != "none" && *nllSplits != "" {
-		for _, f := range strings.Split(*nllSplits, ",") {
-			s, err := rgc.ParseSplit(strings.TrimSpace(f))
+		for _, f := range cli.List(*nllSplits) {
+			s, err := rgc.ParseSplit(f)
 			if err != nil {
 				return fmt.Errorf("--nll-splits: %w", err)
 			}

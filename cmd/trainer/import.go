@@ -5,9 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"rgcpred/base/cli"
 	"rgcpred/model/safetensors"
 	"rgcpred/model/torchmap"
 	"rgcpred/rgc"
@@ -21,7 +20,7 @@ func runImport(_ context.Context, args []string) error {
 	out := fs.String("out", "", "checkpoint to write")
 	ids := fs.String("cell-ids", "", "cluster id of each embedding row, comma-separated (default: the file's metadata, or --data)")
 	data := fs.String("data", "", "recording whose --cells give the embedding rows' cluster ids, in recording order")
-	cells := fs.String("cells", "quality", "with --data: quality or all")
+	cells := fs.String("cells", "quality", "with --data: quality, all or comma-separated cluster ids")
 	heads := fs.Int("heads", 0, "attention heads (default: the metadata's, else 4 as in torchref.py)")
 	binRate := fs.Float64("bin-rate-hz", 0, "bin rate the weights were trained at (default: the metadata's, else rgc.BinRateHz)")
 	notes := fs.String("notes", "", "provenance notes (default: the metadata's, else where the file came from)")
@@ -57,12 +56,9 @@ func runImport(_ context.Context, args []string) error {
 		opt.Input = &input
 	}
 	if *ids != "" {
-		for _, s := range strings.Split(*ids, ",") {
-			id, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return fmt.Errorf("--cell-ids: %w", err)
-			}
-			opt.CellIDs = append(opt.CellIDs, id)
+		var err error
+		if opt.CellIDs, err = cli.Ints(*ids); err != nil {
+			return fmt.Errorf("--cell-ids: %w", err)
 		}
 	}
 	if *data != "" {

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"rgcpred/base/cli"
 	"rgcpred/rgc"
 	"rgcpred/rgc/kilosort"
 )
@@ -47,13 +46,11 @@ func runImportKilosort(_ context.Context, args []string) error {
 	case "all":
 		o.Quality.All = true
 	default:
-		for _, s := range strings.Split(*quality, ",") {
-			id, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				return fmt.Errorf("--quality: want good, all or cluster ids: %w", err)
-			}
-			o.Quality.IDs = append(o.Quality.IDs, id)
+		ids, err := cli.Ints(*quality)
+		if err != nil {
+			return fmt.Errorf("--quality: want good, all or cluster ids: %w", err)
 		}
+		o.Quality.IDs = ids
 	}
 	raw, rep, err := kilosort.Convert(o)
 	if err != nil {

@@ -31,7 +31,7 @@ type trainFlags struct {
 func (f *trainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "data/chicken-17-08-21", "recording directory")
 	fs.StringVar(&f.config, "config", "gpt-a-cat", "model: STEM-HEAD[-cpu], e.g. gpt-a-cat, gpt-b-logmix-cpu")
-	fs.StringVar(&f.cells, "cells", "quality", "cells to train on: quality or all")
+	fs.StringVar(&f.cells, "cells", "quality", "cells to train on: quality, all or comma-separated cluster ids")
 	fs.IntVar(&f.batch, "batch", 64, "batch size")
 	fs.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute goroutines")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, sampling)")

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,7 +20,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -41,14 +41,20 @@ import (
 // transport's.
 const NoModel = "none"
 
+// parseCounts parses --cells: positive cell counts, returned sorted and
+// without repeats.
 func parseCounts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--cells: %q is not a positive cell count", f)
+	out, err := cli.Ints(s)
+	if err != nil {
+		return nil, fmt.Errorf("--cells: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--cells: no cell counts")
+	}
+	for _, n := range out {
+		if n < 1 {
+			return nil, fmt.Errorf("--cells: %d is not a positive cell count", n)
 		}
-		out = append(out, n)
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
