@@ -245,7 +245,7 @@ func (b *builder) linear(x *G.Node, l model.Layer) *G.Node {
 }
 
 func (b *builder) ln(x *G.Node, l model.Layer) *G.Node {
-	return b.op(&layerNorm{eps: model.LNEps}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
+	return b.op(&layerNorm{eps: model.LNEps, par: b.par}, string(l), x, b.p(l.Weight()), b.p(l.Bias()))
 }
 
 // forward returns the head's output [B, HeadOut].
@@ -294,7 +294,7 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	sq = b.relu(b.linear(sq, p.Sub("se.fc1")))
 	sq = b.linear(sq, p.Sub("se.fc2"))
 	sq = b.op(sigmoid{}, string(p.Sub("se.gate")), sq)
-	h = b.op(chanScale{}, string(p.Sub("se.scale")), h, sq)
+	h = b.op(chanScale{par: b.par}, string(p.Sub("se.scale")), h, sq)
 	sc := x
 	if c.BlockHasShortcut(i) {
 		sc = b.bn(b.conv(x, p.Sub("shortcut.conv"), s, 0), p.Sub("shortcut.bn"))

@@ -41,8 +41,8 @@ func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 }
 
 // chanScale multiplies x [B, C, L] by a per-window, per-channel scale s
-// [B, C] (the excite of squeeze-and-excite).
-type chanScale struct{}
+// [B, C] (the excite of squeeze-and-excite), rows split over the workers.
+type chanScale struct{ par parallel }
 
 func (chanScale) name() string    { return "chanscale" }
 func (chanScale) diffWRT() []bool { return []bool{true, true} }
@@ -52,32 +52,38 @@ func (chanScale) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (chanScale) forward(in []*tensor.Dense, out []float32) {
+func (cs chanScale) forward(in []*tensor.Dense, out []float32) {
 	l := in[0].Shape()[2]
 	x, s := f32(in[0]), f32(in[1])
-	for r, sv := range s {
-		for j := r * l; j < (r+1)*l; j++ {
-			out[j] = x[j] * sv
-		}
-	}
+	cs.par.run(len(s), func(lo, hi, _ int) { scaleRows32(out, x, s[lo:hi], lo, l) })
 }
-func (chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+func (cs chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	l := in[0].Shape()[2]
 	x, s := f32(in[0]), f32(in[1])
 	if i == 0 {
-		for r, sv := range s {
-			for j := r * l; j < (r+1)*l; j++ {
-				gin[j] = gout[j] * sv
-			}
-		}
+		cs.par.run(len(s), func(lo, hi, _ int) { scaleRows32(gin, gout, s[lo:hi], lo, l) })
 		return
 	}
-	for r := range s {
-		var a float32
-		for j := r * l; j < (r+1)*l; j++ {
-			a += gout[j] * x[j]
+	cs.par.run(len(s), func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			var a float32
+			for j := r * l; j < (r+1)*l; j++ {
+				a += gout[j] * x[j]
+			}
+			gin[r] = a
 		}
-		gin[r] = a
+	})
+}
+
+// scaleRows32 sets rows r0, r0+1, ... (length l) of d to those of x times
+// s[0], s[1], ...
+func scaleRows32(d, x, s []float32, r0, l int) {
+	for i, sv := range s {
+		r := r0 + i
+		xr, dr := x[r*l:(r+1)*l], d[r*l:(r+1)*l]
+		for j, v := range xr {
+			dr[j] = v * sv
+		}
 	}
 }
 

@@ -151,9 +151,11 @@ func (embed) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 }
 
 // layerNorm normalises each row of x [N, D] (Ba et al., "Layer
-// normalization", 2016) with weight and bias [D].
+// normalization", 2016) with weight and bias [D]; the rows are split over
+// the worker goroutines.
 type layerNorm struct {
 	eps float64
+	par parallel
 	// Row statistics of the last forward pass, reused by the backward
 	// passes of the same run.
 	mean, istd []float64
@@ -196,14 +198,16 @@ func (ln *layerNorm) forward(in []*tensor.Dense, out []float32) {
 	if len(ln.mean) != n {
 		ln.mean, ln.istd = make([]float64, n), make([]float64, n)
 	}
-	for r := 0; r < n; r++ {
-		xr := x[r*d : (r+1)*d]
-		m, is := ln.rowStats(xr)
-		ln.mean[r], ln.istd[r] = m, is
-		for j, v := range xr {
-			out[r*d+j] = float32((float64(v)-m)*is)*g[j] + b[j]
+	ln.par.run(n, func(lo, hi, _ int) {
+		for r := lo; r < hi; r++ {
+			xr := x[r*d : (r+1)*d]
+			m, is := ln.rowStats(xr)
+			ln.mean[r], ln.istd[r] = m, is
+			for j, v := range xr {
+				out[r*d+j] = float32((float64(v)-m)*is)*g[j] + b[j]
+			}
 		}
-	}
+	})
 }
 func (ln *layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	d := in[0].Shape()[1]
@@ -227,23 +231,25 @@ func (ln *layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32)
 			}
 		}
 	case 0:
-		for r := 0; r < n; r++ {
-			xr := x[r*d : (r+1)*d]
-			m, is := ln.stats(x, r, d)
-			var a, bb float64
-			for j, v := range gout[r*d : (r+1)*d] {
-				dxh := float64(v) * float64(g[j])
-				a += dxh
-				bb += dxh * (float64(xr[j]) - m) * is
+		ln.par.run(n, func(lo, hi, _ int) {
+			for r := lo; r < hi; r++ {
+				xr := x[r*d : (r+1)*d]
+				m, is := ln.stats(x, r, d)
+				var a, bb float64
+				for j, v := range gout[r*d : (r+1)*d] {
+					dxh := float64(v) * float64(g[j])
+					a += dxh
+					bb += dxh * (float64(xr[j]) - m) * is
+				}
+				a /= float64(d)
+				bb /= float64(d)
+				for j, v := range gout[r*d : (r+1)*d] {
+					dxh := float64(v) * float64(g[j])
+					xh := (float64(xr[j]) - m) * is
+					gin[r*d+j] = float32(is * (dxh - a - xh*bb))
+				}
 			}
-			a /= float64(d)
-			bb /= float64(d)
-			for j, v := range gout[r*d : (r+1)*d] {
-				dxh := float64(v) * float64(g[j])
-				xh := (float64(xr[j]) - m) * is
-				gin[r*d+j] = float32(is * (dxh - a - xh*bb))
-			}
-		}
+		})
 	}
 }
 
