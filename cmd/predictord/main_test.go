@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -60,7 +62,9 @@ func (s *syncBuf) String() string {
 }
 
 // randomCheckpoint writes a small model with random weights, its output
-// head scaled up so that the prediction depends strongly on the window.
+// head scaled up (x10) so that the prediction depends strongly on the
+// window while the int8 path still passes its parity check at load (x30
+// and above fail it, and the daemon falls back).
 func randomCheckpoint(t *testing.T, ids []int) string {
 	cfg, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, len(ids))
 	if err != nil {
@@ -71,7 +75,7 @@ func randomCheckpoint(t *testing.T, ids []int) string {
 		scale := float32(1)
 		switch {
 		case strings.HasPrefix(name, "head."):
-			scale = 300
+			scale = 10
 		}
 		for i := range ts {
 			ts[i] *= scale
@@ -86,10 +90,52 @@ func randomCheckpoint(t *testing.T, ids []int) string {
 	return path
 }
 
+// nativeDefault is the arithmetic the daemon's default --precision int8
+// serves on this CPU with its own kernels: int8 with AVX512_VNNI and
+// AVX512_BF16, bf16 with AVX512_BF16 alone, else fp32.
+func nativeDefault() engine.Precision {
+	switch {
+	case engine.Native(engine.INT8):
+		return engine.INT8
+	case engine.Native(engine.BF16):
+		return engine.BF16
+	}
+	return engine.FP32
+}
+
+// servedArithmetic returns the arithmetic named by the model of each JSON
+// log line with message msg ("model loaded", "model reloaded"): the first
+// word after the provenance, e.g. "int8" of "... trained T), int8 (parity
+// with fp32: ...)".
+func servedArithmetic(t *testing.T, logs, msg string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct{ Message, Model string }
+		if json.Unmarshal([]byte(line), &l) != nil || l.Message != msg {
+			continue
+		}
+		i := strings.Index(l.Model, "trained ")
+		j := strings.Index(l.Model[max(i, 0):], "), ")
+		if i < 0 || j < 0 {
+			t.Fatalf("%s: model %q names no arithmetic after its provenance", msg, l.Model)
+		}
+		out = append(out, strings.Fields(l.Model[i+j+3:])[0])
+	}
+	return out
+}
+
 // TestDaemonWithEngine runs the command with the CPU engine on a random
-// checkpoint against an embedded NATS server: its spikes equal the offline
-// rollout's with the same checkpoint; SIGHUP reloads; cancelling (SIGTERM)
-// drains and returns nil.
+// checkpoint against an embedded NATS server, in fp32 and in the default
+// arithmetic (--precision int8: what this CPU serves with its own kernels,
+// and int8 on the portable kernels where it has no int8 instructions). The
+// arithmetic that served, read from the load and reload logs, is the one
+// expected, and the daemon's spikes equal the offline rollout's in that
+// arithmetic (engine.Force) exactly: the engine's outputs do not depend on
+// the batch or the threads in any arithmetic. An int8 daemon's spike count
+// is within 10% of the fp32 rollout's, whose trains it does not follow
+// spike for spike (a moved spike moves the later windows). SIGHUP reloads;
+// cancelling (SIGTERM) drains and returns nil.
 func TestDaemonWithEngine(t *testing.T) {
 	full, err := rgc.Load("../../data/chicken-17-08-21")
 	if err != nil {
@@ -111,17 +157,51 @@ func TestDaemonWithEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(ck, len(ids), 1)
-	if err != nil {
-		t.Fatal(err)
+	type tc struct {
+		name     string
+		flags    []string
+		portable bool // engine.UsePortable: int8 on the portable kernels
+		want     engine.Precision
+		stagger  bool
 	}
-	defer eng.Close()
-	for _, stagger := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stagger %v", stagger), func(t *testing.T) { testDaemonWithEngine(t, rec, idx, ids, path, eng, stagger) })
+	cases := []tc{
+		{"fp32, staggered", []string{"--precision", "fp32"}, false, engine.FP32, true},
+		{"fp32, simultaneous", []string{"--precision", "fp32"}, false, engine.FP32, false},
+		{"default, this CPU's kernels", nil, false, nativeDefault(), true},
+	}
+	if nativeDefault() != engine.INT8 {
+		cases = append(cases, tc{"default, portable int8 kernels", nil, true, engine.INT8, true})
+	}
+	var fp32Spikes int
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.portable {
+				engine.UsePortable(true)
+				defer engine.UsePortable(false)
+			}
+			eng, err := engine.New(ck, len(ids), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			if err := eng.Force(c.want); err != nil {
+				t.Fatal(err)
+			}
+			n := testDaemonWithEngine(t, rec, idx, ids, path, eng, c.stagger, c.flags, c.want)
+			switch {
+			case c.want == engine.FP32 && c.stagger:
+				fp32Spikes = n
+			case c.want != engine.FP32 && fp32Spikes > 0 && math.Abs(float64(n-fp32Spikes)) > 0.1*float64(fp32Spikes):
+				t.Errorf("%s daemon: %d spikes, the fp32 rollout %d: more than 10%% apart", c.want, n, fp32Spikes)
+			}
+		})
 	}
 }
 
-func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path string, eng rgc.Predictor, stagger bool) {
+// testDaemonWithEngine runs the daemon with flags and checks that it served
+// in arith and gave the spikes of the offline rollout with eng; it returns
+// their number.
+func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path string, eng rgc.Predictor, stagger bool, flags []string, arith engine.Precision) int {
 	off, err := rollout.Run(context.Background(), rec, eng, rollout.Options{Split: rgc.Test, Cells: idx, Stagger: stagger})
 	if err != nil {
 		t.Fatal(err)
@@ -153,10 +233,12 @@ func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path
 	defer srv.Shutdown()
 	logs := &syncBuf{}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	hup := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats-url", srv.ClientURL(), "--model", path, "--threads", "1", "--metrics-addr", "127.0.0.1:0", "--max-lag", "0", "--log-format", "json", fmt.Sprintf("--stagger=%v", stagger)}, logs, hup, nil)
+		args := []string{"--nats-url", srv.ClientURL(), "--model", path, "--threads", "1", "--metrics-addr", "127.0.0.1:0", "--max-lag", "0", "--log-format", "json", fmt.Sprintf("--stagger=%v", stagger)}
+		done <- run(ctx, append(args, flags...), logs, hup, nil)
 	}()
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
@@ -173,6 +255,9 @@ func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path
 			t.Fatalf("daemon ended: %v\n%s", err, logs)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	if got := servedArithmetic(t, logs.String(), "model loaded"); len(got) != 1 || got[0] != string(arith) {
+		t.Fatalf("model loaded in %v, want %s\n%s", got, arith, logs)
 	}
 	col, err := p.Collect()
 	if err != nil {
@@ -253,7 +338,13 @@ func testDaemonWithEngine(t *testing.T, rec *rgc.Recording, idx, ids []int, path
 			t.Errorf("log lacks %s:\n%s", msg, out)
 		}
 	}
-	t.Logf("%d spikes of %d cells (%d distinct intervals) equal to the offline engine rollout", nWant, len(ids), len(gaps))
+	for _, msg := range []string{"model loaded", "model reloaded"} {
+		if got := servedArithmetic(t, out, msg); len(got) != 1 || got[0] != string(arith) {
+			t.Errorf("%s: served in %v, want %s", msg, got, arith)
+		}
+	}
+	t.Logf("%s: %d spikes of %d cells (%d distinct intervals) equal to the offline engine rollout", arith, nWant, len(ids), len(gaps))
+	return nWant
 }
 
 func fakeLoader(ids []int) service.Loader {
