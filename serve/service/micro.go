@@ -408,6 +408,10 @@ func (s *Service) microReset(r micro.Request, q MicroRequest) {
 		s.microError(r, codeUnavailable, "not serving (starting or draining)")
 		return
 	}
+	if s.standbyOn() {
+		s.microError(r, codeBadRequest, errStandbyReset.Error())
+		return
+	}
 	payload, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpReset})
 	if err != nil {
 		s.microError(r, codeFailed, "encode reset: "+err.Error())

@@ -95,6 +95,11 @@ func probe(mdl *Model, need []int) error {
 func (s *Service) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
+	if s.standbyOn() {
+		s.m.reloads.WithLabelValues("error").Inc()
+		s.log.Error().Err(errStandbyReload).Msg("reload refused, keeping the model")
+		return errStandbyReload
+	}
 	// Reading, packing and probing the new model must not take the cores
 	// from live decisions.
 	var mdl *Model

@@ -294,6 +294,22 @@ func (d *device) restore(data []byte) (err error) {
 	return nil
 }
 
+// An operator's reset or reload reaches each replica at a frame of its
+// own: replicas would diverge, and a recording could not be audited across
+// them. So a standby group takes neither: the device resets on its control
+// subject (in order with its frames, every replica and the recording apply
+// it at the same frame), and a new model means restarting the group.
+var (
+	errStandbyReset = errors.New("reset refused in a hot-standby group: replicas would apply it at different frames; " +
+		"the device resets on rgc.DEVICE.ctl, in order with its frames (docs/operations.md, \"Hot standby\")")
+	errStandbyReload = errors.New("reload refused in a hot-standby group: replicas must serve the same model from the same frame; " +
+		"restart the group's instances with the new checkpoint (docs/operations.md, \"Hot standby\")")
+)
+
+// standbyOn reports whether the service is an instance of a hot-standby
+// group.
+func (s *Service) standbyOn() bool { return len(s.devices) > 0 && s.devices[0].sb.on }
+
 // EnableStandby makes the service one instance of the hot-standby group
 // cfg.Group on nc (the connection later given to Run): it opens the lease
 // bucket, gates every device's decisions and stream events, observes the
@@ -507,7 +523,7 @@ func (d *device) catchUp(ctx context.Context, nc *nats.Conn, lease *standby.Leas
 // StandbyStatus reports the hot-standby lease's state, false without
 // standby.
 func (s *Service) StandbyStatus() (standby.LeaseStatus, bool) {
-	if len(s.devices) == 0 || !s.devices[0].sb.on {
+	if !s.standbyOn() {
 		return standby.LeaseStatus{}, false
 	}
 	return s.devices[0].sb.state.lease.Status(), true

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
 	"rgcpred/rgc/fakepred"
@@ -732,5 +734,45 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStandbyGroupControl: an instance of a standby group refuses an
+// operator's reset and a reload (SIGHUP or predictord.reload), saying why
+// and what to do instead; the model stays.
+func TestStandbyGroupControl(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	a := startReplica(t, srv.ClientURL(), Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}, "a")
+	before := a.s.model.Load()
+	if err := a.s.Reload(); !errors.Is(err, errStandbyReload) {
+		t.Fatalf("reload in a standby group: %v, want %v", err, errStandbyReload)
+	}
+	if a.s.model.Load() != before {
+		t.Fatal("the model changed")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, c := range []struct{ subject, body, code, says string }{
+		{"predictord.reset", `{"device":"dev0"}`, "400", "rgc.DEVICE.ctl"},
+		{"predictord.reload", `{}`, "500", "restart the group"},
+	} {
+		m := request(t, nc, c.subject, c.body)
+		if got, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); got != c.code || !strings.Contains(desc, c.says) {
+			t.Errorf("%s: error %s %q, want %s saying %q", c.subject, got, desc, c.code, c.says)
+		}
+	}
+	d := a.s.devices[0]
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	if d.prev.Resets != 0 {
+		t.Fatal("the refused reset was applied")
 	}
 }
