@@ -33,6 +33,7 @@ func commands() map[string]command {
 		"model":         {"print a configuration's parameter counts", runModel},
 		"synth":         {"simulate a recording with an exact oracle (GLM cells, four-LED noise)", runSynth},
 		"glm":           {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
+		"bench":         {"time training steps of ours and the PyTorch reference, alternating, and print the ratio", runBench},
 		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds matching the recorded rate", runFitThreshold},
 		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot", runExperiment},
 

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/gonum/floats"
+
+	"rgcpred/model"
+	"rgcpred/model/train"
+)
+
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	configs := fs.String("configs", "gpt-a-cat-cpu,gpt-a-cat", "configurations to time, comma-separated")
+	batch := fs.Int("batch", 64, "batch size")
+	threads := fs.Int("threads", 2, "compute goroutines (and PyTorch threads)")
+	cells := fs.Int("cells", 60, "cells (rows of the cell embedding)")
+	steps := fs.Int("steps", 10, "timed training steps per round, ours and PyTorch's")
+	rounds := fs.Int("rounds", 3, "rounds per configuration, ours and PyTorch's alternating")
+	python := fs.String("python", "/usr/bin/python3", "Python with PyTorch")
+	torchref := fs.String("torchref", "../shared/tools/torchref.py", "PyTorch reference script; empty: time ours alone")
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *steps < 1 || *rounds < 1 || *batch < 1 || *threads < 1 {
+		return fmt.Errorf("--steps, --rounds, --batch and --threads must be at least 1")
+	}
+	for _, name := range strings.Split(*configs, ",") {
+		c, err := model.ParseConfigName(strings.TrimSpace(name), *cells)
+		if err != nil {
+			return err
+		}
+		b, err := train.NewStepBench(c, *batch, *threads, 1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		// torchref.py has the paper CNN only.
+		peer := *torchref != "" && c.CNNPreset() == model.CNNPaper
+		var ours, theirs, ratios []float64
+		for r := 1; r <= *rounds; r++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			o, err := b.Rate(*steps)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.Name(), err)
+			}
+			ours = append(ours, o)
+			line := fmt.Sprintf("%s round %d: ours %.1f samples/s", c.Name(), r, o)
+			if peer {
+				p, err := train.TorchTrainRate(ctx, *python, *torchref, c.Stem, *batch, *threads, *steps)
+				if err != nil {
+					return err
+				}
+				theirs, ratios = append(theirs, p), append(ratios, o/p)
+				line += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f", p, o/p)
+			}
+			fmt.Println(line)
+		}
+		sum := fmt.Sprintf("%s: batch %d, %d threads, median of %d rounds of %d steps: ours %.1f samples/s", c.Name(), *batch, *threads, *rounds, *steps, median(ours))
+		if peer {
+			sum += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f (per round %.2f-%.2f)", median(theirs), median(ratios), floats.Min(ratios), floats.Max(ratios))
+		} else if *torchref != "" {
+			sum += " (no PyTorch peer: torchref.py has the paper CNN only)"
+		}
+		fmt.Println(sum)
+	}
+	return nil
+}
+
+// median is the middle of x (the mean of the middle two for even lengths).
+func median(x []float64) float64 {
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
