@@ -337,51 +337,81 @@ func gathered(t *testing.T, s *Service, name string) float64 {
 	return sum
 }
 
-// TestRecordAndAudit: a daemon with the flight recorder on serves a
-// session; the audit re-runs the recording with the same model and finds
-// the recorded decisions, and finds differences with another model.
-func TestRecordAndAudit(t *testing.T) {
-	f := getFixtureStagger(t, true)
+// startJetStream starts an embedded NATS server with JetStream, stopped
+// at the end of the test.
+func startJetStream(t *testing.T) *env {
+	t.Helper()
 	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
-		Log: zerolog.New(io.Discard)}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL(), s.ConnOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: recorder.Config{Stream: "REC", MaxAge: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, nc) }()
-	waitUntil(t, "service ready", s.Ready)
-	e := &env{srv: srv, url: srv.ClientURL()}
-	p := newPublisher(t, e, "dev0")
-	c := collectAll(t, p)
-	publishSplit(t, f, p, 16, nil)
-	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	stop()
+	return &env{srv: srv, url: srv.ClientURL()}
+}
 
+// recordingSvc is a service serving dev0 with the flight recorder on
+// (stream REC).
+type recordingSvc struct {
+	s  *Service
+	nc *nats.Conn
+	js jetstream.JetStream
+	// stop ends Run and the recorder, failing the test on Run's error.
+	stop func()
+}
+
+func startRecording(t *testing.T, e *env, f *fixture, rec recorder.Config) *recordingSvc {
+	t.Helper()
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+		Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url, s.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec.Stream = "REC"
+	stopRec, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: rec})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nc) }()
+	var once sync.Once
+	r := &recordingSvc{s: s, nc: nc, js: js, stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			stopRec()
+		})
+	}}
+	t.Cleanup(r.stop)
+	waitUntil(t, "service ready", s.Ready)
+	return r
+}
+
+// TestRecordAndAudit: a daemon with the flight recorder on serves a
+// session; the audit re-runs the recording with the same model and finds
+// the recorded decisions, and finds differences with another model.
+func TestRecordAndAudit(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour})
+	p := newPublisher(t, e, "dev0")
+	c := collectAll(t, p)
+	publishSplit(t, f, p, 16, nil)
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	r.stop()
+	js := r.js
 	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 	defer acancel()
 	// The stream stores asynchronously: wait until the last decisions are in.
@@ -479,12 +509,7 @@ func TestStandbyWedgedHolder(t *testing.T) {
 		t.Skip("waits for a lease TTL")
 	}
 	f := getFixtureStagger(t, true)
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	e := &env{srv: srv, url: srv.ClientURL()}
+	e := startJetStream(t)
 	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 	hung := fakepred.NewGate(fakepred.New(f.ids))
 	acfg := cfg
@@ -669,36 +694,9 @@ func TestStandbyStateBudget(t *testing.T) {
 // its session.
 func TestRecordSessionHeaderRepeated(t *testing.T) {
 	f := getFixtureStagger(t, true)
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
-		Log: zerolog.New(io.Discard)}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL(), s.ConnOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: recorder.Config{Stream: "REC", MaxAge: time.Hour, MaxBytes: 1 << 30}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, nc) }()
-	waitUntil(t, "service ready", s.Ready)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour, MaxBytes: 1 << 30})
+	s, js := r.s, r.js
 	headers := func() int {
 		n := 0
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -714,7 +712,6 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 	if n := headers(); n != 1 {
 		t.Fatalf("%d session headers at start, want 1", n)
 	}
-	e := &env{srv: srv, url: srv.ClientURL()}
 	p := newPublisher(t, e, "dev0")
 	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
 		t.Fatal(err)
@@ -731,10 +728,6 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the header again after the reload", func() bool { return headers() == 4 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestStandbyGroupControl: an instance of a standby group refuses an
@@ -742,12 +735,8 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 // and what to do instead; the model stays.
 func TestStandbyGroupControl(t *testing.T) {
 	f := getFixtureStagger(t, true)
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	a := startReplica(t, srv.ClientURL(), Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}, "a")
+	e := startJetStream(t)
+	a := startReplica(t, e.url, Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}, "a")
 	before := a.s.model.Load()
 	if err := a.s.Reload(); !errors.Is(err, errStandbyReload) {
 		t.Fatalf("reload in a standby group: %v, want %v", err, errStandbyReload)
@@ -755,7 +744,7 @@ func TestStandbyGroupControl(t *testing.T) {
 	if a.s.model.Load() != before {
 		t.Fatal("the model changed")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
