@@ -32,6 +32,7 @@ import (
 	"rgcpred/bench/replay"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
+	"rgcpred/serve/modelload"
 	"rgcpred/serve/natsauth"
 	"rgcpred/serve/service"
 	"rgcpred/stream"
@@ -175,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.oracle {
 		o.ckpt = "oracle of " + o.data
-		load = func(string, int) (*service.Model, error) { return oracleModel(o.data, o.stim) }
+		load = func(string, int) (*service.Model, error) { return modelload.Oracle(o.data, o.stim) }
 	}
 	return replayWith(ctx, o, stdout, stderr, load)
 }

@@ -11,6 +11,7 @@ import (
 	"rgcpred/rgc/synth"
 	"rgcpred/rgc/testrec"
 	"rgcpred/rollout"
+	"rgcpred/serve/modelload"
 	"rgcpred/serve/service"
 )
 
@@ -21,11 +22,13 @@ func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 1.5, Seed: 5})
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	o, err := parseFlags([]string{"--data", dir, "--embedded", "--oracle", "--as-fast-as-possible", "--quiet", "--cells", "all", "--out", out}, &stderr)
+	o, err := parseFlags([]string{"--data", dir, "--embedded", "--oracle", "--as-fast-as-possible", "--quiet",
+		"--cells", "all", "--out", out}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replayWith(context.Background(), o, &stdout, &stderr, func(string, int) (*service.Model, error) { return oracleModel(dir, o.stim) }); err != nil {
+	load := func(string, int) (*service.Model, error) { return modelload.Oracle(dir, o.stim) }
+	if err := replayWith(context.Background(), o, &stdout, &stderr, load); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Log(stdout.String())
@@ -37,7 +40,8 @@ func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err := rollout.Run(context.Background(), rec, orc, rollout.Options{Split: rgc.Test, Cells: []int{0, 1, 2}, Stagger: true}) // the embedded daemon's default --stagger
+	// Staggered: the embedded daemon's default --stagger.
+	off, err := rollout.Run(context.Background(), rec, orc, rollout.Options{Split: rgc.Test, Cells: []int{0, 1, 2}, Stagger: true})
 	if err != nil {
 		t.Fatal(err)
 	}

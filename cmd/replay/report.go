@@ -47,7 +47,8 @@ func evaluate(rec *rgc.Recording, res *replay.Result, spikes [][]int, seed uint6
 		return nil, err
 	}
 	from, to := res.First+1, res.To
-	ev := &replayScores{From: from, To: to, SigmaMs: rollout.DefaultSigmaMs, TauBins: m.TauBins(), Resamples: rollout.DefaultResamples, Seed: seed}
+	ev := &replayScores{From: from, To: to, SigmaMs: rollout.DefaultSigmaMs, TauBins: m.TauBins(),
+		Resamples: rollout.DefaultResamples, Seed: seed}
 	scores := make([]evaluation.CellScores, len(res.Cells))
 	for i, id := range res.Cells {
 		ci, _ := rec.CellIndex(id)
@@ -89,27 +90,35 @@ func onTime(res *replay.Result) [][]int {
 // printReport prints the timing account and the metric table; onTime, if
 // not nil, is the evaluation of the trains without late spikes.
 func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *replayScores) {
-	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n", res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
+	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n",
+		res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
 	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost %d, other cells %d, cells missing their last decision %d)\n",
 		res.Decisions, res.Stale, res.Skipped, res.Lost, res.Foreign, res.Missing)
 	switch {
 	case res.DaemonSkipped < 0:
 		fmt.Fprintf(w, "daemon's account    unavailable (no status reply after the replay)\n")
 	default:
-		fmt.Fprintf(w, "daemon's account    skipped %d, rejected %d (status counters over the replay)\n", res.DaemonSkipped, res.DaemonRejected)
+		fmt.Fprintf(w, "daemon's account    skipped %d, rejected %d (status counters over the replay)\n",
+			res.DaemonSkipped, res.DaemonRejected)
 		if res.DaemonSkipped != res.Skipped {
-			fmt.Fprintf(w, "WARNING             the daemon skipped %d decisions but %d skipped decisions arrived: the trains differ from trainer eval's\n", res.DaemonSkipped, res.Skipped)
+			fmt.Fprintf(w, "WARNING             the daemon skipped %d decisions but %d skipped decisions arrived: the trains differ "+
+				"from trainer eval's\n",
+				res.DaemonSkipped, res.Skipped)
 		}
 	}
 	if res.Stagger {
-		fmt.Fprintf(w, "start rule          staggered (the daemon's --stagger): first windows end at %d + floor(i*80/n); compare with trainer eval --stagger\n", res.First)
+		fmt.Fprintf(w, "start rule          staggered (the daemon's --stagger): first windows end at %d + rollout.StartOffset(i, n); "+
+			"compare with trainer eval --stagger\n", res.First)
 	} else {
-		fmt.Fprintf(w, "start rule          simultaneous: every first window ends at %d; compare with trainer eval (no --stagger)\n", res.First)
+		fmt.Fprintf(w, "start rule          simultaneous: every first window ends at %d; compare with trainer eval (no --stagger)\n",
+			res.First)
 	}
 	l := res.Latency
-	fmt.Fprintf(w, "frame-to-decision   p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms  max %.3f ms  (n %d)\n", l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, l.N)
+	fmt.Fprintf(w, "frame-to-decision   p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms  max %.3f ms  (n %d)\n",
+		l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, l.N)
 	if res.Late.Paced {
-		fmt.Fprintf(w, "late spikes         %d of %d (arrived after their bin was due; p99 lateness %.3f ms)\n", res.Late.Late, res.Late.Spikes, res.Late.Lateness.P99Ms)
+		fmt.Fprintf(w, "late spikes         %d of %d (arrived after their bin was due; p99 lateness %.3f ms)\n",
+			res.Late.Late, res.Late.Spikes, res.Late.Lateness.P99Ms)
 		fmt.Fprintf(w, "deadline misses     %d (decisions received after their 80-bin period ended)\n", res.DeadlineMisses)
 		fmt.Fprintf(w, "frame send lag      mean %.3f ms  max %.3f ms  (%d frames more than one bin late)\n",
 			float64(res.Pace.MeanLag())/1e6, float64(res.Pace.MaxLag)/1e6, res.Pace.LagOver1Bin)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,7 +25,7 @@ type synthJSON struct {
 	DurationS float64        `json:"duration_s"`
 	Frames    int            `json:"frames"`
 	Types     map[string]int `json:"types"`
-	RateHz    rangeJSON      `json:"rate_hz"`
+	RateHz    rgc.MinMeanMax `json:"rate_hz"`
 	GenerateS float64        `json:"generate_s"`
 	// The NLLs (nats) of the test split, with --nll.
 	NLL *synthNLLJSON `json:"nll,omitempty"`
@@ -170,12 +169,7 @@ func synthesise(ctx context.Context, w io.Writer, out string, cfg synth.Config, 
 		rates[i] = rec.RateHz(i)
 		s.Types[tr.Cells[i].Type]++
 	}
-	sort.Float64s(rates)
-	sum := 0.0
-	for _, r := range rates {
-		sum += r
-	}
-	s.RateHz = rangeJSON{Min: rates[0], Mean: sum / float64(len(rates)), Max: rates[len(rates)-1]}
+	s.RateHz = rgc.MinMeanMaxOf(rates)
 	if !asJSON {
 		fmt.Fprintf(w, "wrote %s: %d cells (%d on, %d off, %d opponent), %.1f s (%d bins, %d frames), seed %d, in %.1f s\n",
 			out, s.Cells, s.Types["on"], s.Types["off"], s.Types["opponent"], s.DurationS, s.Bins, s.Frames, cfg.Seed, genS)

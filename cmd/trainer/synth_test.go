@@ -41,7 +41,7 @@ func TestSynthCommand(t *testing.T) {
 		t.Errorf("the written directory does not give an oracle: %v", err)
 	}
 	// Inspect reads it like the shipped recording.
-	if sum := summarise(rec); sum.Cells != 3 || sum.Stimulus.Frames != s.Frames {
+	if sum := rgc.Summarise(rec); sum.Cells != 3 || sum.Stimulus.Frames != s.Frames {
 		t.Errorf("inspect summary %+v", sum)
 	}
 
