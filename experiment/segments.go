@@ -90,6 +90,10 @@ func (f segmentFiles) restore(step int) (string, error) {
 	}
 	switch _, err := os.Stat(f.boundaryBest(step)); {
 	case err == nil:
+		// A damaged copy would become the run's best model unnoticed.
+		if _, err := model.LoadCheckpoint(f.boundaryBest(step)); err != nil {
+			return "", fmt.Errorf("restore boundary at step %d: %w", step, err)
+		}
 		if err := copyFileAtomic(f.boundaryBest(step), f.best()); err != nil {
 			return "", fmt.Errorf("restore boundary at step %d: %w", step, err)
 		}
