@@ -10,6 +10,7 @@ import (
 	"rgcpred/model"
 	"rgcpred/model/safetensors"
 	"rgcpred/model/torchmap"
+	"rgcpred/rgc"
 )
 
 const shippedModel = "../../models/gpt-a-cat-cpu.ckpt"
@@ -47,6 +48,9 @@ func TestExportImportCLI(t *testing.T) {
 	}
 
 	// A metadata-free file needs cell ids; --cell-ids and --data give them.
+	// Without metadata it is a PyTorch file of the reference pipeline,
+	// zero-phase: importing it for causal data (--data's default) is
+	// refused, naming both modes.
 	f, err := safetensors.ReadFile(st)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +69,9 @@ func TestExportImportCLI(t *testing.T) {
 		{"bad ids", []string{"--in", bare, "--out", back, "--cell-ids", "1,x"}, "--cell-ids"},
 		{"too few ids", []string{"--in", bare, "--out", back, "--cell-ids", "1,2"}, "2 cell ids for 60"},
 		{"both", []string{"--in", bare, "--out", back, "--cell-ids", "1", "--data", shippedDir}, "not both"},
-		{"data", []string{"--in", bare, "--out", back, "--data", shippedDir}, ""},
+		{"data, causal", []string{"--in", bare, "--out", back, "--data", shippedDir}, "trained on zero-phase"},
+		{"bad mode", []string{"--in", bare, "--out", back, "--data", shippedDir, "--stim", "ahead"}, "--stim"},
+		{"data, zero-phase", []string{"--in", bare, "--out", back, "--data", shippedDir, "--stim", "zero-phase"}, ""},
 	}
 	for _, tc := range cases {
 		err := runImport(ctx, tc.args)
@@ -83,7 +89,7 @@ func TestExportImportCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.CellIDs, orig.CellIDs) {
-		t.Errorf("--data quality gave cell ids %v, want the model's %v", got.CellIDs, orig.CellIDs)
+	if !slices.Equal(got.CellIDs, orig.CellIDs) || got.StimMode != rgc.StimZeroPhase {
+		t.Errorf("--data quality gave cell ids %v (want the model's %v), mode %v (want zero-phase)", got.CellIDs, orig.CellIDs, got.StimMode)
 	}
 }
