@@ -85,26 +85,3 @@ func Bootstrap(x []float64, resamples int, seed uint64) (Summary, error) {
 		N:   n,
 	}, nil
 }
-
-// MeanOverRepeats averages per-cell values over training repeats: vals[r][c]
-// is repeat r's value for cell c, and the result's element c is the mean
-// over r. This is how several checkpoints of one model are summarised: the
-// bootstrap then resamples cells, each carrying its repeat-averaged value.
-func MeanOverRepeats(vals [][]float64) ([]float64, error) {
-	if len(vals) == 0 {
-		return nil, errors.New("mean over repeats: no repeats")
-	}
-	out := make([]float64, len(vals[0]))
-	for r, v := range vals {
-		if len(v) != len(out) {
-			return nil, fmt.Errorf("mean over repeats: repeat %d has %d cells, repeat 0 has %d", r, len(v), len(out))
-		}
-		for c, x := range v {
-			out[c] += x
-		}
-	}
-	for c := range out {
-		out[c] /= float64(len(vals))
-	}
-	return out, nil
-}

@@ -66,16 +66,3 @@ func TestBootstrap(t *testing.T) {
 		}
 	}
 }
-
-func TestMeanOverRepeats(t *testing.T) {
-	got, err := MeanOverRepeats([][]float64{{1, 2, 3}, {3, 4, 5}})
-	if err != nil || got[0] != 2 || got[1] != 3 || got[2] != 4 {
-		t.Errorf("MeanOverRepeats = %v, %v", got, err)
-	}
-	if _, err := MeanOverRepeats([][]float64{{1}, {1, 2}}); err == nil {
-		t.Error("ragged repeats: no error")
-	}
-	if _, err := MeanOverRepeats(nil); err == nil {
-		t.Error("no repeats: no error")
-	}
-}

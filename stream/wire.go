@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"rgcpred/rgc"
 )
@@ -168,20 +167,6 @@ func CheckDevice(name string) error {
 	return nil
 }
 
-// DeviceOf returns the device token of a subject "rgc.<device>.<kind>", or
-// "" when the subject does not have that shape.
-func DeviceOf(subject string) string {
-	rest, ok := strings.CutPrefix(subject, "rgc.")
-	if !ok {
-		return ""
-	}
-	i := strings.IndexByte(rest, '.')
-	if i <= 0 {
-		return ""
-	}
-	return rest[:i]
-}
-
 // Decode error reasons (the Reason of a *DecodeError; also metric labels).
 const (
 	ReasonVersion   = "version"
@@ -217,18 +202,6 @@ func Reason(err error) string {
 
 func derr(reason, format string, args ...any) error {
 	return &DecodeError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
-}
-
-// PeekType returns the message type of a payload after checking its version
-// and minimal length.
-func PeekType(b []byte) (int, error) {
-	if len(b) < 2 {
-		return 0, derr(ReasonTruncated, "payload of %d bytes, want at least 2", len(b))
-	}
-	if b[0] != Version {
-		return 0, derr(ReasonVersion, "version %d, want %d", b[0], Version)
-	}
-	return int(b[1]), nil
 }
 
 // checkHeader checks version, type, minimum and maximum size and returns

@@ -12,7 +12,7 @@
 // otherwise (and always with the purego build tag).
 //
 // Entry points:
-//   - Gemm and GemmParallel: C = alpha*op(A)*op(B) + beta*C for any shapes.
+//   - Gemm: C = alpha*op(A)*op(B) + beta*C for any shapes.
 //   - NewPackedB and GemmPacked: B packed once (e.g. layer weights at load
 //     time) and reused; GemmPacked allocates nothing when given a workspace
 //     of WorkSize floats.
@@ -286,13 +286,8 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, false)
 }
 
-// GemmPackedReLU is GemmPacked followed by C = max(C, 0), fused into the
-// micro-kernel's final store.
-func GemmPackedReLU(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
-	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, true)
-}
-
-func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32, relu bool) {
+func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32,
+	ldc int, work []float32, relu bool) {
 	k, n := b.k, b.n
 	checkMatOverlap("A", transA, m, k, a, lda)
 	checkMat("C", false, m, n, c, ldc)
@@ -355,7 +350,8 @@ func reluC(m, n int, c []float32, ldc int) {
 // bias (one row of n floats, broadcast over rows) + A*B; with relu the final
 // values are clamped at 0. Edge tiles go through tile (mr*nr) and, for the
 // last rows, a zero-padded copy of A in abuf (at least mr*kb).
-func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []float32, c []float32, ldc int, tile, abuf []float32, bias []float32, relu bool) {
+func macroStrided(m, n, kb int, a []float32, lda int, bpanel func(jp int) []float32, c []float32, ldc int, tile,
+	abuf []float32, bias []float32, relu bool) {
 	mr, nr := kern.mr, kern.nr
 	for jp := 0; jp*nr < n; jp++ {
 		bp := bpanel(jp)
@@ -532,7 +528,8 @@ func splitWork(w []float32) *buffers {
 // GemmWork is Gemm with caller-provided packing space (at least
 // GemmWorkSize floats), for hot paths that must never allocate (Gemm's pool
 // may allocate after a garbage collection or on a new thread).
-func GemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+func GemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32,
+	ldb int, beta float32, c []float32, ldc int) {
 	checkMat("A", transA, m, k, a, lda)
 	checkMat("B", transB, k, n, b, ldb)
 	checkMat("C", false, m, n, c, ldc)
@@ -564,7 +561,8 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 }
 
 // gemmBuf is the Goto loop nest over packed blocks of B and A.
-func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+	beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -602,52 +600,4 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 			}
 		}
 	}
-}
-
-// GemmParallel is Gemm split over up to workers goroutines, each computing a
-// block of rows of C (or of columns, when C has few rows). workers <= 1 runs
-// Gemm on the calling goroutine.
-func GemmParallel(workers int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	checkMat("A", transA, m, k, a, lda)
-	checkMat("B", transB, k, n, b, ldb)
-	checkMat("C", false, m, n, c, ldc)
-	// Below this much work the goroutine hand-off costs more than it saves.
-	if workers <= 1 || int64(m)*int64(n)*int64(k) < 1<<16 {
-		gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return
-	}
-	var wg sync.WaitGroup
-	if m >= n || m >= workers*kern.mr*4 {
-		// Split rows of C in multiples of mr.
-		step := (m + workers - 1) / workers
-		step = (step + kern.mr - 1) / kern.mr * kern.mr
-		for i0 := 0; i0 < m; i0 += step {
-			rows := min(step, m-i0)
-			aoff := i0 * lda
-			if transA {
-				aoff = i0
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemm(transA, transB, rows, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
-			}()
-		}
-	} else {
-		step := (n + workers - 1) / workers
-		step = (step + kern.nr - 1) / kern.nr * kern.nr
-		for j0 := 0; j0 < n; j0 += step {
-			cols := min(step, n-j0)
-			boff := j0
-			if transB {
-				boff = j0 * ldb
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemm(transA, transB, m, cols, k, alpha, a, lda, b[boff:], ldb, beta, c[j0:], ldc)
-			}()
-		}
-	}
-	wg.Wait()
 }

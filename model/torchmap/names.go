@@ -30,16 +30,6 @@ type mapping struct {
 	shape     []int // our shape
 }
 
-// Mappings returns, for every tensor of c's Params in order, the PyTorch
-// state_dict name; TorchName documents the rule.
-func Mappings(c model.Config) map[string]string {
-	out := make(map[string]string)
-	for _, m := range mappings(c) {
-		out[m.ours] = m.torch
-	}
-	return out
-}
-
 // mappings lists every checkpoint tensor with its PyTorch name and layout.
 func mappings(c model.Config) []mapping {
 	ps := c.Params()
