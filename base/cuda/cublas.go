@@ -15,6 +15,7 @@ type BLAS struct {
 	create, destroy, setStream, setMath, setWork uintptr
 	sgemm, statusString                          uintptr
 	h                                            uintptr
+	fast                                         fastCaller
 	alpha, beta                                  [2]float32 // 1, 0 and 1, 1: read by cuBLAS at each call
 }
 
@@ -100,7 +101,7 @@ func (b *BLAS) Gemm(m, n, k int, a Ptr, lda int, w Ptr, ldw int, c Ptr, ldc int,
 	if accumulate {
 		beta = &b.beta[1]
 	}
-	return b.check("cublasSgemm_v2", call(b.sgemm, b.h, 0, 0, uintptr(n), uintptr(m), uintptr(k),
+	return b.check("cublasSgemm_v2", b.fast.call(b.sgemm, b.h, 0, 0, uintptr(n), uintptr(m), uintptr(k),
 		uintptr(unsafe.Pointer(&b.alpha[0])), uintptr(w), uintptr(ldw), uintptr(a), uintptr(lda),
 		uintptr(unsafe.Pointer(beta)), uintptr(c), uintptr(ldc)))
 }

@@ -96,6 +96,7 @@ type Device struct {
 	jobs          chan func() error
 	results       chan error
 	closed        bool
+	fast          fastCaller // the serving path's calls, on the device's thread
 }
 
 // Open loads libcuda (from SearchDirs(libDirs)), initialises it and makes
@@ -259,13 +260,13 @@ func (dev *Device) CopyOut(dst unsafe.Pointer, src Ptr, bytes int) error {
 
 // CopyInAsync queues a copy from pinned host memory src to dst on s.
 func (dev *Device) CopyInAsync(dst Ptr, src unsafe.Pointer, bytes int, s Stream) error {
-	return dev.d.check("cuMemcpyHtoDAsync_v2", call(dev.d.htodAsync, uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s)))
+	return dev.d.check("cuMemcpyHtoDAsync_v2", dev.fast.call(dev.d.htodAsync, uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s)))
 }
 
 // CopyOutAsync queues a copy from device memory src to pinned host memory
 // dst on s.
 func (dev *Device) CopyOutAsync(dst unsafe.Pointer, src Ptr, bytes int, s Stream) error {
-	return dev.d.check("cuMemcpyDtoHAsync_v2", call(dev.d.dtohAsync, uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s)))
+	return dev.d.check("cuMemcpyDtoHAsync_v2", dev.fast.call(dev.d.dtohAsync, uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s)))
 }
 
 // NewStream creates a stream that does not synchronise with the default
@@ -285,7 +286,7 @@ func (dev *Device) DestroyStream(s Stream) error {
 
 // Sync waits for everything queued on s.
 func (dev *Device) Sync(s Stream) error {
-	return dev.d.check("cuStreamSynchronize", call(dev.d.streamSync, uintptr(s)))
+	return dev.d.check("cuStreamSynchronize", dev.fast.call(dev.d.streamSync, uintptr(s)))
 }
 
 // Module is a loaded cubin.
@@ -353,7 +354,7 @@ func (dev *Device) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Arg
 	if len(a.ptrs) > 0 {
 		p = uintptr(unsafe.Pointer(&a.ptrs[0]))
 	}
-	return dev.d.check("cuLaunchKernel", call(dev.d.launch, uintptr(f),
+	return dev.d.check("cuLaunchKernel", dev.fast.call(dev.d.launch, uintptr(f),
 		uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z), uintptr(block.X), uintptr(block.Y), uintptr(block.Z),
 		uintptr(shared), uintptr(s), p, 0))
 }
@@ -390,7 +391,7 @@ func (dev *Device) Capture(s Stream, record func() error) (*Graph, error) {
 
 // LaunchGraph queues graph g on s.
 func (dev *Device) LaunchGraph(g *Graph, s Stream) error {
-	return dev.d.check("cuGraphLaunch", call(dev.d.graphLaunch, g.exec, uintptr(s)))
+	return dev.d.check("cuGraphLaunch", dev.fast.call(dev.d.graphLaunch, g.exec, uintptr(s)))
 }
 
 // DestroyGraph frees g.

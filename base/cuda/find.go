@@ -27,7 +27,8 @@ var (
 // order: those named by extra (a flag) and by $RGCPRED_CUDA_LIB, then
 // $LD_LIBRARY_PATH, $CUDA_HOME and $CUDA_PATH (their lib64), the usual
 // toolkit folders (/usr/local/cuda/lib64, /usr/local/cuda/targets/*/lib,
-// /usr/local/cuda-*/lib64), the NVIDIA Python wheels' lib folders
+// /usr/local/cuda-*/lib64), the driver's folders in containers
+// (/usr/local/nvidia/lib64), the NVIDIA Python wheels' lib folders
 // (site-packages/nvidia/*/lib under every python3* of /usr/lib,
 // /usr/local/lib, ~/.local/lib and $VIRTUAL_ENV), and the distribution's
 // library folders. A folder appears once; missing ones are kept (the
@@ -52,7 +53,7 @@ func SearchDirs(extra string) []string {
 			add(filepath.Join(h, "lib64"), filepath.Join(h, "lib"))
 		}
 	}
-	add("/usr/local/cuda/lib64")
+	add("/usr/local/cuda/lib64", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib") // the latter: containers given the driver
 	add(globSorted("/usr/local/cuda/targets/*/lib")...)
 	add(globSorted("/usr/local/cuda-*/lib64")...)
 	home, _ := os.UserHomeDir()

@@ -44,13 +44,35 @@ func (l *lib) syms(fns map[string]*uintptr, optional map[string]bool) error {
 }
 
 // call calls the C function at fn with integer and pointer arguments and
-// returns its int result (CUresult, nvrtcResult, cublasStatus_t).
+// returns its int result (CUresult, nvrtcResult, cublasStatus_t). Like
+// purego.SyscallN, it moves what its uintptr arguments point to onto the
+// heap for the call (go:uintptrescapes): an out-parameter on a goroutine
+// stack that moved would otherwise be written at its old address.
+//
+//go:uintptrescapes
 func call(fn uintptr, args ...uintptr) int32 {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return int32(uint32(r))
 }
 
-// callPtr calls the C function at fn and returns its pointer result.
+// fastCaller makes C calls that allocate nothing, for the serving path:
+// its arguments are copied into a buffer of its own, so that no slice is
+// made per call. They must not point into Go memory that could move or be
+// freed (goroutine stacks): pass C memory (device addresses, pinned
+// buffers, handles) or Go heap objects kept alive elsewhere. Not safe for
+// concurrent use: a Device's runs on its thread.
+type fastCaller struct{ buf [16]uintptr }
+
+func (c *fastCaller) call(fn uintptr, args ...uintptr) int32 {
+	n := copy(c.buf[:], args)
+	r, _, _ := purego.SyscallN(fn, c.buf[:n]...)
+	return int32(uint32(r))
+}
+
+// callPtr calls the C function at fn and returns its pointer result (its
+// arguments as call's).
+//
+//go:uintptrescapes
 func callPtr(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return r
