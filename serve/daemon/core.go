@@ -1,5 +1,6 @@
 // Package daemon is predictord's core for one device, free of NATS: the
-// shared 1024-bin stimulus ring, every served cell's autoregressive state
+// shared stimulus ring (two windows of bins: a window and room for windows
+// that fall due late), every served cell's autoregressive state
 // (rollout.Cell: next window end and its own generated spikes), the
 // batching of every cell due at a frame into one Predict call (announced a
 // frame ahead to a predictor that can prepare for it, rgc.Expecter; its
