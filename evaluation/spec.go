@@ -9,6 +9,7 @@ import (
 
 	"rgcpred/model"
 	"rgcpred/model/engine"
+	"rgcpred/model/gpu"
 	"rgcpred/rgc"
 	"rgcpred/rgc/glm"
 	"rgcpred/rgc/synth"
@@ -44,6 +45,9 @@ type SpecEnv struct {
 	// engine.FP32), or engine.BF16 or engine.INT8 on any CPU
 	// (Engine.Force), to reproduce a daemon serving in that arithmetic.
 	Precision engine.Precision
+	// GPU, if not nil, runs checkpoints on the GPU engine with these
+	// options (MaxBatch is Batch) instead of the CPU engine.
+	GPU *gpu.Options
 }
 
 // ParseSpec builds the model a spec names:
@@ -70,6 +74,9 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		ids := make([]int, len(env.Cells))
 		for i, c := range env.Cells {
 			ids[i] = env.Rec.Cells[c].ClusterID
+		}
+		if env.GPU != nil {
+			return GPUCheckpointSpec(paths, ids, env.Batch, *env.GPU, env.Rec.StimMode), nil
 		}
 		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision, env.Rec.StimMode), nil
 	}
@@ -152,15 +159,9 @@ func checkpointName(paths []string) string {
 // was trained on the stimulus mode of the input, input.
 // The returned function releases the engine.
 func OpenCheckpoint(path string, ids []int, batch, threads int, prec engine.Precision, input rgc.StimMode) (rgc.Predictor, func(), error) {
-	ck, err := model.LoadCheckpoint(path)
+	ck, err := loadFor(path, ids, input)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := ck.CheckInput(input); err != nil {
-		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	if missing := rollout.MissingCells(ck.CellIDs, ids); len(missing) > 0 {
-		return nil, nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))
 	}
 	if threads < 1 {
 		threads = runtime.NumCPU()
@@ -176,4 +177,42 @@ func OpenCheckpoint(path string, ids []int, batch, threads int, prec engine.Prec
 		}
 	}
 	return e, func() { e.Close() }, nil
+}
+
+// loadFor loads a checkpoint after checking that it knows every cell to
+// evaluate (cluster ids ids, rollout.MissingCells) and was trained on the
+// stimulus mode of the input, input.
+func loadFor(path string, ids []int, input rgc.StimMode) (*model.Checkpoint, error) {
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := ck.CheckInput(input); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if missing := rollout.MissingCells(ck.CellIDs, ids); len(missing) > 0 {
+		return nil, fmt.Errorf("checkpoint %s does not know cells %v (it has %d cells; try --cells quality)", path, missing, len(ck.CellIDs))
+	}
+	return ck, nil
+}
+
+// GPUCheckpointSpec is CheckpointSpec on the GPU engine (model/gpu) with
+// options o, batches of up to batch windows.
+func GPUCheckpointSpec(paths []string, ids []int, batch int, o gpu.Options, input rgc.StimMode) ModelSpec {
+	sp := ModelSpec{Name: checkpointName(paths), Kind: "checkpoint", Paths: paths}
+	o.MaxBatch = batch
+	for _, p := range paths {
+		sp.Open = append(sp.Open, func() (rgc.Predictor, func(), error) {
+			ck, err := loadFor(p, ids, input)
+			if err != nil {
+				return nil, nil, err
+			}
+			e, err := gpu.New(ck, o)
+			if err != nil {
+				return nil, nil, fmt.Errorf("checkpoint %s: %w", p, err)
+			}
+			return e, func() { e.Close() }, nil
+		})
+	}
+	return sp
 }

@@ -33,6 +33,7 @@ import (
 
 	"rgcpred/base/cli"
 	"rgcpred/model/engine"
+	"rgcpred/model/gpu"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/serve/embednats"
@@ -73,6 +74,7 @@ type options struct {
 	standbyTTL, recordMaxAge               time.Duration
 	recordMaxBytes                         int64
 	precision                              engine.Precision
+	backend                                *gpu.Flags
 	gather                                 int
 	expect                                 bool
 	wholeCalls                             bool
@@ -112,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			o.precision = p
 			return err
 		})
+	o.backend = gpu.AddFlags(fs)
 	fs.IntVar(&o.maxBatch, "max-batch", 64, "most windows per model call (cells due at the same frame beyond it go in further calls)")
 	fs.IntVar(&o.queueLen, "queue-len", 8192, "frames messages queued per device before dropping (control messages have their own budget)")
 	fs.Int64Var(&o.queueBytes, "queue-bytes", 16<<20, "bytes of frames messages queued per device before dropping")
@@ -235,7 +238,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		if modelPath, err = modelload.Resolve(o.modelPath); err != nil {
 			return err
 		}
+		cuda, err := o.backend.CUDA()
+		if err != nil {
+			return err
+		}
 		loader = modelload.Engine(o.threads, o.precision)
+		if cuda {
+			gopts, err := o.backend.Options(o.maxBatch)
+			if err != nil {
+				return err
+			}
+			loader = modelload.GPU(gopts)
+		}
 	}
 	policy, err := rollout.ParsePolicy(o.policy)
 	if err != nil {

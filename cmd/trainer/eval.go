@@ -12,6 +12,7 @@ import (
 	"rgcpred/base/plot"
 	"rgcpred/evaluation"
 	"rgcpred/model/engine"
+	"rgcpred/model/gpu"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 )
@@ -51,6 +52,7 @@ func runEval(ctx context.Context, args []string) error {
 	batch := fs.Int("batch", 64, "windows per predictor call")
 	precision := fs.String("precision", "fp32",
 		"arithmetic: fp32, or bf16 or int8 to reproduce a predictord serving in it decision for decision (docs/engine.md)")
+	backend := gpu.AddFlags(fs)
 	nllStride := fs.Int("nll-stride", 0,
 		"score the NLL on every Nth window end (0: 1 for baselines, else the smallest giving at most 60000 windows)")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
@@ -145,6 +147,15 @@ func runEval(ctx context.Context, args []string) error {
 		return fmt.Errorf("--precision: %w", err)
 	}
 	env := evaluation.SpecEnv{Rec: rec, Data: *data, Cells: cells, Batch: *batch, Threads: *threads, Precision: prec}
+	if cuda, err := backend.CUDA(); err != nil {
+		return err
+	} else if cuda {
+		gopts, err := backend.Options(*batch)
+		if err != nil {
+			return err
+		}
+		env.GPU = &gopts
+	}
 	for _, s := range specs {
 		sp, err := evaluation.ParseSpec(s, env)
 		if err != nil {

@@ -1,5 +1,6 @@
 // Package modelload finds predictord's checkpoint file and loads it into
-// the CPU inference engine (model/engine) as a service.Loader.
+// the CPU inference engine (model/engine) or the GPU engine (model/gpu) as
+// a service.Loader.
 package modelload
 
 import (
@@ -10,6 +11,7 @@ import (
 
 	"rgcpred/model"
 	"rgcpred/model/engine"
+	"rgcpred/model/gpu"
 	"rgcpred/serve/service"
 )
 
@@ -67,12 +69,9 @@ func RepoRoot(dir string) string {
 // either to FP32); the model's name says which arithmetic serves and why.
 func Engine(threads int, prec engine.Precision) service.Loader {
 	return func(path string, maxBatch int) (*service.Model, error) {
-		ck, err := model.LoadCheckpoint(path)
+		ck, maxBatch, err := load(path, maxBatch)
 		if err != nil {
-			return nil, fmt.Errorf("load checkpoint %s: %w", path, err)
-		}
-		if maxBatch <= 0 {
-			maxBatch = len(ck.CellIDs)
+			return nil, err
 		}
 		eng, err := engine.New(ck, maxBatch, threads)
 		if err != nil {
@@ -94,9 +93,47 @@ func Engine(threads int, prec engine.Precision) service.Loader {
 				arith = fmt.Sprintf("%s (%s asked for, failed its parity check: %s)", got, prec, par)
 			}
 		}
-		name := fmt.Sprintf("%s (data %s, %s stimulus, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),
-			ck.Provenance.Data, ck.StimMode, ck.Provenance.Steps, ck.Provenance.ValNLL, ck.Provenance.TrainedAt, arith)
-		return &service.Model{Predictor: eng, Cells: ck.CellIDs, MaxBatch: eng.MaxBatch(), Gather: threads, Name: name, Close: eng.Close,
-			BinRateHz: ck.BinRateHz, WindowBins: ck.WindowBins, Horizon: ck.Horizon, StimMode: ck.StimMode}, nil
+		return served(ck, eng, threads, arith), nil
 	}
+}
+
+// GPU returns a loader of checkpoints into the GPU engine with options o
+// (o.MaxBatch is the loader's maxBatch, by default every cell). It gathers
+// up to a whole batch of due windows into one call: the GPU computes them
+// in parallel.
+func GPU(o gpu.Options) service.Loader {
+	return func(path string, maxBatch int) (*service.Model, error) {
+		ck, maxBatch, err := load(path, maxBatch)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxBatch = maxBatch
+		eng, err := gpu.New(ck, o)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		return served(ck, eng, maxBatch, eng.Describe()), nil
+	}
+}
+
+// load loads the checkpoint at path and returns the batch limit: maxBatch,
+// or every cell of the checkpoint when it is not positive.
+func load(path string, maxBatch int) (*model.Checkpoint, int, error) {
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("load checkpoint %s: %w", path, err)
+	}
+	if maxBatch <= 0 {
+		maxBatch = len(ck.CellIDs)
+	}
+	return ck, maxBatch, nil
+}
+
+// served is the service's model of checkpoint ck served by eng, gathering
+// up to gather windows a call, in arithmetic arith (for its name).
+func served(ck *model.Checkpoint, eng engine.Backend, gather int, arith string) *service.Model {
+	name := fmt.Sprintf("%s (data %s, %s stimulus, %d steps, val NLL %.4f, trained %s), %s", ck.Weights.Config.Name(),
+		ck.Provenance.Data, ck.StimMode, ck.Provenance.Steps, ck.Provenance.ValNLL, ck.Provenance.TrainedAt, arith)
+	return &service.Model{Predictor: eng, Cells: ck.CellIDs, MaxBatch: eng.MaxBatch(), Gather: gather, Name: name, Close: eng.Close,
+		BinRateHz: ck.BinRateHz, WindowBins: ck.WindowBins, Horizon: ck.Horizon, StimMode: ck.StimMode}
 }

@@ -30,6 +30,7 @@ import (
 	"rgcpred/bench"
 	"rgcpred/evaluation"
 	"rgcpred/model/engine"
+	"rgcpred/model/gpu"
 	"rgcpred/rgc"
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/modelload"
@@ -75,6 +76,7 @@ func run(ctx context.Context, args []string) error {
 		"reload the model this often while the devices play, as predictord does on SIGHUP (0: never)")
 	precision := fs.String("precision", "int8",
 		"engine arithmetic, as predictord's --precision: int8, bf16 or fp32 (each falls back where the CPU lacks it)")
+	backend := gpu.AddFlags(fs)
 	gather := fs.Int("gather", 0,
 		"due windows gathered into one model call while frames wait, as predictord's --gather (0: engine threads; -1: none)")
 	maxLag := fs.Int64("max-lag", 40,
@@ -135,8 +137,27 @@ func run(ctx context.Context, args []string) error {
 		ids := rec.QualityClusterIDs()
 		mdl = &service.Model{Predictor: fakepred.New(ids), Cells: ids, StimMode: stim,
 			Name: "none: a hash per window (the daemon and the transport alone)"}
-	} else if mdl, err = bench.LoadEngine(*ckpt, *maxBatch, *threads, prec); err != nil {
+	}
+	reload := modelload.Engine(*threads, prec)
+	cuda, err := backend.CUDA()
+	if err != nil {
 		return err
+	}
+	switch {
+	case *ckpt == NoModel:
+	case cuda:
+		gopts, err := backend.Options(*maxBatch)
+		if err != nil {
+			return err
+		}
+		if mdl, err = bench.LoadGPU(*ckpt, *maxBatch, gopts); err != nil {
+			return err
+		}
+		reload = modelload.GPU(gopts)
+	default:
+		if mdl, err = bench.LoadEngine(*ckpt, *maxBatch, *threads, prec); err != nil {
+			return err
+		}
 	}
 
 	log := zerolog.Nop()
@@ -159,7 +180,7 @@ func run(ctx context.Context, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
-		Gather: *gather, ReloadEvery: *reloadEvery, Reload: modelload.Engine(*threads, prec),
+		Gather: *gather, ReloadEvery: *reloadEvery, Reload: reload,
 		Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls,
 		Progress: func(p bench.Point) {
 			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, "+
