@@ -35,3 +35,16 @@ func Help(t testing.TB, run func() error) string {
 	}
 	return out
 }
+
+// HelpFlags runs Help for both -h and --help, each as a subtest, with
+// run given the flag; the usage must contain want.
+func HelpFlags(t *testing.T, want string, run func(flag string) error) {
+	t.Helper()
+	for _, arg := range []string{"-h", "--help"} {
+		t.Run(arg, func(t *testing.T) {
+			if out := Help(t, func() error { return run(arg) }); !strings.Contains(out, want) {
+				t.Errorf("usage lacks %q:\n%s", want, out)
+			}
+		})
+	}
+}
