@@ -1,0 +1,36 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rgcpred/base/cli/clitest"
+)
+
+// TestHelp checks that -h and --help print the usage to stdout and exit 0,
+// in lines that fit cli.MaxLine.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		t.Run(arg, func(t *testing.T) {
+			out := clitest.Help(t, func() error { return run([]string{arg}) })
+			if !strings.Contains(out, "-windows") {
+				t.Errorf("usage lacks --windows:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestBadFlags: a missing report path and a bad batch list are errors
+// before anything runs.
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--json", filepath.Join(t.TempDir(), "r.json"), "--batches", "64,x"},
+		{"--json", filepath.Join(t.TempDir(), "r.json"), "--batches", "0"},
+	} {
+		if err := run(args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

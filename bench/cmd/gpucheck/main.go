@@ -1,0 +1,76 @@
+// Command gpucheck is the device check of the GPU engine (docs/engine.md,
+// "The device check"): layer-by-layer parity against the CPU on real
+// windows for every configuration, and the GPU engine's batch-1 latency
+// and throughput, written as JSON. tools/gpucheck/run.sh runs it on a GPU
+// machine with PyTorch's reference and the latency bench.
+//
+//	gpucheck --data DIR --models DIR --json FILE [--windows 256] [--batches 64,1024,8192] [--budget 4m]
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"rgcpred/base/cli"
+	"rgcpred/bench"
+)
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
+	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split windows are used")
+	models := fs.String("models", "models", "folder of checkpoints named CONFIG.ckpt; a configuration without one gets random weights")
+	configs := fs.String("configs", "gpt-a-cat,gpt-a-logmix,gpt-b-cat,gpt-b-logmix,gpt-a-cat-cpu,gpt-a-logmix-cpu,gpt-b-cat-cpu,gpt-b-logmix-cpu", "configurations checked for parity")
+	timed := fs.String("timed", "gpt-a-cat,gpt-b-cat", "configurations timed (PyTorch's reference has the paper CNN)")
+	windows := fs.Int("windows", 256, "windows of the parity check")
+	batches := fs.String("batches", "64,1024,8192", "throughput batches (batch 1 is always timed)")
+	each := fs.Duration("time-each", 2*time.Second, "time spent on each timed batch")
+	budget := fs.Duration("budget", 4*time.Minute, "start no new part after this long")
+	out := fs.String("json", "", "write the report here (required)")
+	device := fs.Int("gpu", 0, "the GPU's ordinal")
+	libs := fs.String("cuda-lib", "", "folders searched first for the CUDA libraries")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("--json is required")
+	}
+	var bs []int
+	for _, f := range strings.Split(*batches, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--batches: %q is not a positive batch", f)
+		}
+		bs = append(bs, n)
+	}
+	rep, err := bench.GPUCheck(bench.GPUCheckOptions{Data: *data, Models: *models, Configs: split(*configs), Windows: *windows,
+		Timed: split(*timed), Batches: bs, TimeEach: *each, Device: *device, LibDirs: *libs, Progress: os.Stderr,
+		Deadline: time.Now().Add(*budget)})
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, append(b, '\n'), 0o644)
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func main() {
+	cli.Exit("gpucheck", run(os.Args[1:]))
+}

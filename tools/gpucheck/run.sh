@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The device check, on a GPU machine, from the folder tools/gpucheck/build.sh
+# made: at most 8 minutes, every result as JSON (and the raw logs) in OUT.
+#
+#   out/gpucheck/run.sh OUT
+#
+# 1. the device tests of base/cuda and model/gpu (bindings, kernels,
+#    graphs, parity on random weights, allocations);
+# 2. gpucheck: layer-by-layer parity against the CPU on 256 real windows
+#    for every configuration, then the GPU engine's batch-1 latency and
+#    throughput at batches 64, 1024 and 8192 (fp32 and tf32);
+# 3. PyTorch eager (torchref.py --device cuda) at the same batches;
+# 4. the latency bench, --backend cuda, N devices of 60 cells, N rising
+#    until a count is not served in real time;
+# 5. summary.json: the goals of docs/engine.md against what was measured.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out=${1:?usage: run.sh OUT}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$here"
+start=$(date +%s)
+bin=$(mktemp -d)
+tar -C "$bin" -xzf bin.tar.gz
+bin=$bin/bin
+limit=${GPUCHECK_LIMIT_S:-470}
+left() { echo $((limit - ($(date +%s) - start))); }
+step() { # step NAME SECONDS CMD...: run CMD with at most SECONDS (and what is left), log and status to OUT
+	local name=$1 max=$2
+	shift 2
+	local t
+	t=$(left)
+	[ "$t" -gt "$max" ] && t=$max
+	if [ "$t" -lt 5 ]; then
+		echo "skipped: out of time" >"$out/$name.log"
+		echo '{"step":"'"$name"'","status":"skipped"}' >>"$out/steps.jsonl"
+		return
+	fi
+	local t0=$(date +%s)
+	timeout "$t" "$@" >"$out/$name.log" 2>&1
+	local rc=$?
+	echo '{"step":"'"$name"'","status":'"$rc"',"seconds":'"$(($(date +%s) - t0))"',"limit_s":'"$t"'}' >>"$out/steps.jsonl"
+}
+: >"$out/steps.jsonl"
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$out/torch-version.txt" 2>&1
+# The CUDA libraries: PyTorch's wheels carry NVRTC and cuBLAS.
+libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)
+tlib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
+libs=${libs}${tlib:+:$tlib}
+export RGCPRED_CUDA_LIB=${RGCPRED_CUDA_LIB:-$libs}
+echo "RGCPRED_CUDA_LIB=$RGCPRED_CUDA_LIB" >"$out/env.txt"
+
+step cuda-test 40 "$bin/cuda.test" -test.v -test.count=1
+step gpu-test 100 "$bin/gpu.test" -test.v -test.count=1
+step gpucheck 200 "$bin/gpucheck" --data data/chicken-17-08-21 --models models --json "$out/gpucheck.json" --budget 150s
+: >"$out/torch.jsonl"
+for stem in gpt-a gpt-b; do
+	step "torch-$stem-1" 30 python3 torchref.py --device cuda --stem "$stem" --mode infer1 --iters 200
+	cat "$out/torch-$stem-1.log" | grep '^{' >>"$out/torch.jsonl"
+	for b in 64 1024 8192; do
+		step "torch-$stem-$b" 30 python3 torchref.py --device cuda --stem "$stem" --mode inferB --batch "$b" --iters 20
+		grep '^{' "$out/torch-$stem-$b.log" >>"$out/torch.jsonl"
+	done
+done
+# The latency bench: the paper CNN's gpt-a-cat, devices of 60 cells each.
+stim=causal
+for n in 1 10 40 100 167; do
+	cells=$((60 * n))
+	for try in 1 2; do
+		step "latency-$cells" 60 "$bin/latency" --backend cuda --ckpt models/gpt-a-cat.ckpt --data data/chicken-17-08-21 --stim "$stim" \
+			--cells "$cells" --seconds 5 --max-batch 4096 --json "$out/latency-$cells.json" --svg ""
+		grep -q "stimulus mode mismatch" "$out/latency-$cells.log" || break
+		# The checkpoint was trained on the other stimulus mode.
+		if [ "$stim" = causal ]; then stim=zero-phase; else stim=causal; fi
+	done
+	python3 summary.py --realtime "$out/latency-$cells.json" || break
+done
+python3 summary.py --out "$out" >"$out/summary.log" 2>&1
+echo "device check done in $(($(date +%s) - start)) s; $out/summary.json"
