@@ -31,9 +31,11 @@
 // (0/1 per bin), and a spike falls in bin u with probability
 // 1 - exp(-lambda(u)) (the probability of at least one event of a Poisson
 // process of rate lambda; at most one spike per bin is kept). Note that the
-// drive is defined on the unfiltered, binned LED states; the model's input
-// rows (rgc.BinStimulus, a low-pass filtered and decimated version) carry the
-// same information up to the filter's smoothing.
+// drive is defined on the binned LED states; the model's input rows
+// (rgc.BinStimulus) carry them exactly in the default causal mode (a
+// synthetic recording's frames start on bin boundaries, so each bin's
+// on-fraction is its state) and up to the filter's smoothing in zero-phase
+// mode.
 //
 // The stimulus filter k_c is, per channel, a biphasic difference of two
 // gamma-shaped lobes starting after a pure response latency of 36-54 bins
@@ -104,11 +106,13 @@
 //
 // # What the model sees, and the look-ahead bound
 //
-// The model's stimulus rows come from rgc.BinStimulus, a zero-phase low-pass
-// filter whose kernel reaches 16 bins (ModelLookahead) past each bin, so a
-// window ending at t carries a little information about frames that start in
-// t+1..t+16. The specification's oracle (stimulus known up to t) is
-// therefore not a strict lower bound for a model of those windows: with
+// In the default causal mode a window ending at t holds exactly the frames
+// up to t, so the specification's oracle (stimulus known up to t) is the
+// strict lower bound. In zero-phase mode the model's stimulus rows come from
+// a low-pass filter whose kernel reaches 16 bins (ModelLookahead) past each
+// bin, so a window ending at t carries a little information about frames
+// that start in t+1..t+16, and the specification's oracle is not a strict
+// lower bound for a model of those windows: with
 // SetLookahead(ModelLookahead) the oracle also knows every frame starting up
 // to t+16, a superset of what any window holds, and its NLL is a strict
 // lower bound. The two differ by a few hundredths of a nat: 0.7707 against
