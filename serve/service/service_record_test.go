@@ -1,0 +1,198 @@
+package service
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/recorder"
+)
+
+// gathered sums the samples of metric name in s's registry.
+func gathered(t *testing.T, s *Service, name string) float64 {
+	t.Helper()
+	mfs, err := s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// startJetStream starts an embedded NATS server with JetStream, stopped
+// at the end of the test.
+func startJetStream(t *testing.T) *env {
+	t.Helper()
+	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return &env{srv: srv, url: srv.ClientURL()}
+}
+
+// recordingSvc is a service serving dev0 with the flight recorder on
+// (stream REC).
+type recordingSvc struct {
+	s  *Service
+	nc *nats.Conn
+	js jetstream.JetStream
+	// stop ends Run and the recorder, failing the test on Run's error.
+	stop func()
+}
+
+func startRecording(t *testing.T, e *env, f *fixture, rec recorder.Config) *recordingSvc {
+	t.Helper()
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+		Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url, s.ConnOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec.Stream = "REC"
+	stopRec, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: rec})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nc) }()
+	var once sync.Once
+	r := &recordingSvc{s: s, nc: nc, js: js, stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			stopRec()
+		})
+	}}
+	t.Cleanup(r.stop)
+	waitUntil(t, "service ready", s.Ready)
+	return r
+}
+
+// TestRecordAndAudit: a daemon with the flight recorder on serves a
+// session; the audit re-runs the recording with the same model and finds
+// the recorded decisions, and finds differences with another model.
+func TestRecordAndAudit(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour})
+	p := newPublisher(t, e, "dev0")
+	c := collectAll(t, p)
+	publishSplit(t, f, p, 16, nil)
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	r.stop()
+	js := r.js
+	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+	defer acancel()
+	// The stream stores asynchronously: wait until the last decisions are in.
+	waitUntil(t, "the recording complete", func() bool {
+		rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions()))
+	})
+	rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids[1:])})
+	if err == nil && rep.OK() {
+		t.Fatal("audit with a model lacking a cell passed")
+	}
+}
+
+// TestJetStreamFeaturesNeedJetStream: without JetStream on the server the
+// opt-in features fail at start with the likely cause; with none asked for,
+// nothing needs JetStream.
+func TestJetStreamFeaturesNeedJetStream(t *testing.T) {
+	e := startNATS(t)
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{})
+	if err != nil {
+		t.Fatalf("no features: %v", err)
+	}
+	stop()
+	for _, f := range []JetStreamFeatures{
+		{Record: recorder.Config{Stream: "REC"}},
+		{Standby: StandbyConfig{Group: "g"}},
+	} {
+		if _, err := s.EnableJetStream(ctx, nc, f); err == nil || !strings.Contains(err.Error(), "no JetStream") {
+			t.Errorf("features %+v without JetStream: %v", f, err)
+		}
+	}
+}
+
+// TestRecordSessionHeaderRepeated: the flight recorder stores the session
+// header at start, again at each stream event (the first stream, a reset)
+// and at a reload, so that a recording whose head was evicted still names
+// its session.
+func TestRecordSessionHeaderRepeated(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour, MaxBytes: 1 << 30})
+	s, js := r.s, r.js
+	headers := func() int {
+		n := 0
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		_ = recorder.StreamSource(js, "REC", "dev0")(rctx, func(m recorder.Msg) error {
+			if m.Kind == recorder.KindSession {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if n := headers(); n != 1 {
+		t.Fatalf("%d session headers at start, want 1", n)
+	}
+	p := newPublisher(t, e, "dev0")
+	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the first stream's event", func() bool { return headers() == 2 })
+	if err := p.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the reset's stream event", func() bool { return headers() == 3 })
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the header again after the reload", func() bool { return headers() == 4 })
+}
