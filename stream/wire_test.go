@@ -110,7 +110,8 @@ func TestControlRoundTrip(t *testing.T) {
 }
 
 func TestStatusRoundTrip(t *testing.T) {
-	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}, Total: 6, Stagger: true, Epoch: 7, First: 1 << 40, Skipped: 12, Rejected: 1 << 60}
+	in := &Status{LastSeq: -1, Shard: 1, Shards: 2, Cells: []int32{1, 5, 9}, Total: 6, Stagger: true, Epoch: 7, First: 1 << 40,
+		Skipped: 12, Rejected: 1 << 60}
 	b, err := AppendStatus(nil, in)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,8 @@ func TestDecodeOthersReject(t *testing.T) {
 	}{
 		{"decisions: bad kind", DecodeDecisions(mod(dec, func(b []byte) { b[8+4] = 4 }), &Decisions{}), ReasonRange},
 		{"decisions: unknown flag", DecodeDecisions(mod(dec, func(b []byte) { b[8+5] = 0x80 }), &Decisions{}), ReasonReserved},
-		{"decisions: model-error flag on a spike", DecodeDecisions(mod(dec, func(b []byte) { b[8+5] = FlagModelError }), &Decisions{}), ReasonRange},
+		{"decisions: model-error flag on a spike",
+			DecodeDecisions(mod(dec, func(b []byte) { b[8+5] = FlagModelError }), &Decisions{}), ReasonRange},
 		{"decisions: nan prob", DecodeDecisions(mod(dec, func(b []byte) {
 			binary.LittleEndian.PutUint32(b[8+24:], math.Float32bits(float32(math.NaN())))
 		}), &Decisions{}), ReasonNonFinite},
@@ -313,7 +315,10 @@ func FuzzDecodeFrames(f *testing.F) {
 }
 
 func FuzzDecodeDecisions(f *testing.F) {
-	b, _ := AppendDecisions(nil, &Decisions{Decisions: []Decision{{Cell: 1, Kind: KindSpike, End: 10, Bin: 11, Prob: 0.5}, {Kind: KindSilence, End: 0, Bin: rgc.Horizon}}})
+	b, _ := AppendDecisions(nil, &Decisions{Decisions: []Decision{
+		{Cell: 1, Kind: KindSpike, End: 10, Bin: 11, Prob: 0.5},
+		{Kind: KindSilence, End: 0, Bin: rgc.Horizon},
+	}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d Decisions
