@@ -30,6 +30,9 @@ type GPUCheckOptions struct {
 	LibDirs  string
 	Progress io.Writer
 	Deadline time.Time // stop starting new parts after it (zero: none)
+	// Done, if not nil, is called with the report so far after each part,
+	// so that a crash later leaves what was measured.
+	Done func(*GPUReport)
 }
 
 // GPUReport is the device check's outcome, written as JSON.
@@ -99,6 +102,9 @@ func GPUCheck(o GPUCheckOptions) (*GPUReport, error) {
 			say("%s: ok %v, first over %g: %q (%.3g), head vs CPU %.3g, %s", name, r.OK, gpu.ParityTol, r.FirstOver, r.FirstOverDiff, r.HeadVsEngine, r.ProbsVsEngine)
 		}
 		rep.Parity = append(rep.Parity, p)
+		if o.Done != nil {
+			o.Done(rep)
+		}
 	}
 	for _, name := range o.Timed {
 		for _, prec := range []gpu.Precision{gpu.FP32, gpu.TF32} {
@@ -120,6 +126,9 @@ func GPUCheck(o GPUCheckOptions) (*GPUReport, error) {
 				say("%s %s, batch %d: p50 %.3f ms, p99 %.3f ms, %.0f windows/s", t.Config, t.Precision, t.Batch, t.P50Ms, t.P99Ms, t.WindowsPerSec)
 			}
 			rep.Timing = append(rep.Timing, ts...)
+			if o.Done != nil {
+				o.Done(rep)
+			}
 		}
 	}
 	return rep, nil

@@ -162,11 +162,11 @@ func NewFromWeights(w *model.Weights, cellIDs []int, o Options) (*Engine, error)
 // prepares every bucket's launches (on the device's thread).
 func (e *Engine) setup(nv *cuda.NVRTC, libDirs string) error {
 	d, n := e.dev, e.net
-	c, err := CompileKernels(nv, d.Arch())
+	cubin, err := cubinFor(nv, d.Arch())
 	if err != nil {
 		return fmt.Errorf("%w (device %s, %s)", err, d.Name, d.Arch())
 	}
-	if e.mod, err = d.LoadModule(c.Cubin); err != nil {
+	if e.mod, err = d.LoadModule(cubin); err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
 	for _, k := range kernelNames() {

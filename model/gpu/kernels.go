@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"rgcpred/base/cuda"
 	"rgcpred/model"
@@ -38,4 +39,27 @@ func CompileKernels(nv *cuda.NVRTC, arch string) (cuda.Compiled, error) {
 		return c, fmt.Errorf("gpu: compile kernels: %w", err)
 	}
 	return c, nil
+}
+
+// cubins caches each architecture's compiled kernels for the process: an
+// engine made again (a reload, another configuration) does not compile
+// them again.
+var cubins = struct {
+	sync.Mutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
+
+// cubinFor returns the kernels compiled for arch, compiling them once.
+func cubinFor(nv *cuda.NVRTC, arch string) ([]byte, error) {
+	cubins.Lock()
+	defer cubins.Unlock()
+	if c, ok := cubins.m[arch]; ok {
+		return c, nil
+	}
+	c, err := CompileKernels(nv, arch)
+	if err != nil {
+		return nil, err
+	}
+	cubins.m[arch] = c.Cubin
+	return c.Cubin, nil
 }

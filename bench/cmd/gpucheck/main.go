@@ -48,17 +48,24 @@ func run(args []string) error {
 		}
 		bs = append(bs, n)
 	}
+	var werr error
+	write := func(rep *bench.GPUReport) {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*out, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			werr = fmt.Errorf("write %s: %w", *out, err)
+		}
+	}
 	rep, err := bench.GPUCheck(bench.GPUCheckOptions{Data: *data, Models: *models, Configs: split(*configs), Windows: *windows,
 		Timed: split(*timed), Batches: bs, TimeEach: *each, Device: *device, LibDirs: *libs, Progress: os.Stderr,
-		Deadline: time.Now().Add(*budget)})
+		Deadline: time.Now().Add(*budget), Done: write})
 	if err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(*out, append(b, '\n'), 0o644)
+	write(rep)
+	return werr
 }
 
 func split(s string) []string {
