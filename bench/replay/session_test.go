@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,8 @@ type fakeDaemon struct {
 	// counts it in the status); dropEvery > 0 sends no decision at all for
 	// every dropEvery-th window.
 	skipEvery, dropEvery int
+	// mode is the stimulus mode the status announces.
+	mode rgc.StimMode
 
 	mu      sync.Mutex
 	first   int64 // first frame sequence after a reset, -1 before
@@ -122,7 +125,7 @@ func (d *fakeDaemon) handle(m *nats.Msg) {
 	defer d.mu.Unlock()
 	switch m.Subject {
 	case stream.StatusSubject(d.dev):
-		st := stream.Status{LastSeq: -1, Shards: 1, Epoch: d.epoch, First: -1, Skipped: d.skipped}
+		st := stream.Status{LastSeq: -1, Shards: 1, Epoch: d.epoch, First: -1, Skipped: d.skipped, StimMode: d.mode}
 		for _, c := range d.cells {
 			st.Cells = append(st.Cells, int32(c))
 		}
@@ -424,5 +427,12 @@ func TestRunErrors(t *testing.T) {
 		t.Error("unserved cell: no error")
 	} else {
 		t.Logf("unserved cell: %v", err)
+	}
+	// A daemon that expects the other stimulus mode than the recording's.
+	d := startFakeDaemon(t, srv.ClientURL(), "zp", hashPredictor{}, []int{1}, 0)
+	d.mode = rgc.StimZeroPhase
+	_, err = Run(ctx, newPublisher(t, srv.ClientURL(), "zp"), Config{Rec: rec, From: 0, To: 2000, Cells: []int{1}})
+	if err == nil || !strings.Contains(err.Error(), "zero-phase") || !strings.Contains(err.Error(), "input is causal") {
+		t.Errorf("daemon of the other stimulus mode: %v, want an error naming both", err)
 	}
 }
