@@ -38,8 +38,14 @@ func (dev *Device) NewBLAS(libDirs string, s Stream, work Ptr, workBytes int) (*
 	if err != nil {
 		return nil, err
 	}
-	// libcublas needs libcublasLt of its folder, which the loader may not
-	// search (the NVIDIA wheels' folders): open it first, globally.
+	// libcublas needs libcublasLt of its folder, and some builds the CUDA
+	// runtime, which the loader may not find (the NVIDIA wheels' folders
+	// are not on its path): open them first, globally.
+	if rt, err := findLib("the CUDA runtime (libcudart)", cudartNames, dirs); err == nil {
+		if _, err := purego.Dlopen(rt, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+			return nil, fmt.Errorf("cuda: open %s: %w", rt, err)
+		}
+	}
 	if lt, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "libcublasLt.so*")); len(lt) > 0 {
 		if _, err := purego.Dlopen(lt[len(lt)-1], purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
 			return nil, fmt.Errorf("cuda: open %s: %w", lt[len(lt)-1], err)

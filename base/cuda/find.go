@@ -21,6 +21,7 @@ var (
 	driverNames = []string{"libcuda.so.1", "libcuda.so"}
 	nvrtcNames  = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}
 	cublasNames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+	cudartNames = []string{"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}
 )
 
 // SearchDirs returns the folders searched for the CUDA libraries, in
