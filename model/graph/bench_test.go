@@ -11,16 +11,23 @@ import (
 )
 
 // BenchmarkTrainStep measures one training step (forward + backward; the
-// optimiser update is not included) of gpt-a-cat (paper and cpu CNN) at
-// batch 64, with the im2col + SGEMM convolution kernel and with gorgonia's
-// own Conv2d as the baseline. It reports samples/s.
+// optimiser update is not included) at batch 64 of gpt-a-cat (paper and cpu
+// CNN; with the im2col + SGEMM convolution kernel and with gorgonia's own
+// Conv2d as the baseline) and of gpt-b-cat-cpu. It reports samples/s.
 func BenchmarkTrainStep(b *testing.B) {
 	const batch = 64
-	for _, cnn := range []string{model.CNNPaper, model.CNNCPU} {
-		for _, gconv := range []bool{false, true} {
-			name := fmt.Sprintf("gpt-a-cat/%s/conv=%s", cnn, map[bool]string{false: "sgemm", true: "gorgonia"}[gconv])
+	for _, tc := range []struct {
+		stem, cnn string
+		gconvs    []bool
+	}{
+		{model.StemGPTA, model.CNNPaper, []bool{false, true}},
+		{model.StemGPTA, model.CNNCPU, []bool{false, true}},
+		{model.StemGPTB, model.CNNCPU, []bool{false}},
+	} {
+		for _, gconv := range tc.gconvs {
+			name := fmt.Sprintf("%s-cat/%s/conv=%s", tc.stem, tc.cnn, map[bool]string{false: "sgemm", true: "gorgonia"}[gconv])
 			b.Run(name, func(b *testing.B) {
-				c, err := model.NewConfig(model.StemGPTA, model.HeadCat, cnn, 60)
+				c, err := model.NewConfig(tc.stem, model.HeadCat, tc.cnn, 60)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -196,7 +196,7 @@ func (b *builder) conv(x *G.Node, l model.Layer, stride, pad int) *G.Node {
 	if b.gr.opts.GorgoniaConv {
 		return b.gorgoniaConv(x, l, stride, pad)
 	}
-	return b.op(&conv1d{stride: stride, pad: pad, par: b.par}, string(l), x, b.p(l.Weight()))
+	return b.op(&conv1d{stride: stride, pad: pad, par: b.par, gemm: b.gemm}, string(l), x, b.p(l.Weight()))
 }
 
 // gorgoniaConv is the baseline: gorgonia's Conv2d on [B, C, 1, L].
@@ -266,7 +266,7 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 		p := model.GPTBlock(i)
 		a := b.ln(t, p.Sub("ln1"))
 		a = b.linear(a, p.Sub("attn.qkv"))
-		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par}, string(p.Sub("attn")), a)
+		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par, gemm: b.gemm}, string(p.Sub("attn")), a)
 		a = b.linear(a, p.Sub("attn.proj"))
 		t = b.add(t, a)
 		m := b.ln(t, p.Sub("ln2"))

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"gorgonia.org/tensor"
-
-	"rgcpred/base/sgemm"
 )
 
 // conv1d is a one-dimensional convolution without bias: x [B, Cin, L],
@@ -20,6 +18,7 @@ type conv1d struct {
 	phs         [][]float32 // per-worker stride-phase buffers (see polyphase)
 	dws         [][]float32 // per-worker accumulators of the transposed weight gradient
 	wt          []float32   // W^T [Cin*K, Cout]
+	gemm        *gemmTeam   // packing space per worker (nil: sgemm's pool)
 }
 
 func (c *conv1d) name() string { return fmt.Sprintf("conv1d(s%d,p%d)", c.stride, c.pad) }
@@ -246,6 +245,7 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 		c.scratch(&c.cols, ck*d.lout)
 		c.scratch(&c.phs, c.stride*c.phaseLen(d))
 	}
+	c.gemm.reserve(c.par.n)
 	c.par.run(d.b, func(lo, hi, wk int) {
 		for b := lo; b < hi; b++ {
 			xb := x[b*d.cin*d.l : (b+1)*d.cin*d.l]
@@ -254,7 +254,7 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 				col = c.cols[wk][:ck*d.lout]
 				c.im2col(d, xb, col, c.phs[wk])
 			}
-			sgemm.Gemm(false, false, d.cout, d.lout, ck, 1, w, ck, col, d.lout, 0, out[b*d.cout*d.lout:], d.lout)
+			c.gemm.on(wk, false, false, d.cout, d.lout, ck, 1, w, ck, col, d.lout, 0, out[b*d.cout*d.lout:], d.lout)
 		}
 	})
 }
@@ -283,16 +283,17 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 				wt[r*d.cout+co] = v
 			}
 		}
+		c.gemm.reserve(c.par.n)
 		c.par.run(d.b, func(lo, hi, wk int) {
 			for b := lo; b < hi; b++ {
 				gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
 				dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
 				if direct {
-					sgemm.Gemm(false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, dx, d.lout)
+					c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, dx, d.lout)
 					continue
 				}
 				col := c.cols[wk][:ck*d.lout]
-				sgemm.Gemm(false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
+				c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
 				c.col2im(d, col, dx, c.phs[wk])
 			}
 		})
@@ -303,6 +304,7 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	c.scratch(&c.dws, d.cout*ck)
 	nw := min(max(c.par.n, 1), d.b)
 	tr := d.cout <= ck
+	c.gemm.reserve(c.par.n)
 	c.par.run(d.b, func(lo, hi, wk int) {
 		dw := c.dws[wk][:d.cout*ck]
 		clear(dw)
@@ -315,9 +317,9 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 			}
 			gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
 			if tr {
-				sgemm.Gemm(false, true, ck, d.cout, d.lout, 1, col, d.lout, gy, d.lout, 1, dw, d.cout)
+				c.gemm.on(wk, false, true, ck, d.cout, d.lout, 1, col, d.lout, gy, d.lout, 1, dw, d.cout)
 			} else {
-				sgemm.Gemm(false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
+				c.gemm.on(wk, false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
 			}
 		}
 	})

@@ -6,7 +6,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"rgcpred/base/sgemm"
 	"rgcpred/model"
 )
 
@@ -263,6 +262,8 @@ type attention struct {
 	probs        [][]float32 // per-worker T x T scratch
 	dprobs       [][]float32
 
+	gemm *gemmTeam // packing space per worker (nil: sgemm's pool)
+
 	// saved holds the probabilities [B][heads][T][T] of the last forward
 	// pass, which the backward pass of the same run reuses instead of
 	// recomputing them.
@@ -295,11 +296,11 @@ func (a *attention) scratch() {
 // probsOf fills p [T,T] with the causal attention probabilities of window
 // b, head h: softmax over j <= i of (q_i . k_j) / sqrt(hd), by SGEMM on the
 // strided q and k columns.
-func (a *attention) probsOf(qkv []float32, b, h int, p []float32) {
+func (a *attention) probsOf(w int, qkv []float32, b, h int, p []float32) {
 	d := a.heads * a.hd
 	base := b * a.t * 3 * d
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
-	sgemm.Gemm(false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
+	a.gemm.on(w, false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
 	for i := 0; i < a.t; i++ {
 		row := p[i*a.t : (i+1)*a.t]
 		mx := row[0]
@@ -333,13 +334,14 @@ func (a *attention) forward(in []*tensor.Dense, out []float32) {
 	if len(a.saved) != nb*a.heads*tt {
 		a.saved = make([]float32, nb*a.heads*tt)
 	}
+	a.gemm.reserve(a.par.n)
 	a.par.run(nb, func(lo, hi, w int) {
 		for b := lo; b < hi; b++ {
 			for h := 0; h < a.heads; h++ {
 				p := a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
-				a.probsOf(qkv, b, h, p)
+				a.probsOf(w, qkv, b, h, p)
 				// O = P V
-				sgemm.Gemm(false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
+				a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
 			}
 		}
 	})
@@ -353,6 +355,7 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
 	tt := a.t * a.t
 	saved := len(a.saved) == nb*a.heads*tt // else no forward pass yet
+	a.gemm.reserve(a.par.n)
 	a.par.run(nb, func(lo, hi, w int) {
 		dp := a.dprobs[w]
 		for b := lo; b < hi; b++ {
@@ -364,11 +367,11 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 				if saved {
 					p = a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
 				} else {
-					a.probsOf(qkv, b, h, p)
+					a.probsOf(w, qkv, b, h, p)
 				}
 				// dV = P^T dO; dP = dO V^T
-				sgemm.Gemm(true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
-				sgemm.Gemm(false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
+				a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
+				a.gemm.on(w, false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
 				// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
 				for i := 0; i < a.t; i++ {
 					pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
@@ -382,8 +385,8 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 					clear(dr[i+1:])
 				}
 				// dQ = dS K; dK = dS^T Q
-				sgemm.Gemm(false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
-				sgemm.Gemm(true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
+				a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
+				a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
 			}
 		}
 	})

@@ -298,9 +298,12 @@ func (p parallel) run(total int, fn func(lo, hi, w int)) {
 	wg.Wait()
 }
 
-// gemmTeam runs a GEMM split by rows of C over the workers of par, each
-// with its own packing space (sgemm.GemmWork: no pool, no allocation). One
-// team serves every kernel of a graph: the executor runs one op at a time.
+// gemmTeam runs a GEMM split over the workers of par, each with its own
+// packing space (sgemm.GemmWork: no pool, no allocation). Each worker packs
+// the whole of the operand it shares with the others, so the split is by
+// rows of C when B is the smaller operand (n <= m) and by columns
+// otherwise. One team serves every kernel of a graph: the executor runs one
+// op at a time.
 type gemmTeam struct {
 	par  parallel
 	work [][]float32 // per worker, allocated on first use
@@ -308,9 +311,12 @@ type gemmTeam struct {
 
 func newGemmTeam(par parallel) *gemmTeam { return &gemmTeam{par: par} }
 
-// gemmRowAlign keeps the row blocks of C whole tiles of every micro-kernel
-// (6 rows for AVX2, 12 for AVX-512, 4 for the portable one).
-const gemmRowAlign = 12
+// Row and column blocks of C are whole tiles of every micro-kernel (6 x 16
+// for AVX2, 12 x 32 for AVX-512, 4 x 4 for the portable one).
+const (
+	gemmRowAlign = 12
+	gemmColAlign = 32
+)
 
 // run computes C = alpha op(A) op(B) + beta C as sgemm.Gemm does; a nil
 // team runs sgemm.Gemm itself.
@@ -319,29 +325,62 @@ func (t *gemmTeam) run(transA, transB bool, m, n, k int, alpha float32, a []floa
 		sgemm.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	workers := min(max(t.par.n, 1), (m+gemmRowAlign-1)/gemmRowAlign)
+	rows := n <= m
+	align, size := gemmRowAlign, m
+	if !rows {
+		align, size = gemmColAlign, n
+	}
+	blocks := (size + align - 1) / align
+	workers := min(max(t.par.n, 1), blocks)
 	// Below this much work the hand-off costs more than it saves.
 	if int64(m)*int64(n)*int64(k) < 1<<16 {
 		workers = 1
 	}
-	if len(t.work) < workers {
-		t.work = append(t.work, make([][]float32, workers-len(t.work))...)
+	t.reserve(workers)
+	parallel{workers}.run(blocks, func(lo, hi, w int) {
+		i0, i1 := lo*align, min(hi*align, size)
+		if i0 >= i1 {
+			return
+		}
+		if rows {
+			aoff := i0 * lda
+			if transA {
+				aoff = i0
+			}
+			sgemm.GemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			return
+		}
+		boff := i0
+		if transB {
+			boff = i0 * ldb
+		}
+		sgemm.GemmWork(t.work[w], transA, transB, m, i1-i0, k, alpha, a, lda, b[boff:], ldb, beta, c[i0:], ldc)
+	})
+}
+
+// reserve makes sure workers 0..n-1 have packing space; call it before a
+// parallel section whose workers call on.
+func (t *gemmTeam) reserve(n int) {
+	if t == nil {
+		return
 	}
-	for w := range t.work[:workers] {
+	n = max(n, 1)
+	if len(t.work) < n {
+		t.work = append(t.work, make([][]float32, n-len(t.work))...)
+	}
+	for w := range t.work[:n] {
 		if len(t.work[w]) < sgemm.GemmWorkSize() {
 			t.work[w] = make([]float32, sgemm.GemmWorkSize())
 		}
 	}
-	blocks := (m + gemmRowAlign - 1) / gemmRowAlign
-	parallel{workers}.run(blocks, func(lo, hi, w int) {
-		i0, i1 := lo*gemmRowAlign, min(hi*gemmRowAlign, m)
-		if i0 >= i1 {
-			return
-		}
-		aoff := i0 * lda
-		if transA {
-			aoff = i0
-		}
-		sgemm.GemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
-	})
+}
+
+// on runs one GEMM (as sgemm.Gemm) on worker w's packing space, reserved
+// before the parallel section; a nil team uses sgemm.Gemm's pool.
+func (t *gemmTeam) on(w int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if t == nil {
+		sgemm.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	sgemm.GemmWork(t.work[w], transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
