@@ -244,20 +244,27 @@ type History struct {
 
 // Control is a control message.
 type Control struct {
-	// Op is OpHistory or OpReset.
+	// Op is OpHistory, OpReset or OpResetAt.
 	Op uint8
 	// Histories holds 1 to MaxCellsPerMsg histories for OpHistory; it is
-	// empty for OpReset.
+	// empty for OpReset and OpResetAt.
 	Histories []History
+	// Epoch and At place an OpResetAt: it applies before the first frame
+	// of stream epoch Epoch whose seq is At or later (0..MaxSeq).
+	Epoch uint32
+	At    int64
 }
 
 // AppendControl appends the encoding of c to dst.
 func AppendControl(dst []byte, c *Control) ([]byte, error) {
 	n := len(c.Histories)
 	switch c.Op {
-	case OpReset:
+	case OpReset, OpResetAt:
 		if n != 0 {
 			return dst, derr(ReasonRange, "reset with %d histories, want 0", n)
+		}
+		if c.Op == OpResetAt && (c.At < 0 || c.At > MaxSeq) {
+			return dst, derr(ReasonRange, "reset at seq %d outside 0..%d", c.At, int64(MaxSeq))
 		}
 	case OpHistory:
 		if n < 1 || n > MaxCellsPerMsg {
@@ -268,6 +275,11 @@ func AppendControl(dst []byte, c *Control) ([]byte, error) {
 	}
 	dst = putHeader(dst, TypeControl, n)
 	dst = append(dst, c.Op, 0, 0, 0)
+	if c.Op == OpResetAt {
+		dst = binary.LittleEndian.AppendUint32(dst, c.Epoch)
+		dst = append(dst, 0, 0, 0, 0)
+		return binary.LittleEndian.AppendUint64(dst, uint64(c.At)), nil
+	}
 	for i := range c.Histories {
 		h := &c.Histories[i]
 		if h.Cell < 0 {
@@ -287,6 +299,9 @@ func AppendControl(dst []byte, c *Control) ([]byte, error) {
 
 // DecodeControl decodes a control payload into c, reusing its storage.
 func DecodeControl(b []byte, c *Control) error {
+	if len(b) > 4 && b[4] == OpResetAt {
+		return decodeResetAt(b, c)
+	}
 	n, err := checkHeader(b, TypeControl, ControlHeaderLen, HistoryLen, MaxCellsPerMsg)
 	if err != nil {
 		return err
@@ -295,6 +310,7 @@ func DecodeControl(b []byte, c *Control) error {
 		return derr(ReasonReserved, "reserved header bytes 5-7 not zero")
 	}
 	c.Op = b[4]
+	c.Epoch, c.At = 0, 0
 	switch c.Op {
 	case OpReset:
 		if n != 0 {
@@ -324,6 +340,27 @@ func DecodeControl(b []byte, c *Control) error {
 			h.Spikes[j] = r[4+j/8]&(1<<(j%8)) != 0
 		}
 	}
+	return nil
+}
+
+// decodeResetAt decodes an OpResetAt control payload (no records, a
+// fixed body of ResetAtLen bytes).
+func decodeResetAt(b []byte, c *Control) error {
+	n, err := checkHeader(b, TypeControl, ResetAtLen, HistoryLen, 0)
+	if err != nil {
+		return err
+	}
+	if n != 0 {
+		return derr(ReasonRange, "reset with %d histories, want 0", n)
+	}
+	if !zero(b[5:8]) || !zero(b[12:16]) {
+		return derr(ReasonReserved, "reserved bytes of a reset at a frame not zero")
+	}
+	at := getI64(b[16:])
+	if at < 0 || at > MaxSeq {
+		return derr(ReasonRange, "reset at seq %d outside 0..%d", at, int64(MaxSeq))
+	}
+	c.Op, c.Epoch, c.At, c.Histories = OpResetAt, binary.LittleEndian.Uint32(b[8:]), at, c.Histories[:0]
 	return nil
 }
 

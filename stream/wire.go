@@ -78,6 +78,9 @@ const (
 	HistoryBytes = rgc.WindowBins / 8
 	// HistoryLen is the length of one history record (cell id + bitmap).
 	HistoryLen = 4 + HistoryBytes
+	// ResetAtLen is the length of an OpResetAt control message: the
+	// header, the epoch (uint32), 4 reserved bytes and the seq (int64).
+	ResetAtLen = ControlHeaderLen + 16
 	// StatusHeaderLen is the length of a status message's header.
 	StatusHeaderLen = 56
 	// EventLen is the length of a stream event message.
@@ -93,6 +96,11 @@ const (
 	OpHistory = 1
 	// OpReset forgets the device's stimulus and every cell's state.
 	OpReset = 2
+	// OpResetAt is a reset at a named frame: it applies before the first
+	// frame of stream epoch Control.Epoch with seq at or past Control.At,
+	// so every replica of a hot-standby group and an audit apply it at
+	// the same frame wherever it arrives among the frames before that one.
+	OpResetAt = 3
 )
 
 // Decision kinds.

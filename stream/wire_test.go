@@ -89,7 +89,7 @@ func TestControlRoundTrip(t *testing.T) {
 	for j := 0; j < rgc.WindowBins; j += 37 {
 		h2.Spikes[j] = true
 	}
-	for _, in := range []*Control{{Op: OpHistory, Histories: []History{h1, h2}}, {Op: OpReset}} {
+	for _, in := range []*Control{{Op: OpHistory, Histories: []History{h1, h2}}, {Op: OpReset}, {Op: OpResetAt, Epoch: 7, At: MaxSeq}} {
 		b, err := AppendControl(nil, in)
 		if err != nil {
 			t.Fatal(err)
@@ -101,6 +101,11 @@ func TestControlRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(in, &out) {
 			t.Fatalf("op %d: round trip differs", in.Op)
 		}
+	}
+	// A reset at a frame: the epoch at byte 8, the seq at byte 16.
+	if b, _ := AppendControl(nil, &Control{Op: OpResetAt, Epoch: 0x01020304, At: 0x0a0b}); len(b) != ResetAtLen ||
+		binary.LittleEndian.Uint32(b[8:]) != 0x01020304 || binary.LittleEndian.Uint64(b[16:]) != 0x0a0b || !zero(b[12:16]) {
+		t.Fatalf("reset at a frame encoded as % x", b)
 	}
 	// Bit order: bin j in byte j/8, bit j%8.
 	b, _ := AppendControl(nil, &Control{Op: OpHistory, Histories: []History{h1}})
@@ -166,6 +171,8 @@ func TestEncodeRejects(t *testing.T) {
 		{"spike at end", second(AppendDecisions(nil, &Decisions{Decisions: []Decision{{Kind: KindSpike, End: 1, Bin: 1}}})), ReasonRange},
 		{"prob > 1", second(AppendDecisions(nil, &Decisions{Decisions: []Decision{{Kind: KindSpike, End: 1, Bin: 2, Prob: 1.5}}})), ReasonRange},
 		{"reset with cells", second(AppendControl(nil, &Control{Op: OpReset, Histories: make([]History, 1)})), ReasonRange},
+		{"reset at a negative seq", second(AppendControl(nil, &Control{Op: OpResetAt, At: -1})), ReasonRange},
+		{"reset at a frame with cells", second(AppendControl(nil, &Control{Op: OpResetAt, Histories: make([]History, 1)})), ReasonRange},
 		{"empty history", second(AppendControl(nil, &Control{Op: OpHistory})), ReasonRange},
 		{"bad shard", second(AppendStatus(nil, &Status{Shard: 2, Shards: 2})), ReasonRange},
 	}
@@ -231,6 +238,7 @@ func TestDecodeFramesRejects(t *testing.T) {
 func TestDecodeOthersReject(t *testing.T) {
 	dec, _ := AppendDecisions(nil, &Decisions{Decisions: []Decision{{Cell: 1, Kind: KindSpike, End: 10, Bin: 11, Prob: 0.5}}})
 	ctl, _ := AppendControl(nil, &Control{Op: OpHistory, Histories: make([]History, 1)})
+	resetAt, _ := AppendControl(nil, &Control{Op: OpResetAt, Epoch: 1, At: 2000})
 	mod := func(b []byte, f func(b []byte)) []byte { c := append([]byte(nil), b...); f(c); return c }
 	cases := []struct {
 		name   string
@@ -250,6 +258,12 @@ func TestDecodeOthersReject(t *testing.T) {
 		{"control: truncated", DecodeControl(ctl[:len(ctl)-1], &Control{}), ReasonTruncated},
 		{"control: wrong version", DecodeControl(mod(ctl, func(b []byte) { b[0] = 9 }), &Control{}), ReasonVersion},
 		{"control: reset with body", DecodeControl(mod(ctl, func(b []byte) { b[4] = OpReset }), &Control{}), ReasonRange},
+		{"control: reset at a frame with a history", DecodeControl(mod(ctl, func(b []byte) { b[4] = OpResetAt }), &Control{}), ReasonOversized},
+		{"control: reset at a frame, a count", DecodeControl(mod(resetAt, func(b []byte) { b[2] = 1 }), &Control{}), ReasonRange},
+		{"control: reset at a frame, truncated", DecodeControl(resetAt[:ResetAtLen-1], &Control{}), ReasonTruncated},
+		{"control: reset at a frame, reserved", DecodeControl(mod(resetAt, func(b []byte) { b[13] = 1 }), &Control{}), ReasonReserved},
+		{"control: reset at a seq past the range",
+			DecodeControl(mod(resetAt, func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 1<<63) }), &Control{}), ReasonRange},
 		{"status: truncated", DecodeStatus([]byte{1, 4, 0, 0}, &Status{}), ReasonTruncated},
 	}
 	for _, c := range cases {

@@ -21,6 +21,9 @@ func (c *Core) Frames(f *stream.Frames, backlog int64) {
 // frame routes frame seq (rem more frames follow it in its message): to
 // the current stream, to the candidate numbering, or to a new stream.
 func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
+	if c.resetAt >= 0 && seq >= c.resetAt && seq > c.last && seq-c.last-1 <= rgc.WindowBins {
+		c.reset() // the reset at this frame (OpResetAt): the frame starts the next stream
+	}
 	switch {
 	case !c.started:
 		c.start(seq, c.reason)
@@ -109,6 +112,7 @@ func (c *Core) start(seq int64, reason uint8) {
 	c.filled = -1
 	c.nextDue = 0
 	c.cand.n = 0
+	c.resetAt = -1 // a reset scheduled in the previous stream names its epoch
 	c.sink.Stream(stream.Event{Reason: reason, Epoch: c.epoch, First: seq, PrevLast: c.prev})
 	for i := range c.cells {
 		c.cells[i].Reset(c.cfg.Cells[i], c.firstEnd(i), nil)
@@ -213,21 +217,24 @@ func (c *Core) stale(b int64) bool {
 	return c.cur-b+c.waiting() > c.cfg.MaxLag
 }
 
-// Control applies a control message (reset or initial histories).
+// Control applies a control message: a reset, a reset at a frame
+// (OpResetAt: due before the first frame of its epoch at or past its seq;
+// the earliest of several of one epoch applies, the others find their
+// epoch over), or initial histories.
 func (c *Core) Control(m *stream.Control) {
 	c.Flush() // windows due before the message are decided as they were
 	switch m.Op {
 	case stream.OpReset:
-		c.stats.Resets++
-		if c.started {
-			c.prev = c.last
-		}
-		c.started = false
-		c.last = -1
-		c.reason = stream.EventReset
-		c.dropCandidate()
-		for i := range c.pending {
-			c.pending[i].has = false
+		c.reset()
+	case stream.OpResetAt:
+		switch {
+		case !c.started || m.Epoch != c.epoch:
+			c.stats.ResetsStale++
+		case m.At <= c.last:
+			c.stats.ResetsLate++
+			c.reset()
+		case c.resetAt < 0 || m.At < c.resetAt:
+			c.resetAt = m.At
 		}
 	case stream.OpHistory:
 		for hi := range m.Histories {
@@ -250,5 +257,24 @@ func (c *Core) Control(m *stream.Control) {
 			}
 			c.stats.Histories++
 		}
+	}
+}
+
+// reset ends the stream: the stimulus ring, every cell's state and every
+// history received so far are forgotten; the next frame starts a new
+// stream (stream.EventReset).
+func (c *Core) reset() {
+	c.Flush()
+	c.stats.Resets++
+	if c.started {
+		c.prev = c.last
+	}
+	c.started = false
+	c.last = -1
+	c.reason = stream.EventReset
+	c.resetAt = -1
+	c.dropCandidate()
+	for i := range c.pending {
+		c.pending[i].has = false
 	}
 }

@@ -160,8 +160,16 @@ type Stats struct {
 	// current stream and their numbering was not adopted (a second
 	// publisher, a stray or forged frame).
 	OutOfStream uint64
-	// Resets counts reset control messages.
+	// Resets counts the resets applied (OpReset, and OpResetAt at its
+	// frame).
 	Resets uint64
+	// ResetsStale counts OpResetAt messages ignored because they name an
+	// epoch that is not the current stream's (it ended, or another reset
+	// of the same epoch applied first) or arrive with no stream running.
+	ResetsStale uint64
+	// ResetsLate counts OpResetAt messages that arrived after their frame
+	// was processed: applied at once, at a frame of this core's own.
+	ResetsLate uint64
 	// Histories counts initial histories accepted.
 	Histories uint64
 	// UnknownCell counts histories for cells the checkpoint does not know.
@@ -232,6 +240,7 @@ type Core struct {
 	nDue     int   // the cells due at nextDue, when updateNextDue set it
 	epoch    uint32
 	reason   uint8 // reason of the next start (stream.EventFirst or EventReset)
+	resetAt  int64 // a reset of the current stream due before its frame resetAt (OpResetAt), -1 none
 	prev     int64 // last bin of the previous stream, -1 none
 	cand     candidate
 
@@ -327,7 +336,7 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	}
 	c.cand.seqs = make([]int64, c.cfg.ConfirmFrames)
 	c.cand.frames = make([]stream.Frame, c.cfg.ConfirmFrames)
-	c.last, c.prev, c.filled = -1, -1, -1
+	c.last, c.prev, c.filled, c.resetAt = -1, -1, -1, -1
 	c.reason = stream.EventFirst
 	return c, nil
 }
@@ -382,6 +391,10 @@ func (c *Core) First() int64 {
 	}
 	return c.first
 }
+
+// PendingReset returns the frame before which a reset of the current
+// stream (OpResetAt) applies, false when none is pending.
+func (c *Core) PendingReset() (int64, bool) { return c.resetAt, c.resetAt >= 0 }
 
 // LastError returns the last prediction error (nil if none).
 func (c *Core) LastError() error { return c.lastErr }

@@ -39,6 +39,9 @@ type Snapshot struct {
 	// Pending holds the histories waiting for the next stream start, by
 	// cell index (nil: none).
 	Pending [][]bool `json:"pending"`
+	// ResetAt is the frame before which a reset of the current stream
+	// applies (Core.PendingReset; nil: none).
+	ResetAt *int64 `json:"reset_at,omitempty"`
 	// Candidate holds the frames of a numbering not yet adopted.
 	CandSeqs   []int64        `json:"cand_seqs"`
 	CandFrames []stream.Frame `json:"cand_frames"`
@@ -59,6 +62,9 @@ func (c *Core) Snapshot() *Snapshot {
 		s.Stim[ch] = slices.Clone(c.stim[ch][:])
 	}
 	s.Times, s.FilledAt = slices.Clone(c.times[:]), slices.Clone(c.filledAt[:])
+	if at, ok := c.PendingReset(); ok {
+		s.ResetAt = &at
+	}
 	row := make([]float32, rgc.WindowBins)
 	for i := range c.cells {
 		cell := &c.cells[i]
@@ -96,6 +102,9 @@ func (c *Core) Restore(s *Snapshot) error {
 	if len(s.Times) != ringBins || len(s.FilledAt) != ringBins {
 		return fmt.Errorf("daemon: restore: %d frame times and %d filled marks, want %d", len(s.Times), len(s.FilledAt), ringBins)
 	}
+	if s.ResetAt != nil && (!s.Started || *s.ResetAt <= s.Last || *s.ResetAt > stream.MaxSeq) {
+		return fmt.Errorf("daemon: restore: a reset pending at seq %d, the stream at %d (started %v)", *s.ResetAt, s.Last, s.Started)
+	}
 	for i, p := range s.Pending {
 		if p != nil && len(p) != rgc.WindowBins {
 			return fmt.Errorf("daemon: restore: pending history of cell %d of %d bins", c.cfg.Cells[i], len(p))
@@ -118,6 +127,10 @@ func (c *Core) Restore(s *Snapshot) error {
 		if c.pending[i].has {
 			copy(c.pending[i].spikes[:], s.Pending[i])
 		}
+	}
+	c.resetAt = -1
+	if s.ResetAt != nil {
+		c.resetAt = *s.ResetAt
 	}
 	c.cand.n = copy(c.cand.seqs, s.CandSeqs)
 	copy(c.cand.frames, s.CandFrames)

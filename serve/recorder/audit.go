@@ -301,6 +301,15 @@ type audit struct {
 	recEvents, repEvents []stream.Event
 }
 
+// replayEpoch turns a recorded epoch into the replay's numbering: 0, which
+// no running stream has, for an epoch before the replay's first.
+func (a *audit) replayEpoch(e uint32) uint32 {
+	if e < a.scan.first.Epoch {
+		return 0
+	}
+	return e - a.scan.first.Epoch + 1
+}
+
 // offset turns a replay epoch into the recorded numbering.
 func (a *audit) offset(e uint32) uint16 { return uint16(e + a.scan.first.Epoch - 1) }
 
@@ -332,6 +341,9 @@ func (a *audit) msg(m Msg) error {
 			return fmt.Errorf("control at %d: %w", m.Seq, err)
 		}
 		a.rep.Controls++
+		if a.ctl.Op == stream.OpResetAt {
+			a.ctl.Epoch = a.replayEpoch(a.ctl.Epoch)
+		}
 		a.core.Control(&a.ctl)
 	case KindDecisions:
 		if err := stream.DecodeDecisions(m.Data, &a.ds); err != nil {
