@@ -67,6 +67,7 @@ type device struct {
 	// What the status reply reports, written by the processor.
 	epoch    atomic.Uint32
 	first    atomic.Int64
+	resetAt  atomic.Int64 // the core's pending reset (daemon.Core.PendingReset), -1 none
 	skipped  atomic.Uint64
 	rejected atomic.Uint64
 
@@ -222,6 +223,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	}
 	d.last.Store(-1)
 	d.first.Store(-1)
+	d.resetAt.Store(-1)
 	d.sink = sink{
 		d:       d,
 		subject: stream.SpikesSubject(name),
@@ -387,10 +389,14 @@ func (d *device) handle(it item) {
 			return
 		}
 		d.core.Control(&d.ctl)
-		if d.ctl.Op == stream.OpReset {
-			d.first.Store(-1)
+		switch d.ctl.Op {
+		case stream.OpReset:
 			d.s.limiter.info(&d.s.log, d.name+"/reset", 1, "reset: the device's stream and cell states are cleared", devField(d.name))
+		case stream.OpResetAt:
+			d.s.log.Info().Str("device", d.name).Uint32("epoch", d.ctl.Epoch).Int64("at", d.ctl.At).
+				Msg("reset announced on the control subject: it applies before that frame of that epoch")
 		}
+		d.first.Store(d.core.First())
 		d.last.Store(d.core.LastSeq())
 	case d.sb.snapSubj, d.sb.applySubj:
 		d.standbyMsg(it.m)
@@ -450,9 +456,30 @@ func (d *device) syncStats() {
 	add(m.spikes, st.Spikes, p.Spikes, d.name)
 	add(m.histories, st.Histories, p.Histories, d.name)
 	add(m.resets, st.Resets, p.Resets, d.name)
+	if n := add(m.rejected, st.ResetsStale, p.ResetsStale, d.name, "reset_stale"); n > 0 {
+		d.countRejected("reset_stale", n)
+		d.s.limiter.warn(&d.s.log, d.name+"/reset_stale", n,
+			"reset at a frame ignored: its epoch is over (another reset of it applied first, or the stream restarted)", devField(d.name))
+	}
+	if n := add(m.rejected, st.ResetsLate, p.ResetsLate, d.name, "reset_late"); n > 0 {
+		d.countRejected("reset_late", n)
+		d.s.log.Error().Str("device", d.name).Uint64("late", n).
+			Msg("reset at a frame arrived after that frame: applied at once, at this instance's own frame (its decisions may differ from the group's)")
+		d.standbyDiverged()
+	}
+	d.storeResetAt()
 	d.snapMu.Lock()
 	d.prev = st
 	d.snapMu.Unlock()
+}
+
+// storeResetAt publishes the core's pending reset for the status.
+func (d *device) storeResetAt() {
+	at, ok := d.core.PendingReset()
+	if !ok {
+		at = -1
+	}
+	d.resetAt.Store(at)
 }
 
 // countRejected adds n rejections of reason to the status counters (the

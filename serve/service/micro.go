@@ -97,6 +97,9 @@ type DeviceStatus struct {
 	RejectedBy map[string]uint64 `json:"rejected_by_reason"`
 	// Cells is the number of cells served for the device.
 	Cells int `json:"cells"`
+	// PendingResetAt is the frame before which a reset announced on the
+	// control subject applies (hot standby; absent when none is pending).
+	PendingResetAt *int64 `json:"pending_reset_at,omitempty"`
 }
 
 // StatusReply is one instance's reply on predictord.status.
@@ -158,6 +161,10 @@ type ResetReply struct {
 	Device   string `json:"device"`
 	// Resets counts the device's resets since start, this one included.
 	Resets uint64 `json:"resets"`
+	// At is the frame (seq) before which the group applied the reset, on
+	// the instance that announced it in a hot-standby group (absent
+	// otherwise).
+	At int64 `json:"at,omitempty"`
 }
 
 // StatsData is the data of the status endpoint in `nats micro stats`: a
@@ -362,6 +369,9 @@ func (d *device) jsonStatus() DeviceStatus {
 		sec := age.Seconds()
 		st.FrameAgeSeconds = &sec
 	}
+	if at := d.resetAt.Load(); at >= 0 {
+		st.PendingResetAt = &at
+	}
 	return st
 }
 
@@ -408,25 +418,30 @@ func (s *Service) microReset(r micro.Request, q MicroRequest) {
 		s.microError(r, codeUnavailable, "not serving (starting or draining)")
 		return
 	}
-	if s.standbyOn() {
-		s.microError(r, codeBadRequest, errStandbyReset.Error())
-		return
-	}
-	payload, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpReset})
-	if err != nil {
-		s.microError(r, codeFailed, "encode reset: "+err.Error())
-		return
-	}
 	d.snapMu.Lock()
 	before := d.prev.Resets
 	d.snapMu.Unlock()
-	select {
-	case d.raw <- &nats.Msg{Subject: d.ctlSubj, Data: payload}:
-	default:
-		s.microError(r, codeUnavailable, "device queue full: reset not queued, retry")
-		return
+	var at int64 = -1
+	if s.standbyOn() {
+		var code, msg string
+		if at, code, msg = d.groupReset(); code != "" {
+			s.microError(r, code, msg)
+			return
+		}
+	} else {
+		payload, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpReset})
+		if err != nil {
+			s.microError(r, codeFailed, "encode reset: "+err.Error())
+			return
+		}
+		select {
+		case d.raw <- &nats.Msg{Subject: d.ctlSubj, Data: payload}:
+		default:
+			s.microError(r, codeUnavailable, "device queue full: reset not queued, retry")
+			return
+		}
+		s.log.Info().Str("device", d.name).Msg("reset requested over NATS")
 	}
-	s.log.Info().Str("device", d.name).Msg("reset requested over NATS")
 	deadline := time.NewTimer(microResetWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
@@ -436,12 +451,18 @@ func (s *Service) microReset(r micro.Request, q MicroRequest) {
 		n := d.prev.Resets
 		d.snapMu.Unlock()
 		if n > before {
-			s.microRespond(r, &ResetReply{Instance: s.MicroID(), Device: d.name, Resets: n})
+			s.microRespond(r, &ResetReply{Instance: s.MicroID(), Device: d.name, Resets: n, At: max(at, 0)})
 			return
 		}
 		select {
 		case <-tick.C:
 		case <-deadline.C:
+			if s.standbyOn() {
+				s.microError(r, codeTimeout, fmt.Sprintf("reset not applied within %v: the group applies it at the device's frame %d "+
+					"(-1: this instance is a standby and saw no reset from the holder); a device that sends no frames is not reset",
+					microResetWait, at))
+				return
+			}
 			s.microError(r, codeTimeout, fmt.Sprintf("reset queued but not applied within %v (control queue full or daemon overloaded)", microResetWait))
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
@@ -102,6 +103,8 @@ type standbyState struct {
 	cfg   StandbyConfig
 	lease *standby.Lease
 	stop  func()
+	// resync starts a device's catch-up again (standbyDiverged).
+	resync func(d *device)
 }
 
 // publish sends a decisions message of frame t: directly without standby,
@@ -294,17 +297,60 @@ func (d *device) restore(data []byte) (err error) {
 	return nil
 }
 
-// An operator's reset or reload reaches each replica at a frame of its
-// own: replicas would diverge, and a recording could not be audited across
-// them. So a standby group takes neither: the device resets on its control
-// subject (in order with its frames, every replica and the recording apply
-// it at the same frame), and a new model means restarting the group.
-var (
-	errStandbyReset = errors.New("reset refused in a hot-standby group: replicas would apply it at different frames; " +
-		"the device resets on rgc.DEVICE.ctl, in order with its frames (docs/operations.md, \"Hot standby\")")
-	errStandbyReload = errors.New("reload refused in a hot-standby group: replicas must serve the same model from the same frame; " +
-		"restart the group's instances with the new checkpoint (docs/operations.md, \"Hot standby\")")
-)
+// A reload reaches each replica at a frame of its own: replicas would
+// serve different models from different frames, and a recording could not
+// be audited across them. So a standby group refuses it: a new model means
+// restarting the group.
+var errStandbyReload = errors.New("reload refused in a hot-standby group: replicas must serve the same model from the same frame; " +
+	"restart the group's instances with the new checkpoint (docs/operations.md, \"Hot standby\")")
+
+// groupResetLead is how many frames past the holder's receive edge a reset
+// requested by an operator applies: a window, about a second of a
+// real-time stream, so that the announcement reaches every replica and the
+// recording before that frame does (even behind a frames message of
+// stream.MaxFramesPerMsg frames in flight).
+const groupResetLead = rgc.WindowBins
+
+// groupReset makes an operator's reset a group event: the holder announces
+// on the device's control subject a reset at a frame past its receive
+// edge (stream.OpResetAt), which every replica and the recording receive
+// and apply before that frame; a standby announces nothing and waits for
+// the holder's. It returns the frame announced (-1 on a standby), or an
+// error code and message for the request.
+func (d *device) groupReset() (at int64, code, msg string) {
+	epoch, first := d.epoch.Load(), d.first.Load()
+	if first < 0 {
+		return -1, codeBadRequest, "no stream runs for " + d.name + ": nothing to reset (the next frame starts a new stream)"
+	}
+	if !d.sb.state.lease.Held() {
+		return -1, "", ""
+	}
+	at = min(max(d.last.Load(), first)+max(d.queuedFrames.Load(), 0)+groupResetLead, stream.MaxSeq)
+	payload, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpResetAt, Epoch: epoch, At: at})
+	if err == nil {
+		err = d.nc.Publish(d.ctlSubj, payload)
+	}
+	if err != nil {
+		return -1, codeUnavailable, "announce the reset on " + d.ctlSubj + ": " + err.Error()
+	}
+	d.s.log.Info().Str("device", d.name).Uint32("epoch", epoch).Int64("at", at).
+		Msg("reset requested over NATS: announced to the group on the control subject")
+	return at, "", ""
+}
+
+// standbyDiverged handles a replica whose core applied a group event at a
+// frame of its own (a reset announced too late for it): its state is no
+// longer the group's, so it may not take over until it caught up again
+// from a synced instance's state.
+func (d *device) standbyDiverged() {
+	if !d.sb.on || d.sb.state.resync == nil || d.sb.state.lease.Held() {
+		return
+	}
+	if d.sb.synced.CompareAndSwap(true, false) {
+		d.s.log.Warn().Str("device", d.name).Msg("standby: state differs from the group's: catching up again from a synced instance")
+		d.sb.state.resync(d)
+	}
+}
 
 // standbyOn reports whether the service is an instance of a hot-standby
 // group.
@@ -461,19 +507,29 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg StandbyC
 		defer wg.Done()
 		lease.Run(lctx, func(err error) { s.limiter.warn(&s.log, "standby/lease", 1, err.Error()) })
 	}()
-	for _, d := range s.devices {
-		if d.sb.synced.Load() {
-			continue
+	var wgMu sync.Mutex // wg.Add after stop's Wait began would race
+	st.resync = func(d *device) {
+		wgMu.Lock()
+		defer wgMu.Unlock()
+		if lctx.Err() != nil {
+			return
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); d.catchUp(lctx, nc, lease, cfg.Group, cfg.TTL, cfg.SyncEvery) }()
+	}
+	for _, d := range s.devices {
+		if !d.sb.synced.Load() {
+			st.resync(d)
+		}
 	}
 	s.log.Info().Str("group", cfg.Group).Str("id", cfg.ID).Str("incarnation", lease.Incarnation()).Dur("ttl", cfg.TTL).
 		Bool("catching_up", late).Msg("hot standby enabled")
 	var once sync.Once
 	st.stop = func() {
 		once.Do(func() {
+			wgMu.Lock()
 			cancel()
+			wgMu.Unlock()
 			wg.Wait()
 			unsubscribe()
 		})

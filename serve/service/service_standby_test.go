@@ -17,8 +17,11 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"rgcpred/rgc"
 	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/daemon"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
@@ -38,6 +41,13 @@ type replicaSvc struct {
 
 func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
 	t.Helper()
+	return startReplicaRecording(t, url, cfg, id, recorder.Config{})
+}
+
+// startReplicaRecording starts a replica that also runs the flight
+// recorder rec (off when rec.Stream is empty).
+func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec recorder.Config) *replicaSvc {
+	t.Helper()
 	cfg.Devices = []string{"dev0"}
 	cfg.Log = zerolog.New(io.Discard)
 	if testing.Verbose() && os.Getenv("STANDBY_LOG") != "" {
@@ -52,7 +62,7 @@ func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopStandby, err := s.EnableStandby(ctx, nc, StandbyConfig{Group: "g", ID: id, TTL: standbyTTL})
+	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: StandbyConfig{Group: "g", ID: id, TTL: standbyTTL}, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,10 +562,10 @@ func TestStandbyStateBudget(t *testing.T) {
 	}
 }
 
-// TestStandbyGroupControl: an instance of a standby group refuses an
-// operator's reset and a reload (SIGHUP or predictord.reload), saying why
-// and what to do instead; the model stays.
-func TestStandbyGroupControl(t *testing.T) {
+// TestStandbyGroupReload: an instance of a standby group refuses a reload
+// (SIGHUP or predictord.reload), saying why and what to do instead; the
+// model stays.
+func TestStandbyGroupReload(t *testing.T) {
 	f := getFixtureStagger(t, true)
 	e := startJetStream(t)
 	a := startReplica(t, e.url, Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}, "a")
@@ -563,27 +573,178 @@ func TestStandbyGroupControl(t *testing.T) {
 	if err := a.s.Reload(); !errors.Is(err, errStandbyReload) {
 		t.Fatalf("reload in a standby group: %v, want %v", err, errStandbyReload)
 	}
-	if a.s.model.Load() != before {
-		t.Fatal("the model changed")
-	}
 	nc, err := nats.Connect(e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for _, c := range []struct{ subject, body, code, says string }{
-		{"predictord.reset", `{"device":"dev0"}`, "400", "rgc.DEVICE.ctl"},
-		{"predictord.reload", `{}`, "500", "restart the group"},
-	} {
-		m := request(t, nc, c.subject, c.body)
-		if got, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); got != c.code || !strings.Contains(desc, c.says) {
-			t.Errorf("%s: error %s %q, want %s saying %q", c.subject, got, desc, c.code, c.says)
+	m := request(t, nc, "predictord.reload", `{}`)
+	if got, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); got != "500" || !strings.Contains(desc, "restart the group") {
+		t.Errorf("reload: error %s %q, want 500 saying to restart the group", got, desc)
+	}
+	if a.s.model.Load() != before {
+		t.Fatal("the model changed")
+	}
+}
+
+// TestStandbyGroupReset: an operator's reset to a two-instance group,
+// requested while the device streams, is a group event: the holder
+// announces it on the device's control subject at a frame past its
+// receive edge, both instances (and the recording) apply it before that
+// frame. Both instances answer once they applied it; their states at the
+// end are identical (every cell's generated spikes, next window, the
+// stream's first frame: the same decisions), the device sees the reset's
+// stream start at the announced frame, and the recording's audit passes.
+// A reset while no stream runs is refused with the reason. (Cores that
+// receive the announcement at different frames before the announced one:
+// daemon's TestCoreResetAt.)
+func TestStandbyGroupReset(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
+	a := startReplicaRecording(t, e.url, cfg, "a", recorder.Config{Stream: "REC", MaxAge: time.Hour})
+	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	b := startReplica(t, e.url, cfg, "b")
+	waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	replies := func(n int) []*nats.Msg {
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := nc.PublishRequest("predictord.reset", inbox, []byte(`{"device":"dev0"}`)); err != nil {
+			t.Fatal(err)
+		}
+		var out []*nats.Msg
+		for range n {
+			m, err := sub.NextMsg(2 * microResetWait)
+			if err != nil {
+				t.Fatalf("reset: %d replies, want %d: %v", len(out), n, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, m := range replies(2) {
+		if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || !strings.Contains(desc, "no stream runs") {
+			t.Fatalf("reset before any frame: error %s %q, want 400 saying no stream runs", code, desc)
 		}
 	}
-	d := a.s.devices[0]
-	d.snapMu.Lock()
-	defer d.snapMu.Unlock()
-	if d.prev.Resets != 0 {
-		t.Fatal("the refused reset was applied")
+
+	p := newPublisher(t, e, "dev0")
+	var evMu sync.Mutex
+	var evs []stream.Event
+	evSub, err := p.SubscribeEvents(func(ev stream.Event, err error) {
+		evMu.Lock()
+		defer evMu.Unlock()
+		if err == nil {
+			evs = append(evs, ev)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer func() { _ = evSub.Unsubscribe() }()
+	c := collectAll(t, p)
+	var got []*nats.Msg
+	done := make(chan struct{})
+	publishSplit(t, f, p, 8, func(i int) {
+		if i == (f.hi-f.lo)/8/4 { // a quarter in, with decisions flowing: the request meets frames in flight
+			go func() { defer close(done); got = replies(2) }()
+		}
+		time.Sleep(time.Millisecond)
+	})
+	<-done
+	var at int64 = -1
+	for _, m := range got {
+		var r ResetReply
+		decode(t, m, &r)
+		if r.Resets != 1 {
+			t.Fatalf("reply %+v: want the first reset", r)
+		}
+		if r.Instance == a.s.MicroID() {
+			at = r.At
+		}
+	}
+	if at <= int64(f.lo) || at >= int64(f.hi) {
+		t.Fatalf("the holder announced the reset at frame %d, want one within the frames sent (%d..%d)", at, f.lo, f.hi)
+	}
+	for _, r := range []*replicaSvc{a, b} {
+		d := r.s.devices[0]
+		waitUntil(t, "every frame processed", func() bool { return d.last.Load() == int64(f.hi-1) })
+	}
+	// The instances' states, as a joining standby would receive them.
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest(a.s.devices[0].sb.snapSubj, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	var states [][]byte
+	for range 2 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("state %d: %v", len(states), err)
+		}
+		states = append(states, m.Data)
+	}
+	_ = sub.Unsubscribe()
+	var snap daemon.Snapshot
+	if err := json.Unmarshal(states[0], &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Epoch != 2 || snap.First != at {
+		t.Fatalf("state of epoch %d from frame %d, want epoch 2 from the announced frame %d", snap.Epoch, snap.First, at)
+	}
+	if string(states[0]) != string(states[1]) {
+		t.Fatal("the two instances' states differ after the reset")
+	}
+	for _, r := range []*replicaSvc{a, b} {
+		d := r.s.devices[0]
+		d.snapMu.Lock()
+		st := d.prev
+		d.snapMu.Unlock()
+		if st.Resets != 1 || st.ResetsLate != 0 || st.ResetsStale != 0 {
+			t.Fatalf("resets %d, late %d, stale %d; want one at its frame", st.Resets, st.ResetsLate, st.ResetsStale)
+		}
+	}
+	// The device: the reset's stream starts at the announced frame.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitFor(ctx, func(ds []stream.Decision) bool {
+		for _, d := range ds {
+			if d.Epoch == 2 && d.End >= int64(f.hi)-rgc.Horizon {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	evMu.Lock()
+	defer evMu.Unlock()
+	if len(evs) != 2 || evs[1].Reason != stream.EventReset || evs[1].First != at {
+		t.Fatalf("stream events %+v, want the first stream and the reset's from %d", evs, at)
+	}
+	// The recording: the audit re-runs it, the announced reset included.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *recorder.Report
+	waitUntil(t, "the recording audited", func() bool {
+		actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+		defer acancel()
+		rep, err = recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions()))
+	})
+	t.Logf("reset announced at frame %d; %d decisions, audit: %d matched, %d controls replayed", at, len(c.Decisions()), rep.Matched, rep.Controls)
 }
