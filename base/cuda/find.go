@@ -31,7 +31,8 @@ var (
 // /usr/local/cuda-*/lib64), the driver's folders in containers
 // (/usr/local/nvidia/lib64), the NVIDIA Python wheels' lib folders
 // (site-packages/nvidia/*/lib under every python3* of /usr/lib,
-// /usr/local/lib, ~/.local/lib and $VIRTUAL_ENV), and the distribution's
+// /usr/local/lib, ~/.local/lib, $VIRTUAL_ENV and $CONDA_PREFIX, and the
+// latter's lib), and the distribution's
 // library folders. A folder appears once; missing ones are kept (the
 // search skips them) so that an error can name every place tried.
 func SearchDirs(extra string) []string {
@@ -62,8 +63,11 @@ func SearchDirs(extra string) []string {
 	if home != "" {
 		roots = append(roots, filepath.Join(home, ".local/lib"))
 	}
-	if v := os.Getenv("VIRTUAL_ENV"); v != "" {
-		roots = append(roots, filepath.Join(v, "lib"))
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if p := os.Getenv(v); p != "" {
+			roots = append(roots, filepath.Join(p, "lib"))
+			add(filepath.Join(p, "lib")) // conda's own libraries
+		}
 	}
 	for _, r := range roots {
 		for _, sp := range []string{"site-packages", "dist-packages"} {

@@ -52,7 +52,9 @@ export RGCPRED_CUDA_LIB=${RGCPRED_CUDA_LIB:-$libs}
 echo "RGCPRED_CUDA_LIB=$RGCPRED_CUDA_LIB" >"$out/env.txt"
 
 step cuda-test 40 "$bin/cuda.test" -test.v -test.count=1
-step gpu-test 100 "$bin/gpu.test" -test.v -test.count=1
+# The device tests and NVRTC's compile of the kernels (the CPU-side tests
+# ran where the folder was built).
+step gpu-test 100 "$bin/gpu.test" -test.v -test.count=1 -test.run 'Device|KernelsCompile|NVRTC'
 step gpucheck 200 "$bin/gpucheck" --data data/chicken-17-08-21 --models models --json "$out/gpucheck.json" --budget 150s
 : >"$out/torch.jsonl"
 for stem in gpt-a gpt-b; do
@@ -77,4 +79,6 @@ for n in 1 10 40 100 167; do
 	python3 summary.py --realtime "$out/latency-$cells.json" || break
 done
 python3 summary.py --out "$out" >"$out/summary.log" 2>&1
+cat "$out/summary.log"
+grep -h -E '^(--- FAIL|FAIL|panic)' "$out"/*-test.log
 echo "device check done in $(($(date +%s) - start)) s; $out/summary.json"
