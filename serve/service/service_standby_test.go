@@ -748,3 +748,89 @@ func TestStandbyGroupReset(t *testing.T) {
 	})
 	t.Logf("reset announced at frame %d; %d decisions, audit: %d matched, %d controls replayed", at, len(c.Decisions()), rep.Matched, rep.Controls)
 }
+
+// TestStandbyLateReset: a reset announced for a frame an instance already
+// processed (a link slower than the lead) is applied at once and counted
+// as reset_late; a standby then no longer counts as synced and catches up
+// again from the holder's state, after which both instances' states are
+// identical.
+func TestStandbyLateReset(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
+	a := startReplica(t, e.url, cfg, "a")
+	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	b := startReplica(t, e.url, cfg, "b")
+	waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+	p := newPublisher(t, e, "dev0")
+	half := f.lo + (f.hi-f.lo)/2
+	if err := p.SendHistory(f.histories()); err != nil {
+		t.Fatal(err)
+	}
+	for lo := f.lo; lo < half; lo += 8 {
+		if err := p.PublishFrames(f.frames(lo, min(lo+8, half))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []*replicaSvc{a, b} {
+		d := r.s.devices[0]
+		waitUntil(t, "the first half processed", func() bool { return d.last.Load() == int64(half-1) })
+	}
+	late, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpResetAt, Epoch: 1, At: int64(half - 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Conn().Publish(stream.ControlSubject("dev0"), late); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the late reset counted on both", func() bool {
+		for _, r := range []*replicaSvc{a, b} {
+			if r.s.devices[0].rejected.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for lo := half; lo < f.hi; lo += 8 {
+		if err := p.PublishFrames(f.frames(lo, min(lo+8, f.hi))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	bd := b.s.devices[0]
+	waitUntil(t, "b caught up again", func() bool { return bd.sb.synced.Load() && bd.sb.restores.Load() == 2 })
+	for _, r := range []*replicaSvc{a, b} {
+		d := r.s.devices[0]
+		waitUntil(t, "every frame processed", func() bool { return d.last.Load() == int64(f.hi-1) })
+		d.rejectedMu.Lock()
+		n := d.rejectedBy["reset_late"]
+		d.rejectedMu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d late resets counted, want 1", n)
+		}
+	}
+	if !a.s.devices[0].sb.synced.Load() {
+		t.Fatal("the holder no longer synced")
+	}
+	nc := p.Conn()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(bd.sb.snapSubj, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for range 2 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("state %d: %v", len(states), err)
+		}
+		states = append(states, string(m.Data))
+	}
+	if states[0] != states[1] {
+		t.Fatal("the instances' states differ after b caught up again")
+	}
+}
