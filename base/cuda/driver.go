@@ -57,6 +57,7 @@ type Error struct {
 	Message string // CUDA's description
 }
 
+// Error reads "call: NAME (code): message".
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (%d): %s", e.Call, e.Name, e.Code, e.Message)
 }
