@@ -15,9 +15,9 @@ const (
 // shared by predictord, the latency bench and trainer eval.
 type Flags struct {
 	Backend   string // BackendCPU or BackendCUDA
-	Device    int
-	LibDirs   string
-	Precision string
+	Device    int    // the GPU's ordinal
+	LibDirs   string // folders searched first for the CUDA libraries
+	Precision string // the GEMMs' arithmetic: fp32 or tf32
 }
 
 // AddFlags registers --backend, --gpu, --cuda-lib and --gpu-precision on

@@ -20,8 +20,8 @@ const (
 // Ref is a region of an arena, in float32s: what an operation may read or
 // write through one pointer argument.
 type Ref struct {
-	Arena    int
-	Off, Len int
+	Arena    int // arenaWeights or arenaActs
+	Off, Len int // first float and length
 }
 
 // argKind is the type of a kernel parameter.
@@ -59,17 +59,17 @@ func kernelNames() []string {
 // Arg is one kernel argument: a region (a pointer to its first element),
 // a null pointer, or an int.
 type Arg struct {
-	Ref  *Ref
-	Null bool
-	Int  int
+	Ref  *Ref // a pointer to the region's first float
+	Null bool // a null pointer
+	Int  int  // else an int
 }
 
 // Gemm is C = A W (row-major; cuda.BLAS.Gemm): A m x k with row stride
 // Lda, W k x n with row stride Ldw, C m x n with row stride Ldc.
 type Gemm struct {
-	M, N, K       int
-	A, W, C       Ref
-	Lda, Ldw, Ldc int
+	M, N, K       int // C is M x N; the sum runs over K
+	A, W, C       Ref // the operands' regions
+	Lda, Ldw, Ldc int // row strides
 }
 
 // Op is one step of the forward pass: a kernel launch or a cuBLAS GEMM.
