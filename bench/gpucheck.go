@@ -19,17 +19,17 @@ import (
 // GPUCheckOptions configure GPUCheck, the device check of the GPU engine
 // (docs/engine.md, "The device check").
 type GPUCheckOptions struct {
-	Data     string   // the recording whose test-split windows are used
-	Models   string   // folder of checkpoints named CONFIG.ckpt (others get gpu.TestWeights)
-	Configs  []string // configurations to check for parity
-	Windows  int      // windows of the parity check (256)
-	Timed    []string // configurations to time (the paper CNN's: PyTorch's reference is that size)
-	Batches  []int    // throughput batches (64, 1024, 8192)
-	TimeEach time.Duration
-	Device   int
-	LibDirs  string
-	Progress io.Writer
-	Deadline time.Time // stop starting new parts after it (zero: none)
+	Data     string        // the recording whose test-split windows are used
+	Models   string        // folder of checkpoints named CONFIG.ckpt (others get gpu.TestWeights)
+	Configs  []string      // configurations to check for parity
+	Windows  int           // windows of the parity check (256)
+	Timed    []string      // configurations to time (the paper CNN's: PyTorch's reference is that size)
+	Batches  []int         // throughput batches (64, 1024, 8192)
+	TimeEach time.Duration // time spent on each timed batch
+	Device   int           // the GPU's ordinal
+	LibDirs  string        // folders searched first for the CUDA libraries
+	Progress io.Writer     // a line per part, if not nil
+	Deadline time.Time     // stop starting new parts after it (zero: none)
 	// Done, if not nil, is called with the report so far after each part,
 	// so that a crash later leaves what was measured.
 	Done func(*GPUReport)

@@ -87,11 +87,11 @@ func (d *driver) check(fn string, r int32) error {
 // informational fields must be called from inside Do.
 type Device struct {
 	d             *driver
-	Ordinal       int
-	Name          string
-	Major, Minor  int // compute capability
-	SMs           int
-	DriverVersion int // e.g. 12040 for 12.4
+	Ordinal       int    // the GPU's ordinal
+	Name          string // e.g. "NVIDIA H100 80GB HBM3"
+	Major, Minor  int    // compute capability
+	SMs           int    // multiprocessors
+	DriverVersion int    // e.g. 12040 for 12.4
 	dev           int32
 	ctx           uintptr
 	jobs          chan func() error

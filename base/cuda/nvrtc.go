@@ -72,8 +72,8 @@ func (n *NVRTC) err(fn string, r int32, log string) error {
 // Compiled is the result of a compilation: the cubin and NVRTC's log
 // (warnings, or empty).
 type Compiled struct {
-	Cubin []byte
-	Log   string
+	Cubin []byte // the ELF image for cuModuleLoadData
+	Log   string // NVRTC's messages (warnings), trimmed
 }
 
 // Compile compiles src (file name name, for messages) to a cubin for arch
