@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -69,27 +70,12 @@ func TestStandbyGroupReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	replies := func(n int) []*nats.Msg {
-		inbox := nats.NewInbox()
-		sub, err := nc.SubscribeSync(inbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sub.Unsubscribe() }()
-		if err := nc.PublishRequest("predictord.reset", inbox, []byte(`{"device":"dev0"}`)); err != nil {
-			t.Fatal(err)
-		}
-		var out []*nats.Msg
-		for range n {
-			m, err := sub.NextMsg(2 * microResetWait)
-			if err != nil {
-				t.Fatalf("reset: %d replies, want %d: %v", len(out), n, err)
-			}
-			out = append(out, m)
-		}
-		return out
+	reset := []byte(`{"device":"dev0"}`)
+	before, err := gatherReplies(nc, "predictord.reset", reset, 2, 2*microResetWait)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, m := range replies(2) {
+	for _, m := range before {
 		if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || !strings.Contains(desc, "no stream runs") {
 			t.Fatalf("reset before any frame: error %s %q, want 400 saying no stream runs", code, desc)
 		}
@@ -111,14 +97,21 @@ func TestStandbyGroupReset(t *testing.T) {
 	defer func() { _ = evSub.Unsubscribe() }()
 	c := collectAll(t, p)
 	var got []*nats.Msg
+	var gotErr error
 	done := make(chan struct{})
 	publishSplit(t, f, p, 8, func(i int) {
 		if i == (f.hi-f.lo)/8/4 { // a quarter in, with decisions flowing: the request meets frames in flight
-			go func() { defer close(done); got = replies(2) }()
+			go func() {
+				defer close(done)
+				got, gotErr = gatherReplies(nc, "predictord.reset", reset, 2, 2*microResetWait)
+			}()
 		}
 		time.Sleep(time.Millisecond)
 	})
 	<-done
+	if gotErr != nil {
+		t.Fatal(gotErr)
+	}
 	var at int64 = -1
 	for _, m := range got {
 		var r ResetReply
@@ -138,31 +131,18 @@ func TestStandbyGroupReset(t *testing.T) {
 		waitUntil(t, "every frame processed", func() bool { return d.last.Load() == int64(f.hi-1) })
 	}
 	// The instances' states, as a joining standby would receive them.
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	states, err := gatherReplies(nc, a.s.devices[0].sb.snapSubj, nil, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.PublishRequest(a.s.devices[0].sb.snapSubj, inbox, nil); err != nil {
-		t.Fatal(err)
-	}
-	var states [][]byte
-	for range 2 {
-		m, err := sub.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("state %d: %v", len(states), err)
-		}
-		states = append(states, m.Data)
-	}
-	_ = sub.Unsubscribe()
 	var snap daemon.Snapshot
-	if err := json.Unmarshal(states[0], &snap); err != nil {
+	if err := json.Unmarshal(states[0].Data, &snap); err != nil {
 		t.Fatal(err)
 	}
 	if snap.Epoch != 2 || snap.First != at {
 		t.Fatalf("state of epoch %d from frame %d, want epoch 2 from the announced frame %d", snap.Epoch, snap.First, at)
 	}
-	if string(states[0]) != string(states[1]) {
+	if string(states[0].Data) != string(states[1].Data) {
 		t.Fatal("the two instances' states differ after the reset")
 	}
 	for _, r := range []*replicaSvc{a, b} {
@@ -270,25 +250,34 @@ func TestStandbyLateReset(t *testing.T) {
 	if !a.s.devices[0].sb.synced.Load() {
 		t.Fatal("the holder no longer synced")
 	}
-	nc := p.Conn()
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	states, err := gatherReplies(p.Conn(), bd.sb.snapSubj, nil, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(bd.sb.snapSubj, inbox, nil); err != nil {
-		t.Fatal(err)
-	}
-	var states []string
-	for range 2 {
-		m, err := sub.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("state %d: %v", len(states), err)
-		}
-		states = append(states, string(m.Data))
-	}
-	if states[0] != states[1] {
+	if string(states[0].Data) != string(states[1].Data) {
 		t.Fatal("the instances' states differ after b caught up again")
 	}
+}
+
+// gatherReplies sends a request on subject, which every instance receives,
+// and returns the first n replies, each within wait of the previous.
+func gatherReplies(nc *nats.Conn, subject string, body []byte, n int, wait time.Duration) ([]*nats.Msg, error) {
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return nil, err
+	}
+	var out []*nats.Msg
+	for range n {
+		m, err := sub.NextMsg(wait)
+		if err != nil {
+			return out, fmt.Errorf("%s: %d replies, want %d: %w", subject, len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
