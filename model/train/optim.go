@@ -23,6 +23,11 @@ type AdamW struct {
 	Step int
 	// M and V are the first and second moment estimates per tensor.
 	M, V map[string][]float32
+
+	// params are the parameters of the weights last updated (w), kept so
+	// that a step allocates nothing.
+	w      *model.Weights
+	params []model.ParamSpec
 }
 
 // NewAdamW returns the optimiser of the spec: beta 0.9/0.99, eps 1e-5,
@@ -42,7 +47,10 @@ func (o *AdamW) Update(w *model.Weights, grad func(name string) []float32, lr fl
 	stepSize := float32(lr / bc1)
 	sqrtBC2 := float32(math.Sqrt(bc2))
 	eps := float32(o.Eps)
-	for _, p := range w.Config.Params() {
+	if o.w != w {
+		o.w, o.params = w, w.Config.Params()
+	}
+	for _, p := range o.params {
 		if p.Kind == model.KindStat {
 			continue
 		}
