@@ -105,6 +105,12 @@ func TestStandbyGroupReset(t *testing.T) {
 				defer close(done)
 				got, gotErr = gatherReplies(nc, "predictord.reset", reset, 2, 2*microResetWait)
 			}()
+			// The announcement reaches both before the frames resume (a
+			// lead of a window is about 130 ms at this test's pace).
+			for _, r := range []*replicaSvc{a, b} {
+				d := r.s.devices[0]
+				waitUntil(t, "the reset announced", func() bool { return d.resetAt.Load() >= 0 })
+			}
 		}
 		time.Sleep(time.Millisecond)
 	})
