@@ -343,7 +343,7 @@ func (d *device) groupReset() (at int64, code, msg string) {
 // longer the group's, so it may not take over until it caught up again
 // from a synced instance's state.
 func (d *device) standbyDiverged() {
-	if !d.sb.on || d.sb.state.resync == nil || d.sb.state.lease.Held() {
+	if !d.sb.on || d.sb.state == nil || d.sb.state.resync == nil || d.sb.state.lease.Held() {
 		return
 	}
 	if d.sb.synced.CompareAndSwap(true, false) {
