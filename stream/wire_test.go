@@ -356,6 +356,8 @@ func FuzzDecodeControl(f *testing.F) {
 	f.Add(b)
 	b, _ = AppendControl(nil, &Control{Op: OpReset})
 	f.Add(b)
+	b, _ = AppendControl(nil, &Control{Op: OpResetAt, Epoch: 3, At: 5000})
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Control
 		if err := DecodeControl(b, &c); err != nil {

@@ -218,7 +218,7 @@ func TestCoreEpochs(t *testing.T) {
 }
 
 // FuzzCoreRecovers feeds the core an arbitrary sequence of frames
-// messages, histories and resets, then a reset and a clean stream with its
+// messages, histories, resets and resets at a frame, then a reset and a clean stream with its
 // recorded histories: the decisions after the reset must equal the offline
 // rollout's (rollout.Run), under the default --max-lag.
 func FuzzCoreRecovers(f *testing.F) {
@@ -267,8 +267,13 @@ func FuzzCoreRecovers(f *testing.F) {
 					}
 				}
 				core.Frames(&fr, 0)
-			case 2:
-				core.Control(&stream.Control{Op: stream.OpReset})
+			case 2: // a reset, or one at a frame near the last (of this epoch or the one before)
+				if arg[0]&1 == 0 {
+					core.Control(&stream.Control{Op: stream.OpReset})
+					break
+				}
+				at := max(core.LastSeq()+int64(int8(arg[1])), 0)
+				core.Control(&stream.Control{Op: stream.OpResetAt, Epoch: core.Epoch() - uint32(arg[2]&1), At: at})
 			case 3:
 				h := stream.History{Cell: int32([]int{ids[0], ids[1], 424242, 7}[arg[0]%4])}
 				for j := range h.Spikes {
