@@ -219,6 +219,12 @@ func (x *exp) loadManifest(command []string) error {
 		return err
 	}
 	if !has {
+		// Runs without a manifest: it was lost, and a fresh start would
+		// train over them.
+		if ents, err := os.ReadDir(filepath.Join(x.dir, "runs")); err == nil && len(ents) > 0 {
+			return fmt.Errorf("experiment %s holds %d runs but no %s: restore it, or start in a new directory",
+				x.dir, len(ents), filepath.Join(x.dir, ManifestFile))
+		}
 		x.man = &Manifest{Version: ManifestVersion, Command: command, LastCommand: command, Created: now,
 			Plan: x.plan, Recording: id, CellIDs: x.ids, Eval: x.evs}
 		return nil
