@@ -27,31 +27,27 @@ func TestPyTorchFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tensor := func(name string) *safetensors.Tensor {
+		t.Helper()
+		tn := probe.Tensor(name)
+		if tn == nil {
+			t.Fatalf("probe lacks %s", name)
+		}
+		return tn
+	}
 	f32 := func(name string) []float32 {
 		t.Helper()
-		tn := probe.Tensor(name)
-		if tn == nil {
-			t.Fatalf("probe lacks %s", name)
-		}
-		v, err := tn.Float32s()
+		v, err := tensor(name).Float32s()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	i64 := func(name string) []int64 {
-		t.Helper()
-		tn := probe.Tensor(name)
-		if tn == nil {
-			t.Fatalf("probe lacks %s", name)
-		}
-		v, err := tn.Int64s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+	rows, err := tensor(ProbeCellRow).Int64s()
+	if err != nil {
+		t.Fatal(err)
 	}
-	input, rows, wantLogits, wantProb := f32(ProbeInput), i64(ProbeCellRow), f32(ProbeLogits), f32(ProbeProb)
+	input, wantLogits, wantProb := f32(ProbeInput), f32(ProbeLogits), f32(ProbeProb)
 	n := len(rows)
 	// Embedding row r serves cluster id 1000+r (the file names no cells).
 	cfg, err := InferConfig(sd, 4)
