@@ -22,9 +22,9 @@ func FuzzAuditSession(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[]`))
 	var (
-		once    sync.Once
-		msgs    []Msg
-		head    int // index of the session header in msgs
+		once sync.Once
+		msgs []Msg
+		head int // index of the session header in msgs
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		once.Do(func() {
