@@ -90,17 +90,25 @@ func TestTrainStepReusesBuffers(t *testing.T) {
 		if _, err := g.Run(); err != nil {
 			t.Fatal(err)
 		}
-		const runs = 3
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		for r := 0; r < runs; r++ {
-			if _, err := g.Run(); err != nil {
-				t.Fatal(err)
+		// The least of several measurements: a reallocated buffer shows in
+		// every step, the runtime's occasional own allocations (more on a
+		// loaded machine) do not.
+		const runs, rounds = 2, 5
+		var objects uint64
+		for k := 0; k < rounds; k++ {
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for r := 0; r < runs; r++ {
+				if _, err := g.Run(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&m1)
+			if b := (m1.TotalAlloc - m0.TotalAlloc) / runs; k == 0 || b < perStep[batch] {
+				perStep[batch], objects = b, (m1.Mallocs-m0.Mallocs)/runs
 			}
 		}
-		runtime.ReadMemStats(&m1)
-		perStep[batch] = (m1.TotalAlloc - m0.TotalAlloc) / runs
-		t.Logf("batch %d: %d bytes in %d objects per step", batch, perStep[batch], (m1.Mallocs-m0.Mallocs)/runs)
+		t.Logf("batch %d: %d bytes in %d objects per step", batch, perStep[batch], objects)
 		if perStep[batch] > 64<<10 {
 			t.Errorf("batch %d: %d bytes allocated per training step, want <= 64 KiB", batch, perStep[batch])
 		}
