@@ -71,6 +71,36 @@ func InitWeights(c Config, rng *rand.Rand) *Weights {
 	return w
 }
 
+// ParityWeights returns weights for c, reproducible from seed, in which
+// every layer matters for the output: He-initialised convolutions, random
+// batch-norm statistics and scales, transformer weights at std 0.15,
+// embeddings at 0.5. Trained or freshly initialised weights leave some
+// layers near identity; parity checks between implementations use these.
+func ParityWeights(c Config, seed uint64) *Weights {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	w := InitWeights(c, rng)
+	for _, p := range c.Params() {
+		ts := w.Tensors[p.Name]
+		for i := range ts {
+			switch {
+			case strings.HasSuffix(p.Name, "running_mean"):
+				ts[i] = float32(0.2 * rng.NormFloat64())
+			case strings.HasSuffix(p.Name, "running_var"):
+				ts[i] = float32(0.5 + rng.Float64())
+			case p.Kind == KindNorm && strings.HasSuffix(p.Name, ".weight"):
+				ts[i] = float32(0.5 + rng.Float64())
+			case p.Kind == KindNorm || p.Kind == KindBias:
+				ts[i] = float32(0.1 * rng.NormFloat64())
+			case p.Kind == KindEmbed:
+				ts[i] = float32(0.5 * rng.NormFloat64())
+			case p.Kind == KindWeight && !strings.HasPrefix(p.Name, "cnn."):
+				ts[i] = float32(0.15 * rng.NormFloat64())
+			}
+		}
+	}
+	return w
+}
+
 // Get returns the tensor called name; it panics if the name is not one of
 // the configuration's parameters (a programming error, not a data error).
 func (w *Weights) Get(name string) []float32 {

@@ -12,39 +12,15 @@ import (
 	"rgcpred/rgc"
 )
 
-// randomWeights returns weights with every tensor random and large enough
-// that each layer matters for the output: He-initialised convolutions,
-// random batch-norm statistics, transformer weights at std 0.15 and
-// embeddings at 0.5 (InitWeights' 0.02 would make the transformer nearly an
-// identity and the test blind to it).
+// randomWeights returns model.ParityWeights for configuration name: every
+// layer matters for the output, so the tests are not blind to any.
 func randomWeights(t testing.TB, name string, cells int, seed uint64) *model.Weights {
 	t.Helper()
 	cfg, err := model.ParseConfigName(name, cells)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(seed, 99))
-	w := model.InitWeights(cfg, rng)
-	for _, p := range cfg.Params() {
-		ts := w.Tensors[p.Name]
-		for i := range ts {
-			switch {
-			case strings.HasSuffix(p.Name, "running_mean"):
-				ts[i] = float32(0.2 * rng.NormFloat64())
-			case strings.HasSuffix(p.Name, "running_var"):
-				ts[i] = float32(0.5 + rng.Float64())
-			case p.Kind == model.KindNorm && strings.HasSuffix(p.Name, ".weight"):
-				ts[i] = float32(0.5 + rng.Float64())
-			case p.Kind == model.KindNorm || p.Kind == model.KindBias:
-				ts[i] = float32(0.1 * rng.NormFloat64())
-			case p.Kind == model.KindEmbed:
-				ts[i] = float32(0.5 * rng.NormFloat64())
-			case p.Kind == model.KindWeight && !strings.HasPrefix(p.Name, "cnn."):
-				ts[i] = float32(0.15 * rng.NormFloat64())
-			}
-		}
-	}
-	return w
+	return model.ParityWeights(cfg, seed)
 }
 
 // randomBatch returns n windows: stimulus rows uniform in [0,1], spike row
