@@ -38,10 +38,10 @@
 //
 // The daemon, the rollout and the evaluator depend only on rgc.Predictor
 // (Predict(batch, out)); Backend adds what a serving loop needs (MaxBatch,
-// Close). Engine is the CPU Backend. A GPU backend would implement Backend
-// too, taking the same *model.Checkpoint (model.Weights hold every tensor by
-// name with the layouts documented on model.Config.Params), and be chosen at
-// start-up where the daemon now calls engine.New.
+// Close). Engine is the CPU Backend. model/gpu's Engine is the GPU
+// Backend: it takes the same *model.Checkpoint and the weights this
+// package prepares (Prepared). Loaders choose one at start-up by the
+// --backend flag (serve/modelload, bench, evaluation).
 package engine
 
 import (
@@ -55,9 +55,9 @@ import (
 	"rgcpred/rgc"
 )
 
-// Backend is anything that can serve predictions: the CPU Engine here, a
-// GPU implementation later. Implementations need not be safe for concurrent
-// use.
+// Backend is anything that can serve predictions: the CPU Engine here and
+// the GPU Engine of model/gpu. Implementations need not be safe for
+// concurrent use.
 type Backend interface {
 	rgc.Predictor
 	// MaxBatch is the largest batch processed in one pass; larger batches
