@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -62,7 +63,7 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 			return fmt.Errorf("--precision: %w", err)
 		}
 	} else {
-		fromSession = func(p string) error { return eng.Force(engine.Precision(p)) }
+		fromSession = recordedArith(eng)
 	}
 	nc, err := connect(o, "replay audit")
 	if err != nil {
@@ -86,4 +87,16 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 		return errors.New("replay: the replayed decisions differ from the recorded ones")
 	}
 	return nil
+}
+
+// recordedArith sets eng to a recorded session's arithmetic. A session
+// served on a GPU ("cuda fp32", "cuda tf32") is refused, naming the way
+// out: the CPU engine does not reproduce the device's arithmetic.
+func recordedArith(eng *engine.Engine) func(p string) error {
+	return func(p string) error {
+		if strings.HasPrefix(p, "cuda ") {
+			return errors.New("served on a GPU: the CPU engine does not reproduce its arithmetic bit for bit; pass --precision fp32 to audit against float32 on the CPU (decisions within rounding of a class boundary may then differ)")
+		}
+		return eng.Force(engine.Precision(p))
+	}
 }

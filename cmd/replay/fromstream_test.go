@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/bench"
+	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
@@ -122,5 +123,42 @@ func auditSession(t *testing.T, ids []int, prec engine.Precision) {
 	}
 	if report, err := audit("--precision", string(other)); err == nil {
 		t.Errorf("audit of a %s session in %s passed:\n%s", prec, other, report)
+	}
+}
+
+// TestRecordedArith: the audit takes on a CPU session's arithmetic and
+// refuses a GPU session's, naming --precision.
+func TestRecordedArith(t *testing.T) {
+	cfg, err := model.ParseConfigName("gpt-a-cat-cpu", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.NewFromWeights(model.ParityWeights(cfg, 1), []int{3}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	set := recordedArith(eng)
+	for _, tc := range []struct {
+		rec     string
+		want    engine.Precision
+		wantErr string
+	}{
+		{"bf16", engine.BF16, ""},
+		{"fp32", engine.FP32, ""},
+		{"cuda tf32", engine.FP32, "--precision"},
+		{"cuda fp32", engine.FP32, "--precision"},
+		{"fp16", engine.FP32, "unknown precision"},
+	} {
+		err := set(tc.rec)
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%q: error %v, want one saying %q", tc.rec, err, tc.wantErr)
+		}
+		if err == nil && eng.Precision() != tc.want {
+			t.Errorf("%q: engine in %s", tc.rec, eng.Precision())
+		}
+		if err != nil {
+			_ = eng.Force(engine.FP32)
+		}
 	}
 }

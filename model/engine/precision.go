@@ -189,6 +189,22 @@ func PrecisionOf(p rgc.Predictor) Precision {
 	return FP32
 }
 
+// ArithNamer is a predictor that names the arithmetic it serves in itself
+// (model/gpu's Engine: "cuda fp32" or "cuda tf32").
+type ArithNamer interface {
+	Arithmetic() string
+}
+
+// ArithmeticOf names the arithmetic a predictor serves in, as the flight
+// recorder stores it: its Arithmetic() where it is an ArithNamer, else
+// PrecisionOf's ("fp32", "bf16" or "int8").
+func ArithmeticOf(p rgc.Predictor) string {
+	if a, ok := p.(ArithNamer); ok {
+		return a.Arithmetic()
+	}
+	return string(PrecisionOf(p))
+}
+
 // Precision returns the arithmetic the engine runs: BF16 or INT8 only
 // after a SetPrecision or Force that selected it.
 func (e *Engine) Precision() Precision {

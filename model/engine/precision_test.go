@@ -11,6 +11,7 @@ import (
 	"rgcpred/base/sgemm"
 	"rgcpred/model"
 	"rgcpred/rgc"
+	"rgcpred/rgc/fakepred"
 )
 
 const shippedData = "../../data/chicken-17-08-21"
@@ -452,6 +453,48 @@ func TestParsePrecision(t *testing.T) {
 		got, err := ParsePrecision(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
 			t.Errorf("ParsePrecision(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+}
+
+// named is a predictor that names its own arithmetic, as model/gpu's
+// Engine does.
+type named struct {
+	rgc.Predictor
+	arith string
+}
+
+func (n named) Arithmetic() string { return n.arith }
+
+// TestArithmeticOf: the arithmetic recorded for a session is what the
+// predictor names itself where it does (the GPU engine), else the CPU
+// engine's precision in force, else fp32.
+func TestArithmeticOf(t *testing.T) {
+	cpu := func(prec Precision) rgc.Predictor {
+		e, err := NewFromWeights(randomWeights(t, "gpt-a-cat", 2, 1), []int{3, 5}, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		if err := e.Force(prec); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name string
+		p    rgc.Predictor
+		want string
+	}{
+		{"cpu fp32", cpu(FP32), "fp32"},
+		{"cpu bf16", cpu(BF16), "bf16"},
+		{"cpu int8", cpu(INT8), "int8"},
+		{"names none", fakepred.New([]int{3}), "fp32"},
+		{"names tf32", named{fakepred.New([]int{3}), "cuda tf32"}, "cuda tf32"},
+		{"names fp32", named{fakepred.New([]int{3}), "cuda fp32"}, "cuda fp32"},
+	} {
+		if got := ArithmeticOf(tc.p); got != tc.want {
+			t.Errorf("%s: ArithmeticOf = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"rgcpred/base/cuda"
+	"rgcpred/model/engine"
 	"rgcpred/rgc"
 )
 
@@ -89,7 +90,8 @@ func TestDeviceLayerParity(t *testing.T) {
 	}
 }
 
-// TestDevicePredictAllocs: a call allocates nothing.
+// TestDevicePredictAllocs: a call, Predict or PredictEach, allocates
+// nothing.
 func TestDevicePredictAllocs(t *testing.T) {
 	needGPU(t)
 	cpu := cpuEngine(t, "gpt-a-cat", 1)
@@ -103,6 +105,15 @@ func TestDevicePredictAllocs(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("Predict allocates %.1f times a call", a)
 	}
+	handed := 0
+	done := func(n int) { handed = n }
+	if a := testing.AllocsPerRun(20, func() {
+		if err := g.PredictEach(b, out, done); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 || handed != 3 {
+		t.Errorf("PredictEach allocates %.1f times a call, handed over %d windows of 3", a, handed)
+	}
 }
 
 // TestDeviceTF32 asks for TF32: the engine either runs it with a passing
@@ -113,6 +124,9 @@ func TestDeviceTF32(t *testing.T) {
 	p, par := g.Precision()
 	if par.Windows != probeWindows || (p == TF32) != par.OK() {
 		t.Fatalf("precision %s with parity %s", p, par)
+	}
+	if a := engine.ArithmeticOf(g); a != "cuda "+string(p) {
+		t.Errorf("recorded arithmetic %q with %s in force", a, p)
 	}
 	t.Logf("%s on %s: %s", p, g.Device(), par)
 }

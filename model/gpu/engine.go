@@ -58,8 +58,12 @@ const probeWindows = 64
 // while a graph is captured).
 const cublasWork = 32 << 20
 
-// Engine runs the forward pass on one GPU. It implements rgc.Predictor and
-// engine.Backend; it is not safe for concurrent use.
+// Engine runs the forward pass on one GPU. It implements rgc.Predictor,
+// rgc.Progressive and engine.Backend; it is not safe for concurrent use.
+// It does not implement rgc.Expecter: it has no helper threads to keep
+// polling, only the device's thread, which waits for each call on a
+// channel (its wake-up is inside the batch-1 latency the device check
+// measures).
 type Engine struct {
 	cfg      model.Config
 	rowOf    map[int]int
@@ -82,9 +86,12 @@ type Engine struct {
 	plans  [][]launch
 	graphs []*cuda.Graph
 
-	cur    int // bucket index of the call in progress
-	runFn  func() error
-	closed bool
+	cur   int // bucket index of the call in progress
+	runFn func() error
+	// compute computes the current call's bucket from host into out: on
+	// the device's thread (run), or emulated on the CPU in tests.
+	compute func() error
+	closed  bool
 }
 
 // launch is an operation ready to queue: its kernel and arguments.
@@ -94,7 +101,11 @@ type launch struct {
 	args *cuda.Args
 }
 
-var _ engine.Backend = (*Engine)(nil)
+var (
+	_ engine.Backend    = (*Engine)(nil)
+	_ engine.ArithNamer = (*Engine)(nil)
+	_ rgc.Progressive   = (*Engine)(nil)
+)
 
 // New returns a GPU engine for a checkpoint.
 func New(ck *model.Checkpoint, o Options) (*Engine, error) {
@@ -139,6 +150,7 @@ func NewFromWeights(w *model.Weights, cellIDs []int, o Options) (*Engine, error)
 	e := &Engine{cfg: prep.Config, rowOf: rowsOf(cellIDs), maxBatch: o.MaxBatch, net: newNet(prep, o.MaxBatch),
 		buckets: buckets(o.MaxBatch), arith: FP32, noGraphs: o.NoGraphs, dev: dev, funcs: map[string]cuda.Func{}}
 	e.runFn = e.run
+	e.compute = func() error { return e.dev.Do(e.runFn) }
 	if err := dev.Do(func() error { return e.setup(nv, o.LibDirs) }); err != nil {
 		e.Close()
 		return nil, err
@@ -340,6 +352,11 @@ func (e *Engine) tryTF32(probe *rgc.Batch) error {
 // asked for, its parity check against FP32.
 func (e *Engine) Precision() (Precision, engine.Parity) { return e.arith, e.parity }
 
+// Arithmetic names the arithmetic in force, "cuda fp32" or "cuda tf32"
+// (engine.ArithNamer): the flight recorder stores it as the session's
+// precision.
+func (e *Engine) Arithmetic() string { return "cuda " + string(e.arith) }
+
 // Device describes the GPU: name, architecture, multiprocessors and driver.
 func (e *Engine) Device() string {
 	d := e.dev
@@ -353,12 +370,25 @@ func (e *Engine) Config() model.Config { return e.cfg }
 func (e *Engine) MaxBatch() int { return e.maxBatch }
 
 // Predict implements rgc.Predictor.
-func (e *Engine) Predict(b *rgc.Batch, out []float32) error { return e.do(b, out, true) }
+func (e *Engine) Predict(b *rgc.Batch, out []float32) error { return e.do(b, out, true, nil) }
+
+// PredictEach implements rgc.Progressive: it is Predict, and it calls
+// done(n) on the calling goroutine as each chunk of MaxBatch windows
+// (the whole batch when it fits) has its probabilities in out. A chunk's
+// windows complete together on the device, so there is nothing to hand
+// over sooner; the daemon's handing-over path runs as with the CPU
+// engine. The outputs are Predict's, bit for bit.
+func (e *Engine) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
+	return e.do(b, out, true, done)
+}
 
 // Logits writes the raw head outputs (Config.HeadOut per window) to out.
-func (e *Engine) Logits(b *rgc.Batch, out []float32) error { return e.do(b, out, false) }
+func (e *Engine) Logits(b *rgc.Batch, out []float32) error { return e.do(b, out, false, nil) }
 
-func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
+// do computes b in chunks of MaxBatch windows, writing probabilities
+// (probs) or head outputs to out and telling done (if not nil) of each
+// chunk's end.
+func (e *Engine) do(b *rgc.Batch, out []float32, probs bool, done func(n int)) error {
 	if e.closed {
 		return errors.New("gpu: closed")
 	}
@@ -380,7 +410,7 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 			return err
 		}
 		e.cur = bucketIndex(e.buckets, hi-lo)
-		if err := e.dev.Do(e.runFn); err != nil {
+		if err := e.compute(); err != nil {
 			return err
 		}
 		for i := lo; i < hi; i++ {
@@ -390,6 +420,9 @@ func (e *Engine) do(b *rgc.Batch, out []float32, probs bool) error {
 			} else {
 				copy(out[i*outW:(i+1)*outW], logits)
 			}
+		}
+		if done != nil {
+			done(hi)
 		}
 	}
 	return nil

@@ -56,8 +56,8 @@ func (f *Flags) Options(maxBatch int) (Options, error) {
 // Describe names what serves: precision in effect, its parity check when
 // TF32 was asked for, and the device.
 func (e *Engine) Describe() string {
-	p, par := e.Precision()
-	s := fmt.Sprintf("cuda %s on %s", p, e.Device())
+	_, par := e.Precision()
+	s := fmt.Sprintf("%s on %s", e.Arithmetic(), e.Device())
 	if par.Windows > 0 {
 		s += fmt.Sprintf(" (tf32 asked for; parity with fp32: %s)", par)
 	}

@@ -104,8 +104,9 @@ type Session struct {
 	// rollout.ParsePolicy reads back; "" for the median).
 	Policy string `json:"policy,omitempty"`
 	// Precision is the arithmetic of the model's convolutions and linear
-	// layers when the session began (engine.PrecisionOf: "fp32", "bf16" or "int8",
-	// fp32 for a predictor other than the engine; "" when unknown).
+	// layers when the session began (engine.ArithmeticOf: "fp32", "bf16"
+	// or "int8" on the CPU engine, "cuda fp32" or "cuda tf32" on the GPU
+	// engine, fp32 for a predictor that names none; "" when unknown).
 	Precision string `json:"precision,omitempty"`
 	// Started is when the daemon began recording.
 	Started time.Time `json:"started"`

@@ -163,7 +163,7 @@ func (r *recording) write(ctx context.Context, device string) error {
 		if m.Name != "" {
 			name = m.Name + " (" + s.cfg.ModelPath + ")"
 		}
-		prec = string(engine.PrecisionOf(m.Predictor))
+		prec = engine.ArithmeticOf(m.Predictor)
 	}
 	err := recorder.WriteSession(ctx, r.js, device, recorder.Session{Model: name, Cells: slices.Clone(s.cells),
 		All: slices.Clone(s.all), Stagger: s.cfg.Stagger, PublishSilence: s.cfg.PublishSilence,

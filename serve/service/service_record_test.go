@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"rgcpred/rgc"
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/recorder"
@@ -60,7 +62,13 @@ type recordingSvc struct {
 
 func startRecording(t *testing.T, e *env, f *fixture, rec recorder.Config) *recordingSvc {
 	t.Helper()
-	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
+	return startRecordingWith(t, e, fakeLoader(f.ids), rec)
+}
+
+// startRecordingWith is startRecording serving the models of load.
+func startRecordingWith(t *testing.T, e *env, load Loader, rec recorder.Config) *recordingSvc {
+	t.Helper()
+	s, err := New(Config{Devices: []string{"dev0"}, Load: load, MaxBatch: 3, PublishSilence: true, Stagger: true,
 		Log: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
@@ -195,4 +203,51 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the header again after the reload", func() bool { return headers() == 4 })
+}
+
+// namedArith is a predictor that names its own arithmetic, as the GPU
+// engine does (engine.ArithNamer).
+type namedArith struct {
+	*fakepred.Hash
+	arith string
+}
+
+func (n namedArith) Arithmetic() string { return n.arith }
+
+// TestRecordSessionArithmetic: the session header stores the arithmetic
+// the served predictor names (the GPU engine's "cuda tf32"), and fp32 for
+// one that names none.
+func TestRecordSessionArithmetic(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	for _, tc := range []struct {
+		name string
+		pred rgc.Predictor
+		want string
+	}{
+		{"names none", fakepred.New(f.ids), "fp32"},
+		{"cuda tf32", namedArith{fakepred.New(f.ids), "cuda tf32"}, "cuda tf32"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startJetStream(t)
+			load := func(string, int) (*Model, error) { return &Model{Predictor: tc.pred, Cells: f.ids, Name: "fake"}, nil }
+			r := startRecordingWith(t, e, load, recorder.Config{MaxAge: time.Hour})
+			var got []string
+			waitUntil(t, "the session header", func() bool {
+				got = got[:0]
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer rcancel()
+				_ = recorder.StreamSource(r.js, "REC", "dev0")(rctx, func(m recorder.Msg) error {
+					var s recorder.Session
+					if m.Kind == recorder.KindSession && json.Unmarshal(m.Data, &s) == nil {
+						got = append(got, s.Precision)
+					}
+					return nil
+				})
+				return len(got) > 0
+			})
+			if got[0] != tc.want {
+				t.Errorf("recorded precision %q, want %q", got[0], tc.want)
+			}
+		})
+	}
 }
