@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"rgcpred/base/cuda"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/model/gpu"
@@ -37,8 +38,11 @@ type GPUCheckOptions struct {
 
 // GPUReport is the device check's outcome, written as JSON.
 type GPUReport struct {
-	Date    string      `json:"date"`
-	Device  string      `json:"device"`
+	Date   string `json:"date"`
+	Device string `json:"device"`
+	// NoGPU says why no GPU could be opened ("" when one was): the parts
+	// below then fail with the same error.
+	NoGPU   string      `json:"no_gpu,omitempty"`
 	Parity  []GPUParity `json:"parity"`
 	Timing  []GPUTiming `json:"timing"`
 	Skipped []string    `json:"skipped,omitempty"` // parts not run before the deadline
@@ -83,6 +87,12 @@ func GPUCheck(o GPUCheckOptions) (*GPUReport, error) {
 		parityEnd = time.Now().Add(time.Until(o.Deadline) * 6 / 10)
 	}
 	rep := &GPUReport{Date: time.Now().UTC().Format(time.RFC3339)}
+	if d, err := cuda.Open(o.Device, o.LibDirs); err != nil {
+		rep.NoGPU = "no GPU: " + err.Error()
+		say("%s", rep.NoGPU)
+	} else if err := d.Close(); err != nil {
+		return nil, fmt.Errorf("gpucheck: %w", err)
+	}
 	recs := map[rgc.StimMode]*rgc.Recording{}
 	recording := func(m rgc.StimMode) (*rgc.Recording, error) {
 		if r, ok := recs[m]; ok {

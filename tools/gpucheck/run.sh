@@ -42,7 +42,7 @@ step() { # step NAME SECONDS CMD...: run CMD with at most SECONDS (and what is l
 	echo '{"step":"'"$name"'","status":'"$rc"',"seconds":'"$(($(date +%s) - t0))"',"limit_s":'"$t"'}' >>"$out/steps.jsonl"
 }
 : >"$out/steps.jsonl"
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+if command -v nvidia-smi >/dev/null; then nvidia-smi >"$out/nvidia-smi.txt" 2>&1; else echo "no nvidia-smi here: no NVIDIA driver installed" >"$out/nvidia-smi.txt"; fi
 python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$out/torch-version.txt" 2>&1
 # The CUDA libraries: PyTorch's wheels carry NVRTC and cuBLAS.
 libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)
