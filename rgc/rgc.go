@@ -97,7 +97,8 @@ type Expecter interface {
 
 // Progressive is implemented by predictors that can hand a call's windows
 // over as they are computed (the CPU engine, whose threads finish a batch's
-// windows one after another): a caller that acts on each window's output
+// windows one after another; the GPU engine, a chunk of windows at a
+// time): a caller that acts on each window's output
 // (the daemon publishes its decision) need not wait for the whole batch.
 // It is optional: callers check for it with a type assertion.
 type Progressive interface {
