@@ -14,8 +14,9 @@ import (
 // second run's boundary at step 4, damages one file of its state, and
 // resumes: the experiment refuses with an error naming the file and keeps
 // the boundary's files as it found them (a missing manifest does not start
-// a fresh experiment over the runs); with the file repaired, it resumes to
-// the end.
+// a fresh experiment over the runs, a missing best checkpoint is not read
+// as "no best model yet" when the boundary's resume state records one);
+// with the file repaired, it resumes to the end.
 func TestResumeRefusesDamagedState(t *testing.T) {
 	data := synthData(t)
 	second := runName("gpt-a-logmix-cpu", 1)
@@ -50,6 +51,7 @@ func TestResumeRefusesDamagedState(t *testing.T) {
 		{"boundary resume missing", filepath.Join(runDir, "boundary-4.resume"), os.Remove, false},
 		{"boundary resume corrupt", filepath.Join(runDir, "boundary-4.resume"), truncate, true},
 		{"boundary checkpoint corrupt", filepath.Join(runDir, "boundary-4.ckpt"), truncate, false},
+		{"boundary checkpoint missing", filepath.Join(runDir, "boundary-4.ckpt"), os.Remove, true},
 		{"manifest corrupt", ManifestFile, truncate, false},
 		{"manifest missing", ManifestFile, os.Remove, true},
 	} {

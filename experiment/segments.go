@@ -74,7 +74,8 @@ func (f segmentFiles) removeBoundaries(keep int) error {
 // restore prepares the run directory for a segment that starts at step
 // (0: a fresh start): the best checkpoint as of that step, no resume
 // checkpoint of a discarded segment tail. It returns the resume checkpoint
-// to continue from ("" for a fresh start).
+// to continue from ("" for a fresh start). A boundary without a best
+// checkpoint whose resume state records a best model is refused.
 func (f segmentFiles) restore(step int) (string, error) {
 	if err := os.Remove(f.resume()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("restore boundary: %w", err)
@@ -85,8 +86,13 @@ func (f segmentFiles) restore(step int) (string, error) {
 		}
 		return "", nil
 	}
-	if _, err := os.Stat(f.boundaryResume(step)); err != nil {
+	ck, err := model.LoadCheckpoint(f.boundaryResume(step))
+	if err != nil {
 		return "", fmt.Errorf("restore boundary at step %d: %w", step, err)
+	}
+	bestStep, _, hasBest, err := train.RecordedBest(ck)
+	if err != nil {
+		return "", fmt.Errorf("restore boundary at step %d: %s: %w", step, f.boundaryResume(step), err)
 	}
 	switch _, err := os.Stat(f.boundaryBest(step)); {
 	case err == nil:
@@ -97,6 +103,10 @@ func (f segmentFiles) restore(step int) (string, error) {
 		if err := copyFileAtomic(f.boundaryBest(step), f.best()); err != nil {
 			return "", fmt.Errorf("restore boundary at step %d: %w", step, err)
 		}
+	case errors.Is(err, fs.ErrNotExist) && hasBest:
+		// Training on without it would lose the run's best model.
+		return "", fmt.Errorf("restore boundary at step %d: %s is missing, but %s records a best model at step %d",
+			step, f.boundaryBest(step), f.boundaryResume(step), bestStep)
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.Remove(f.best()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("restore boundary: %w", err)

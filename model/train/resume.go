@@ -49,6 +49,21 @@ func decodeState(data []byte, cfg model.Config, steps int) (*state, error) {
 	return st, nil
 }
 
+// RecordedBest reads the training state of resume checkpoint ck and
+// returns the best validation loss it records and its step; ok is false
+// before the run's first validation. A run that recorded a best loss saved
+// a best checkpoint with it.
+func RecordedBest(ck *model.Checkpoint) (step int, val float64, ok bool, err error) {
+	if len(ck.TrainState) == 0 {
+		return 0, 0, false, errors.New("no training state")
+	}
+	st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return st.BestStep, st.BestVal, !math.IsInf(st.BestVal, 1), nil
+}
+
 // finite reports whether v is neither NaN nor infinite.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 

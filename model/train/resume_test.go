@@ -160,6 +160,47 @@ func setResumeState(t *testing.T, path string, mutate func(st *state)) {
 	}
 }
 
+// TestRecordedBest reads the best validation a resume checkpoint's state
+// records: the loss and step after a validation, none before the first
+// (+Inf at step 0), and an error for a checkpoint without a readable
+// state.
+func TestRecordedBest(t *testing.T) {
+	tests := []struct {
+		name     string
+		state    func(st *state) []byte // the checkpoint's training state
+		wantStep int
+		wantVal  float64
+		wantOK   bool
+		wantErr  string // "" for success
+	}{
+		{"after a validation", func(st *state) []byte { return encodeState(t, st) }, 2, 4.2, true, ""},
+		{"before the first validation", func(st *state) []byte {
+			st.BestVal, st.BestStep, st.Stop = math.Inf(1), 0, NewEarlyStop()
+			return encodeState(t, st)
+		}, 0, math.Inf(1), false, ""},
+		{"no training state", func(st *state) []byte { return nil }, 0, 0, false, "no training state"},
+		{"inconsistent state", func(st *state) []byte { st.BestStep = 9; return encodeState(t, st) }, 0, 0, false, "best step 9 outside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, cfg := validState(t)
+			ck := &model.Checkpoint{Weights: model.InitWeights(cfg, rand.New(rand.NewPCG(1, 2))),
+				Provenance: model.Provenance{Steps: st.Step}}
+			ck.TrainState = tc.state(st)
+			step, val, ok, err := RecordedBest(ck)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || step != tc.wantStep || val != tc.wantVal || ok != tc.wantOK {
+				t.Fatalf("RecordedBest = %d, %v, %v, %v; want %d, %v, %v", step, val, ok, err, tc.wantStep, tc.wantVal, tc.wantOK)
+			}
+		})
+	}
+}
+
 // TestResumeAfterCrash stops a run between the two saves of its first
 // validation (the resume checkpoint is written, the best checkpoint is
 // not), builds the on-disk states the stop can leave next to other best
