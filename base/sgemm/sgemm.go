@@ -102,10 +102,23 @@ func (p *PackedB) N() int { return p.n }
 // NewPackedB packs op(B), a k x n matrix (B is k x n with row stride ldb, or
 // n x k when transB).
 func NewPackedB(transB bool, k, n int, b []float32, ldb int) *PackedB {
+	return PackBInto(nil, transB, k, n, b, ldb)
+}
+
+// PackBInto is NewPackedB reusing p's storage when it is large enough (p
+// may be nil), so that a matrix that changes every step (a weight being
+// trained) is packed without allocating. It returns the packed matrix.
+func PackBInto(p *PackedB, transB bool, k, n int, b []float32, ldb int) *PackedB {
 	checkMat("B", transB, k, n, b, ldb)
 	nr := kern.nr
 	np := (n + nr - 1) / nr
-	p := &PackedB{k: k, n: n, data: make([]float32, k*np*nr)}
+	if p == nil {
+		p = &PackedB{}
+	}
+	if cap(p.data) < k*np*nr {
+		p.data = make([]float32, k*np*nr)
+	}
+	p.k, p.n, p.data = k, n, p.data[:k*np*nr]
 	off := 0
 	for pc := 0; pc < k; pc += kcBlock {
 		kb := min(kcBlock, k-pc)

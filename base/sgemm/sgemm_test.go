@@ -358,3 +358,43 @@ func BenchmarkGemmPackedConv(b *testing.B) {
 		})
 	}
 }
+
+// TestPackBIntoReuses checks that PackBInto packs as NewPackedB does when it
+// reuses a larger matrix's storage (the panels past the new n are cleared),
+// and that repacking into storage large enough allocates nothing.
+func TestPackBIntoReuses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 1))
+	big := make([]float32, 300*70)
+	for i := range big {
+		big[i] = float32(rng.NormFloat64())
+	}
+	p := NewPackedB(false, 300, 70, big, 70)
+	for _, tc := range []struct {
+		trans bool
+		k, n  int
+	}{{false, 300, 70}, {true, 37, 19}, {false, 5, 3}, {true, 290, 33}} {
+		b := make([]float32, tc.k*tc.n)
+		for i := range b {
+			b[i] = float32(rng.NormFloat64())
+		}
+		ld := tc.n
+		if tc.trans {
+			ld = tc.k
+		}
+		want := NewPackedB(tc.trans, tc.k, tc.n, b, ld)
+		if q := PackBInto(p, tc.trans, tc.k, tc.n, b, ld); q != p {
+			t.Fatalf("%v: PackBInto returned a new matrix, want its argument", tc)
+		}
+		if p.K() != tc.k || p.N() != tc.n || len(p.data) != len(want.data) {
+			t.Fatalf("%v: packed %d x %d (%d floats), want %d x %d (%d)", tc, p.K(), p.N(), len(p.data), tc.k, tc.n, len(want.data))
+		}
+		for i := range want.data {
+			if p.data[i] != want.data[i] {
+				t.Fatalf("%v: packed[%d] = %g, want %g", tc, i, p.data[i], want.data[i])
+			}
+		}
+		if n := testing.AllocsPerRun(3, func() { PackBInto(p, tc.trans, tc.k, tc.n, b, ld) }); n != 0 {
+			t.Errorf("%v: %.0f allocations repacking, want 0", tc, n)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package graph
 import (
 	"fmt"
 
+	"rgcpred/base/sgemm"
+
 	"gorgonia.org/tensor"
 )
 
@@ -14,11 +16,14 @@ import (
 type conv1d struct {
 	stride, pad int
 	par         parallel
-	cols        [][]float32 // per-worker im2col buffers
-	phs         [][]float32 // per-worker stride-phase buffers (see polyphase)
-	dws         [][]float32 // per-worker accumulators of the transposed weight gradient
-	wt          []float32   // W^T [Cin*K, Cout]
-	gemm        *gemmTeam   // packing space per worker (nil: sgemm's pool)
+	cols        [][]float32      // per-worker im2col buffers
+	phs         [][]float32      // per-worker stride-phase buffers (see polyphase)
+	dws         [][]float32      // per-worker accumulators of the transposed weight gradient
+	wt          []float32        // the weights reordered for a GEMM
+	gemm        *gemmTeam        // packing space per worker (nil: sgemm's pool)
+	work        [][]float32      // per-worker packing space of the channels-last passes
+	pf          *sgemm.PackedB   // the forward pass's packed weights (channels-last)
+	pd          []*sgemm.PackedB // the data gradient's packed taps, per stride residue
 }
 
 func (c *conv1d) name() string { return fmt.Sprintf("conv1d(s%d,p%d)", c.stride, c.pad) }
@@ -240,6 +245,10 @@ func add32(d, x []float32) {
 func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 	d := c.dims(in[0], in[1])
 	x, w := f32(in[0]), f32(in[1])
+	if c.channelsLast(d) {
+		c.forwardCL(d, x, w, out)
+		return
+	}
 	ck := d.cin * d.k
 	if !c.direct(d) {
 		c.scratch(&c.cols, ck*d.lout)
@@ -267,6 +276,10 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	d := c.dims(in[0], in[1])
 	x, w := f32(in[0]), f32(in[1])
+	if i == 0 && c.channelsLast(d) {
+		c.backwardDataCL(d, w, gout, gin)
+		return
+	}
 	ck := d.cin * d.k
 	direct := c.direct(d)
 	if !direct {

@@ -1,0 +1,159 @@
+package graph
+
+import "rgcpred/base/sgemm"
+
+// Channels-last convolution, as the engine runs it (model/engine): with a
+// window transposed to [L, Cin] and zero-padded, the im2col row of output
+// position j is the contiguous run of K*Cin floats at row j*stride, so the
+// whole im2col matrix is the window itself read with a row stride of
+// stride*Cin (rows overlap). sgemm.GemmPacked reads it in place against the
+// weights packed once per call; nothing per window is copied but the two
+// transposes. The data gradient is a channels-last convolution of the
+// output gradient with the flipped, transposed taps, one per stride
+// residue of the input position (Dumoulin and Visin, "A guide to
+// convolution arithmetic for deep learning", 2016, section 4).
+
+// channelsLast reports whether the forward pass and the data gradient run
+// channels-last (every kernel wider than one tap).
+func (c *conv1d) channelsLast(d convDims) bool { return d.k > 1 }
+
+// clRows is the number of padded input rows the forward pass reads.
+func (c *conv1d) clRows(d convDims) int { return (d.lout-1)*c.stride + d.k }
+
+// clWork sizes the per-worker buffers of the channels-last passes: packing
+// space and two matrices of n1 and n2 floats.
+func (c *conv1d) clWork(n1, n2 int) {
+	c.scratch(&c.work, sgemm.WorkSize())
+	c.scratch(&c.cols, n1)
+	c.scratch(&c.phs, n2)
+}
+
+func (c *conv1d) forwardCL(d convDims, x, w, out []float32) {
+	kc := d.k * d.cin
+	n := d.cout * kc
+	if len(c.wt) < n {
+		c.wt = make([]float32, n)
+	}
+	wr := c.wt[:n] // [Cout][K][Cin]
+	for co := 0; co < d.cout; co++ {
+		for ci := 0; ci < d.cin; ci++ {
+			for k, v := range w[(co*d.cin+ci)*d.k : (co*d.cin+ci+1)*d.k] {
+				wr[co*kc+k*d.cin+ci] = v
+			}
+		}
+	}
+	c.pf = sgemm.PackBInto(c.pf, true, kc, d.cout, wr, kc)
+	rows := c.clRows(d)
+	c.clWork(rows*d.cin, d.lout*d.cout)
+	c.par.run(d.b, func(lo, hi, wk int) {
+		xp := c.cols[wk][:rows*d.cin]
+		yt := c.phs[wk][:d.lout*d.cout]
+		for b := lo; b < hi; b++ {
+			toRows(xp, x[b*d.cin*d.l:(b+1)*d.cin*d.l], d.cin, d.l, c.pad, rows)
+			sgemm.GemmPacked(false, d.lout, 1, xp, c.stride*d.cin, c.pf, 0, yt, d.cout, c.work[wk])
+			fromRows(out[b*d.cout*d.lout:(b+1)*d.cout*d.lout], yt, d.cout, d.lout)
+		}
+	})
+}
+
+// toRows writes x [C, L] channels-last into xp [rows, C] starting at row
+// pad, zero elsewhere (input positions at or past rows - pad are not read).
+func toRows(xp, x []float32, ch, l, pad, rows int) {
+	n := min(l, rows-pad)
+	clear(xp[:pad*ch])
+	clear(xp[(pad+n)*ch : rows*ch])
+	for ci := 0; ci < ch; ci++ {
+		for t, v := range x[ci*l : ci*l+n] {
+			xp[(pad+t)*ch+ci] = v
+		}
+	}
+}
+
+// fromRows writes y [C, L] from yt [L, C].
+func fromRows(y, yt []float32, ch, l int) {
+	for co := 0; co < ch; co++ {
+		row := y[co*l : (co+1)*l]
+		for j := range row {
+			row[j] = yt[j*ch+co]
+		}
+	}
+}
+
+// residue describes the data gradient's taps for input positions
+// t = m*stride + r: taps k0, k0+s, ..., q of them; position m reads output
+// positions m + c0 - q + 1 .. m + c0; lr positions in all.
+type residue struct{ k0, q, c0, lr int }
+
+func (c *conv1d) residue(d convDims, r int) residue {
+	s := c.stride
+	k0 := (r + c.pad) % s
+	q := 0
+	if k0 < d.k {
+		q = (d.k - k0 + s - 1) / s
+	}
+	return residue{k0: k0, q: q, c0: (r + c.pad - k0) / s, lr: (d.l - r + s - 1) / s}
+}
+
+// backwardDataCL computes dx: per stride residue r, dx_r [Lr, Cin] is the
+// output gradient channels-last (zero-padded, read in place with
+// overlapping rows) times that residue's taps, flipped.
+func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
+	s := c.stride
+	if len(c.pd) < s {
+		c.pd = make([]*sgemm.PackedB, s)
+	}
+	front, end := 0, d.lout
+	for r := 0; r < s; r++ {
+		rs := c.residue(d, r)
+		if rs.q == 0 {
+			continue
+		}
+		front = max(front, rs.q-1-rs.c0)
+		end = max(end, rs.lr+rs.c0)
+		n := d.cin * rs.q * d.cout
+		if len(c.wt) < n {
+			c.wt = make([]float32, n)
+		}
+		br := c.wt[:n] // [Cin][q][Cout], taps flipped
+		qc := rs.q * d.cout
+		for co := 0; co < d.cout; co++ {
+			for ci := 0; ci < d.cin; ci++ {
+				wr := w[(co*d.cin+ci)*d.k : (co*d.cin+ci+1)*d.k]
+				for qq := 0; qq < rs.q; qq++ {
+					br[ci*qc+qq*d.cout+co] = wr[rs.k0+(rs.q-1-qq)*s]
+				}
+			}
+		}
+		c.pd[r] = sgemm.PackBInto(c.pd[r], true, qc, d.cin, br, qc)
+	}
+	rows := front + end
+	lr := (d.l + s - 1) / s
+	c.clWork(rows*d.cout, lr*d.cin)
+	c.par.run(d.b, func(lo, hi, wk int) {
+		gp := c.cols[wk][:rows*d.cout]
+		dt := c.phs[wk][:lr*d.cin]
+		for b := lo; b < hi; b++ {
+			toRows(gp, gout[b*d.cout*d.lout:(b+1)*d.cout*d.lout], d.cout, d.lout, front, rows)
+			dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
+			for r := 0; r < s; r++ {
+				rs := c.residue(d, r)
+				if rs.q == 0 {
+					for ci := 0; ci < d.cin; ci++ {
+						for t := r; t < d.l; t += s {
+							dx[ci*d.l+t] = 0
+						}
+					}
+					continue
+				}
+				a := gp[(front+rs.c0-rs.q+1)*d.cout:]
+				sgemm.GemmPacked(false, rs.lr, 1, a, d.cout, c.pd[r], 0, dt, d.cin, c.work[wk])
+				for ci := 0; ci < d.cin; ci++ {
+					row := dx[ci*d.l : (ci+1)*d.l]
+					for m, t := 0, r; t < d.l; m, t = m+1, t+s {
+						row[t] = dt[m*d.cin+ci]
+					}
+				}
+			}
+		}
+	})
+}
