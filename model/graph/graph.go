@@ -5,7 +5,7 @@
 // differentiation.
 //
 // The layers run as gorgonia operations backed by hand-written kernels
-// (im2col + SGEMM convolution, batch norm, squeeze-excite, causal attention,
+// (SGEMM convolution, batch norm, squeeze-excite, causal attention,
 // layer norm, GELU, embeddings, the two heads' losses); each kernel supplies
 // its local vector-Jacobian products and gorgonia's Grad chains them. The
 // weight tensors of the graph share memory with model.Weights, so an

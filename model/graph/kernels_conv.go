@@ -10,9 +10,12 @@ import (
 
 // conv1d is a one-dimensional convolution without bias: x [B, Cin, L],
 // w [Cout, Cin, K] -> y [B, Cout, Lout], Lout = (L + 2 pad - K)/stride + 1.
-// It runs as im2col + SGEMM per window (Chellapilla et al., "High
-// performance convolutional neural networks for document processing",
-// 2006), with the batch split over the worker goroutines.
+// Kernels wider than one tap run the forward pass and the data gradient
+// channels-last, the window read in place as its own im2col matrix (see
+// kernels_convcl.go); the weight gradient and the 1x1 convolutions run as
+// im2col + SGEMM per window (Chellapilla et al., "High performance
+// convolutional neural networks for document processing", 2006). The batch
+// is split over the worker goroutines.
 type conv1d struct {
 	stride, pad int
 	par         parallel
