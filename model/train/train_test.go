@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,10 +216,17 @@ func TestRunInterruptResume(t *testing.T) {
 
 	o2 := o
 	o2.Resume = out + ".resume"
-	o2.Steps = 1000 // ignored: the plan comes from the resume state
+	o2.Steps = 1000    // ignored: the plan comes from the resume state,
+	o2.ValWindows = 64 // the validation plan too (the best is chosen on one set)
+	o2.ValEvery = 3
+	var log2 bytes.Buffer
+	o2.Log = &log2
 	res2, err := Run(context.Background(), o2)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(log2.String(), "on 16 windows") {
+		t.Errorf("resumed run's log does not validate on the run's 16 windows:\n%s", log2.String())
 	}
 	if res2.Interrupted || res2.Steps != 8 {
 		t.Fatalf("resumed run ended at step %d (interrupted %v), want 8", res2.Steps, res2.Interrupted)

@@ -111,6 +111,10 @@ type state struct {
 	ZeroCell   float64
 	// Distill and DistillEnd are the distillation schedule (Options).
 	Distill, DistillEnd float64
+	// ValEvery and ValWindows are the validation plan: a resumed run keeps
+	// them, since its best checkpoint is chosen by comparing validation
+	// NLLs on one fixed set. 0 in states written before they were kept.
+	ValEvery, ValWindows int
 }
 
 // Result summarises a finished (or interrupted) run.
@@ -274,7 +278,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // initialised weights.
 func (o *Options) start() (*model.Weights, *state, error) {
 	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1),
-		Budget: o.TimeBudget.Seconds(), Distill: o.Distill, DistillEnd: o.DistillEnd}
+		Budget: o.TimeBudget.Seconds(), Distill: o.Distill, DistillEnd: o.DistillEnd,
+		ValEvery: o.ValEvery, ValWindows: o.ValWindows}
 	switch {
 	case o.Resume != "":
 		w, st, err := o.resume()
@@ -318,6 +323,14 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 	o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
 	o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
 	o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
+	switch {
+	case st.ValWindows > 0:
+		o.ValEvery, o.ValWindows = st.ValEvery, st.ValWindows
+	default:
+		fmt.Fprintf(o.Log, "%s does not record its validation plan: validating every %d steps on %d windows, as given; "+
+			"its best so far was measured on the windows it was started with\n", o.Resume, o.ValEvery, o.ValWindows)
+		st.ValEvery, st.ValWindows = o.ValEvery, o.ValWindows
+	}
 	if o.Distill > 0 && o.Teacher == nil {
 		return nil, nil, fmt.Errorf("%s was distilling from a teacher: give the teacher again", o.Resume)
 	}
