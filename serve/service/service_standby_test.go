@@ -202,7 +202,25 @@ func TestStandbyFailover(t *testing.T) {
 						mu.Unlock()
 					}
 				case c.fault == "restart" && i == n/2:
-					// The device holds its frames while the server is down.
+					// The device holds its frames while the server is down. A
+					// standby group has no reconnect buffer (a decision seconds
+					// late is worse than none), so decisions computed during the
+					// outage are lost by design: the device waits until those of
+					// the frames it sent are in before the server stops.
+					for _, r := range []*replicaSvc{a, b} {
+						d := r.s.devices[0]
+						waitUntil(t, "the frames sent processed", func() bool { return d.last.Load() >= int64(lo-1) && d.handling.Load() == 0 })
+						if err := r.nc.FlushTimeout(10 * time.Second); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for k, since := -1, time.Now(); time.Since(since) < 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+						mu.Lock()
+						if len(recv) != k {
+							k, since = len(recv), time.Now()
+						}
+						mu.Unlock()
+					}
 					port := srv.Addr().(*net.TCPAddr).Port
 					in := srv.GlobalAccount().Interest(stream.StimSubject("dev0"))
 					out := srv.GlobalAccount().Interest(stream.SpikesSubject("dev0"))
