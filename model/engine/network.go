@@ -17,6 +17,16 @@ type block struct {
 	se1w, se2w                      []float32 // raw [in, out] weights for matvec
 }
 
+// convList returns the block's convolutions in order: conv1, conv2, conv3 and
+// the shortcut where it has one. For set-up walks, not the forward pass.
+func (b *block) convList() []*conv {
+	cs := []*conv{&b.conv1, &b.conv2, &b.conv3}
+	if b.shortcut != nil {
+		cs = append(cs, b.shortcut)
+	}
+	return cs
+}
+
 // layer is a GPT-2 transformer block.
 type layer struct {
 	ln1w, ln1b, ln2w, ln2b []float32

@@ -349,20 +349,15 @@ func (n *network) setArith(p Precision) {
 	addConv(&n.conv2)
 	for i := range n.blocks {
 		b := &n.blocks[i]
-		addConv(&b.conv1)
-		addConv(&b.conv2)
-		addConv(&b.conv3)
-		if b.shortcut != nil {
-			addConv(b.shortcut)
+		cs := b.convList()
+		for _, c := range cs {
+			addConv(c)
 		}
 		if i == 0 && b.mid >= int8MinMid {
 			tapped = b
 		}
 		if i > 0 && b.mid >= int8MinMid {
-			w8 = append(w8, &b.conv1, &b.conv2, &b.conv3)
-			if b.shortcut != nil {
-				w8 = append(w8, b.shortcut)
-			}
+			w8 = append(w8, cs...)
 		}
 	}
 	var l8 []*linear // the int8 path's linear layers

@@ -290,12 +290,8 @@ func plantPerTensorScale(n *network) int {
 	conv(&n.conv1)
 	conv(&n.conv2)
 	for i := range n.blocks {
-		b := &n.blocks[i]
-		conv(&b.conv1)
-		conv(&b.conv2)
-		conv(&b.conv3)
-		if b.shortcut != nil {
-			conv(b.shortcut)
+		for _, c := range n.blocks[i].convList() {
+			conv(c)
 		}
 	}
 	if n.proj != nil {

@@ -30,12 +30,12 @@ func Scope(group string, shard, shards int) string {
 func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publisher {
 	m := &nats.Msg{Header: nats.Header{stream.GroupHeader: {scope}}}
 	var buf []byte
-	var rev uint64
+	var rev uint64 // the revision revText holds
 	revText := []string{"0"}
 	m.Header[stream.LeaseHeader] = revText
 	return func(subject string, pos Pos, data []byte) error {
 		buf = pos.AppendText(buf[:0])
-		if r := revision(); r != rev || rev == 0 {
+		if r := revision(); r != rev {
 			rev = r
 			revText[0] = strconv.FormatUint(r, 10)
 		}
