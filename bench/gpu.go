@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 
 	"rgcpred/model/gpu"
 	"rgcpred/serve/modelload"
@@ -18,8 +17,7 @@ func LoadGPU(path string, maxBatch int, o gpu.Options) (*service.Model, error) {
 		return nil, err
 	}
 	if e, ok := m.Predictor.(*gpu.Engine); ok {
-		c := e.Config()
-		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, c.CNNPreset(), len(m.Cells), e.Describe())
+		m.Name = reportName(e.Config(), len(m.Cells), e.Describe())
 	}
 	return m, nil
 }

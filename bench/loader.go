@@ -19,9 +19,15 @@ func LoadEngine(path string, maxBatch, threads int, prec engine.Precision) (*ser
 		return nil, err
 	}
 	if c, ok := configOf(m); ok {
-		m.Name = fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, c.CNNPreset(), len(m.Cells), engine.PrecisionOf(m.Predictor))
+		m.Name = reportName(c, len(m.Cells), string(engine.PrecisionOf(m.Predictor)))
 	}
 	return m, nil
+}
+
+// reportName names a loaded model in a report: its configuration, CNN
+// preset, cell count and the arithmetic it runs in.
+func reportName(c model.Config, cells int, arith string) string {
+	return fmt.Sprintf("%s-%s, %s CNN, %d cells, %s", c.Stem, c.Head, c.CNNPreset(), cells, arith)
 }
 
 // configOf returns the configuration of a model served by the engine.
