@@ -1,7 +1,6 @@
 package bench
 
 import (
-
 	"rgcpred/model/gpu"
 	"rgcpred/serve/modelload"
 	"rgcpred/serve/service"
