@@ -69,7 +69,7 @@ func runTrain(ctx context.Context, args []string) error {
 	distillEnd := fs.Float64("distill-end", 0.6,
 		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
 	init := fs.String("init", "",
-		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config and cells)")
+		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config, cells may differ)")
 	budget := fs.Duration("time", 0,
 		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")

@@ -262,7 +262,8 @@ func TestRunInterruptResume(t *testing.T) {
 }
 
 // TestRunInit checks a warm restart: with a negligible rate the run keeps
-// the weights it started from, and a checkpoint of other cells is refused.
+// the weights it started from, moves to other cells (shared rows kept, new
+// ones at the mean row), and a checkpoint of another configuration is refused.
 func TestRunInit(t *testing.T) {
 	rec, err := rgc.Load(shipped)
 	if err != nil {
@@ -305,10 +306,33 @@ func TestRunInit(t *testing.T) {
 			t.Errorf("%s: max difference %.2g from the init checkpoint (want <= 1e-6), %.2g from a fresh initialisation (want >= 1e-3)", name, dInit, dFresh)
 		}
 	}
+	// Other cells: the shared cells keep their rows, a new one starts at
+	// the mean of the init checkpoint's rows.
 	o3 := o2
-	o3.Cells = rec.QualityCells()[1:4]
-	if _, err := Run(context.Background(), o3); err == nil {
-		t.Error("want an error for an init checkpoint of other cells")
+	o3.Cells, o3.Out = rec.QualityCells()[1:5], filepath.Join(dir, "third.ckpt")
+	o3.Config.NumCells = 4
+	if _, err := Run(context.Background(), o3); err != nil {
+		t.Fatalf("init checkpoint of other cells: %v", err)
+	}
+	third, err := model.LoadCheckpoint(o3.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := o.Config.Width()
+	from, to := init.Weights.Get(model.ParamCellEmb), third.Weights.Get(model.ParamCellEmb)
+	for j := range d {
+		mean := (from[j] + from[d+j] + from[2*d+j]) / 3
+		want := []float32{from[d+j], from[2*d+j], mean, mean}
+		for r, w := range want {
+			if got := to[r*d+j]; math.Abs(float64(got-w)) > 1e-6 {
+				t.Fatalf("cell embedding row %d col %d: %g, want %g", r, j, got, w)
+			}
+		}
+	}
+	o4 := o2
+	o4.Config.Layers++
+	if _, err := Run(context.Background(), o4); err == nil {
+		t.Error("want an error for an init checkpoint of another configuration")
 	}
 }
 

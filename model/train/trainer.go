@@ -52,7 +52,8 @@ type Options struct {
 	Resume string
 	// Init, if set (and Resume is not), is a checkpoint whose weights start
 	// this run instead of a fresh initialisation: a warm restart with a new
-	// optimiser and schedule. Its config and cells must match the run's.
+	// optimiser and schedule. Its config must match the run's; its cells may
+	// differ (new cells' embeddings start at the mean of its rows).
 	Init string
 	// Teacher, with Distill > 0, is a predictor whose class distributions
 	// join the targets (knowledge distillation, Hinton et al. 2015): the
@@ -345,7 +346,8 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 }
 
 // warmStart loads the weights of checkpoint o.Init, which must hold the
-// run's configuration and cells. Its stimulus mode may differ from the
+// run's configuration; its cells may differ (Checkpoint.WithCells: a model
+// moves to more cells, or fewer). Its stimulus mode may differ from the
 // run's: fine-tuning on the other mode is how a model moves to it (the new
 // checkpoints record the run's mode).
 func (o *Options) warmStart() (*model.Weights, error) {
@@ -353,18 +355,22 @@ func (o *Options) warmStart() (*model.Weights, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ck.Weights.Config != o.Config {
+	same := ck.Weights.Config
+	same.NumCells = o.Config.NumCells
+	if same != o.Config {
 		return nil, fmt.Errorf("%s holds %s, not %s", o.Init, ck.Weights.Config.Name(), o.Config.Name())
 	}
-	cells, err := o.Rec.CellIndices(ck.CellIDs)
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Equal(cells, o.Cells) {
-		return nil, fmt.Errorf("%s was trained on other cells than this run's", o.Init)
-	}
 	fmt.Fprintf(o.Log, "starting from the weights of %s (trained on %s bins; this run's are %s)\n", o.Init, ck.StimMode, o.Rec.StimMode)
-	return ck.Weights, nil
+	ids := o.cellIDs()
+	if slices.Equal(ids, ck.CellIDs) {
+		return ck.Weights, nil
+	}
+	w, added, err := ck.WithCells(ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Init, err)
+	}
+	fmt.Fprintf(o.Log, "%s holds %d cells, this run trains %d: %d new, their embeddings start at the mean of its rows\n", o.Init, len(ck.CellIDs), len(ids), added)
+	return w, nil
 }
 
 // distillWeight is the teacher's share of the targets at fraction f of
