@@ -49,9 +49,34 @@ func (p *PackedBF16) N() int { return p.n }
 // NewPackedBF16 rounds op(B), a k x n matrix (B is k x n with row stride
 // ldb, or n x k when transB), to bfloat16 and packs it.
 func NewPackedBF16(transB bool, k, n int, b []float32, ldb int) *PackedBF16 {
+	return packBF16Into(nil, transB, k, n, b, ldb)
+}
+
+// packBF16Into is NewPackedBF16 reusing p's storage when it is large
+// enough (p may be nil).
+func packBF16Into(p *PackedBF16, transB bool, k, n int, b []float32, ldb int) *PackedBF16 {
 	checkMat("B", transB, k, n, b, ldb)
+	if p == nil {
+		p = &PackedBF16{}
+	}
+	size := bf16PanelWords(k, n)
+	if cap(p.data) < size {
+		p.data = make([]uint32, size)
+	}
+	p.k, p.n, p.data = k, n, p.data[:size]
+	packBF16(p, transB, b, ldb)
+	return p
+}
+
+// bf16PanelWords is the number of words of a packed block of kb rows and
+// nb columns of B in the bf16 layout.
+func bf16PanelWords(kb, nb int) int { return (kb + 1) / 2 * ((nb + bf16NR - 1) / bf16NR) * bf16NR }
+
+// packBF16 fills p.data (sized for p.k x p.n) with op(B) rounded to
+// bfloat16 (B is p.k x p.n with row stride ldb, or p.n x p.k when transB).
+func packBF16(p *PackedBF16, transB bool, b []float32, ldb int) {
+	k, n := p.k, p.n
 	np := (n + bf16NR - 1) / bf16NR
-	p := &PackedBF16{k: k, n: n, data: make([]uint32, (k+1)/2*np*bf16NR)}
 	at := func(r, j int) uint32 {
 		if r >= k {
 			return 0
@@ -67,14 +92,15 @@ func NewPackedBF16(transB bool, k, n int, b []float32, ldb int) *PackedBF16 {
 			d := p.panel(pc, kp, jp)
 			for q := 0; q < kp; q++ {
 				for jj := 0; jj < bf16NR; jj++ {
+					var v uint32
 					if j := jp*bf16NR + jj; j < n {
-						d[q*bf16NR+jj] = at(pc+2*q, j) | at(pc+2*q+1, j)<<16
+						v = at(pc+2*q, j) | at(pc+2*q+1, j)<<16
 					}
+					d[q*bf16NR+jj] = v
 				}
 			}
 		}
 	}
-	return p
 }
 
 // panel returns the packed panel jp of the block of rows from pc, which
@@ -119,17 +145,23 @@ func BF16Native() bool { return bf16Asm }
 // GemmPackedBiasBF16 then allocates nothing. Non-finite values in A may
 // spoil neighbouring outputs (a padding product 0*Inf is NaN).
 func GemmPackedBiasBF16(m int, a []float32, lda int, b *PackedBF16, bias []float32, relu bool, c []float32, ldc int, work []float32) {
-	k, n := b.k, b.n
-	if biasTrivial(m, k, n, a, lda, bias, relu, c, ldc, work, WorkSizeBF16()) {
+	if biasTrivial(m, b.k, b.n, a, lda, bias, relu, c, ldc, work, WorkSizeBF16()) {
 		return
 	}
+	gemmBF16(m, a, lda, b, bias, relu, c, ldc, work)
+}
+
+// gemmBF16 is GemmPackedBiasBF16 on checked arguments, except that a nil
+// bias makes the result C + bf16(A)*B.
+func gemmBF16(m int, a []float32, lda int, b *PackedBF16, bias []float32, relu bool, c []float32, ldc int, work []float32) {
+	k, n := b.k, b.n
 	nA := bf16MC * bf16KC / 2
 	abuf := unsafe.Slice((*uint16)(unsafe.Pointer(&work[0])), 2*nA)
 	tile := work[nA : nA+bf16MR*bf16NR]
 	for pc := 0; pc < k; pc += bf16KC {
 		kb := min(bf16KC, k-pc)
 		var bb []float32
-		if pc == 0 {
+		if pc == 0 && bias != nil {
 			bb = bias[:n] // first block: bias + A*B; later blocks accumulate
 		}
 		for ic := 0; ic < m; ic += bf16MC {

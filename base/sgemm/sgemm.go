@@ -91,6 +91,12 @@ type PackedB struct {
 	// data holds, for each kc block of rows (pc), for each nr panel of
 	// columns, kb*nr floats (columns past n are zero).
 	data []float32
+	// bf16 is set when the values were rounded to bfloat16
+	// (PackBIntoBF16): GemmPacked then rounds A too.
+	bf16 bool
+	// b16 is the same matrix packed for the bf16 kernels, when
+	// PackBIntoBF16 ran with them (bf16Kernels).
+	b16 *PackedBF16
 }
 
 // K returns the inner dimension of the packed matrix.
@@ -109,6 +115,11 @@ func NewPackedB(transB bool, k, n int, b []float32, ldb int) *PackedB {
 // may be nil), so that a matrix that changes every step (a weight being
 // trained) is packed without allocating. It returns the packed matrix.
 func PackBInto(p *PackedB, transB bool, k, n int, b []float32, ldb int) *PackedB {
+	return packBInto(p, transB, k, n, b, ldb, false)
+}
+
+// packBInto is PackBInto, rounding every value to bfloat16 if round.
+func packBInto(p *PackedB, transB bool, k, n int, b []float32, ldb int, round bool) *PackedB {
 	checkMat("B", transB, k, n, b, ldb)
 	nr := kern.nr
 	np := (n + nr - 1) / nr
@@ -118,11 +129,11 @@ func PackBInto(p *PackedB, transB bool, k, n int, b []float32, ldb int) *PackedB
 	if cap(p.data) < k*np*nr {
 		p.data = make([]float32, k*np*nr)
 	}
-	p.k, p.n, p.data = k, n, p.data[:k*np*nr]
+	p.k, p.n, p.data, p.bf16, p.b16 = k, n, p.data[:k*np*nr], round, nil
 	off := 0
 	for pc := 0; pc < k; pc += kcBlock {
 		kb := min(kcBlock, k-pc)
-		packB(transB, b, ldb, pc, kb, 0, n, p.data[off:off+kb*np*nr])
+		packB(transB, b, ldb, pc, kb, 0, n, p.data[off:off+kb*np*nr], round)
 		off += kb * np * nr
 	}
 	return p
@@ -137,8 +148,9 @@ func (p *PackedB) panel(pc, kb, jp int) []float32 {
 }
 
 // packB packs rows pc..pc+kb and columns jc..jc+nb of op(B) into nr-wide
-// panels: dst[jp*kb*nr + p*nr + j].
-func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32) {
+// panels: dst[jp*kb*nr + p*nr + j], each value rounded to bfloat16 if
+// round.
+func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32, round bool) {
 	nr := kern.nr
 	for jp := 0; jp*nr < nb; jp++ {
 		d := dst[jp*kb*nr : (jp+1)*kb*nr]
@@ -177,12 +189,16 @@ func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32) {
 				}
 			}
 		}
+		if round {
+			roundBF16(d)
+		}
 	}
 }
 
 // packA packs rows ic..ic+mb and columns pc..pc+kb of alpha*op(A) into
-// mr-tall panels: dst[ip*kb*mr + p*mr + i]; rows past mb are zero.
-func packA(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst []float32) {
+// mr-tall panels: dst[ip*kb*mr + p*mr + i]; rows past mb are zero. With
+// round, each value (alpha times an element of A) is rounded to bfloat16.
+func packA(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst []float32, round bool) {
 	mr := kern.mr
 	for ip := 0; ip*mr < mb; ip++ {
 		d := dst[ip*kb*mr : (ip+1)*kb*mr]
@@ -219,6 +235,9 @@ func packA(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst
 			for p := 0; p < kb; p++ {
 				clear(d[p*mr+h : p*mr+mr])
 			}
+		}
+		if round {
+			roundBF16(d)
 		}
 	}
 }
@@ -294,7 +313,8 @@ func checkMat(name string, trans bool, rows, cols int, x []float32, ld int) {
 // m x k with row stride lda, or k x m when transA) and B is packed (k x n).
 // Rows of A may overlap (lda smaller than k), which lets a convolution's
 // input serve as its own im2col matrix. work must have at least WorkSize()
-// elements; GemmPacked then allocates nothing.
+// elements; GemmPacked then allocates nothing. When B was packed by
+// PackBIntoBF16, the product is in bfloat16 arithmetic (GemmWorkBF16).
 func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
 	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, false)
 }
@@ -310,6 +330,10 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	if m == 0 || n == 0 {
 		return
 	}
+	if b.b16 != nil && !transA && alpha == 1 && !relu && k > 0 {
+		gemmBF16Beta(m, a, lda, b.b16, beta, c, ldc, work)
+		return
+	}
 	scaleC(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 {
 		if relu {
@@ -320,7 +344,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	mc := mcBlock()
 	apack := work[:mc*kcBlock]
 	tile := work[mcMul*maxMR*kcBlock : mcMul*maxMR*kcBlock+kern.mr*kern.nr]
-	if !transA && alpha == 1 {
+	if !transA && alpha == 1 && !b.bf16 {
 		// A read in place by the strided kernel: no packing.
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
@@ -337,7 +361,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 		bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
 		for ic := 0; ic < m; ic += mc {
 			mb := min(mc, m-ic)
-			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack)
+			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack, b.bf16)
 			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile)
 		}
 	}
@@ -549,7 +573,7 @@ func GemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a
 	if len(work) < GemmWorkSize() {
 		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), GemmWorkSize()))
 	}
-	gemmBuf(splitWork(work), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmBuf(splitWork(work), false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where
@@ -569,19 +593,20 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 		return
 	}
 	buf := pool.Get().(*buffers)
-	gemmBuf(buf, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmBuf(buf, false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 	pool.Put(buf)
 }
 
-// gemmBuf is the Goto loop nest over packed blocks of B and A.
-func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+// gemmBuf is the Goto loop nest over packed blocks of B and A; with round,
+// both are rounded to bfloat16 as they are packed.
+func gemmBuf(buf *buffers, round, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
 	// With beta = 0 and A read in place, the first block of k stores A*B
 	// (plus a zero bias) without reading C, which saves clearing C first.
-	strided := !transA && alpha == 1
+	strided := !transA && alpha == 1 && !round
 	store := beta == 0 && strided && k > 0
 	if !store {
 		scaleC(m, n, beta, c, ldc)
@@ -595,7 +620,7 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
 			bp := buf.b[:kb*((nb+nr-1)/nr)*nr]
-			packB(transB, b, ldb, pc, kb, jc, nb, bp)
+			packB(transB, b, ldb, pc, kb, jc, nb, bp, round)
 			bpanel := func(jp int) []float32 { return bp[jp*kb*nr : (jp+1)*kb*nr] }
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
@@ -608,7 +633,7 @@ func gemmBuf(buf *buffers, transA, transB bool, m, n, k int, alpha float32, a []
 					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, buf.tile, buf.a, bias, false)
 					continue
 				}
-				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a)
+				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a, round)
 				macro(mb, nb, kb, buf.a, bpanel, c[ic*ldc+jc:], ldc, buf.tile)
 			}
 		}
