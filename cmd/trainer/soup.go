@@ -96,7 +96,10 @@ func runCut(_ context.Context, args []string) error {
 	}
 	n := len(ck.CellIDs)
 	ck.Weights, ck.CellIDs, ck.TrainState = w, ids, nil
-	ck.Provenance.Notes = fmt.Sprintf("%s; cut from %d to %d cells (%s)", ck.Provenance.Notes, n, len(ids), *cells)
+	// The recorded scores were over the old cells.
+	ck.Provenance.Notes = fmt.Sprintf("%s; cut from %d to %d cells (%s); validation NLL %.4f was over the %d",
+		ck.Provenance.Notes, n, len(ids), *cells, ck.Provenance.ValNLL, n)
+	ck.Provenance.ValNLL, ck.Provenance.ZeroInputNLL = 0, 0
 	if err := ck.Save(*out); err != nil {
 		return err
 	}
