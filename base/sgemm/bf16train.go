@@ -2,6 +2,7 @@ package sgemm
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -30,10 +31,20 @@ var bf16Force bool
 // bf16Kernels reports whether bf16 GEMMs take the bf16 kernels' route.
 func bf16Kernels() bool { return bf16Asm || bf16Force }
 
-// roundBF16 rounds every value of x to bfloat16 in place.
+// RoundBF16 rounds every value of x to bfloat16 in place (ToBF16, kept
+// as a float32), for GemmPackedRoundedA.
+func RoundBF16(x []float32) { roundBF16(x) }
+
+// roundBF16 is RoundBF16: ToBF16's rounding of a finite normal value
+// inline, ToBF16 itself for the rest (zeros, subnormals, NaNs).
 func roundBF16(x []float32) {
 	for i, v := range x {
-		x[i] = FromBF16(ToBF16(v))
+		u := math.Float32bits(v)
+		r := (u + 0x7fff + (u>>16)&1) &^ 0xffff
+		if e := u & 0x7f800000; e == 0 || e == 0x7f800000 {
+			r = uint32(ToBF16(v)) << 16
+		}
+		x[i] = math.Float32frombits(r)
 	}
 }
 
@@ -108,6 +119,15 @@ func PackBIntoBF16(p *PackedB, transB bool, k, n int, b []float32, ldb int) *Pac
 		p.b16 = packBF16Into(keep, transB, k, n, b, ldb)
 	}
 	return p
+}
+
+// GemmPackedRoundedA is GemmPacked (alpha 1, A not transposed) for a B
+// packed by PackBIntoBF16 and an A whose values are bfloat16 already
+// (RoundBF16): A is read in place, not rounded again. For a convolution's
+// input read with overlapping rows (lda < k), rounding the copy once saves
+// rounding each value once per row that reads it.
+func GemmPackedRoundedA(m int, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
+	gemmPacked(false, m, 1, a, lda, b, beta, c, ldc, work, false, false)
 }
 
 // gemmBF16Beta computes C = bf16(A)*B + beta*C on the bf16 kernels (A m x k

@@ -188,6 +188,47 @@ func TestGemmPackedBF16(t *testing.T) {
 	}
 }
 
+// TestGemmPackedRoundedA checks GemmPackedRoundedA against GemmPacked on
+// a bf16 B: with A rounded once by RoundBF16 (a convolution's copy of its
+// input, rows overlapping), the product is the same bf16 GEMM within the
+// bound for the order of the float32 additions.
+func TestGemmPackedRoundedA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	work := make([]float32, WorkSize())
+	for _, s := range bf16Shapes {
+		for _, beta := range []float32{0, 1} {
+			a := randSlice(rng, max(0, (s.m-1)*s.lda+s.k))
+			b := randSlice(rng, s.k*s.n)
+			ldc := s.n + 2
+			c0 := randSlice(rng, s.m*ldc)
+			ref16, ref32, scale := bf16Ref64(false, false, s.m, s.n, s.k, 1, a, s.lda, b, s.n, beta, c0, ldc)
+			ar := append([]float32(nil), a...)
+			RoundBF16(ar)
+			name := fmt.Sprintf("%+v beta=%v", s, beta)
+			bf16TrainRoutes(t, func(t *testing.T) {
+				c := append([]float32(nil), c0...)
+				GemmPackedRoundedA(s.m, ar, s.lda, PackBIntoBF16(nil, false, s.k, s.n, b, s.n), beta, c, ldc, work)
+				worst := checkBF16(t, name, s.m, s.n, s.k, c, ldc, ref16, ref32, scale)
+				roundedEnough(t, name, s.m, s.n, s.k, worst)
+			})
+		}
+	}
+}
+
+// TestRoundBF16 checks RoundBF16 against ToBF16 on the rounding's hard
+// cases (ties, carries, overflow, subnormals, infinities, NaN).
+func TestRoundBF16(t *testing.T) {
+	xs := bf16Cases(rand.New(rand.NewPCG(53, 54)))
+	xs = append(xs, float32(math.NaN()), math.Float32frombits(0x7fa00001))
+	got := append([]float32(nil), xs...)
+	RoundBF16(got)
+	for i, x := range xs {
+		if want := ToBF16(x); math.Float32bits(got[i]) != uint32(want)<<16 {
+			t.Fatalf("RoundBF16(%#08x) = %#08x, want %#08x", math.Float32bits(x), math.Float32bits(got[i]), uint32(want)<<16)
+		}
+	}
+}
+
 // TestBF16TrainWorkspaces checks that the bf16 kernels' route fits the
 // workspaces of the float32 entry points it replaces: GemmWork's holds
 // the bf16 path's own workspace and a block of B in bf16 pairs, and

@@ -11,7 +11,7 @@ import (
 // micro-kernel's final store.
 func GemmPackedReLU(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int,
 	work []float32) {
-	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, true)
+	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, true, false)
 }
 
 // GemmParallel is Gemm split over up to workers goroutines, each computing a

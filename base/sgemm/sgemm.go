@@ -316,11 +316,14 @@ func checkMat(name string, trans bool, rows, cols int, x []float32, ld int) {
 // elements; GemmPacked then allocates nothing. When B was packed by
 // PackBIntoBF16, the product is in bfloat16 arithmetic (GemmWorkBF16).
 func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int, work []float32) {
-	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, false)
+	gemmPacked(transA, m, alpha, a, lda, b, beta, c, ldc, work, false, b.bf16)
 }
 
+// gemmPacked is GemmPacked, with max(C, 0) stored if relu, and A rounded
+// to bfloat16 as it is packed if roundA (else read in place when it can
+// be).
 func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32,
-	ldc int, work []float32, relu bool) {
+	ldc int, work []float32, relu, roundA bool) {
 	k, n := b.k, b.n
 	checkMatOverlap("A", transA, m, k, a, lda)
 	checkMat("C", false, m, n, c, ldc)
@@ -344,7 +347,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	mc := mcBlock()
 	apack := work[:mc*kcBlock]
 	tile := work[mcMul*maxMR*kcBlock : mcMul*maxMR*kcBlock+kern.mr*kern.nr]
-	if !transA && alpha == 1 && !b.bf16 {
+	if !transA && alpha == 1 && !roundA {
 		// A read in place by the strided kernel: no packing.
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
@@ -361,7 +364,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 		bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
 		for ic := 0; ic < m; ic += mc {
 			mb := min(mc, m-ic)
-			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack, b.bf16)
+			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack, roundA)
 			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile)
 		}
 	}
