@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -70,8 +71,15 @@ func TestKernelsReuseBuffers(t *testing.T) {
 // warm-up run: what remains per step is a fixed number of small objects
 // (the closures and goroutines of parallel sections), so the bytes per step
 // stay under 64 KiB and do not grow with the batch (within 4 KiB from batch
-// 8 to batch 32; one activation of batch 32 is at least 8 KiB).
+// 8 to batch 32; one activation of batch 32 is at least 8 KiB); in float32
+// and in bf16.
 func TestTrainStepReusesBuffers(t *testing.T) {
+	for _, bf16 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bf16=%v", bf16), func(t *testing.T) { checkStepReusesBuffers(t, bf16) })
+	}
+}
+
+func checkStepReusesBuffers(t *testing.T, bf16 bool) {
 	c, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, 60)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +87,7 @@ func TestTrainStepReusesBuffers(t *testing.T) {
 	perStep := map[int]uint64{}
 	for _, batch := range []int{8, 32} {
 		w := randomWeights(t, c, 1)
-		g, err := New(w, batch, Options{Training: true, Threads: 2})
+		g, err := New(w, batch, Options{Training: true, Threads: 2, BF16: bf16})
 		if err != nil {
 			t.Fatal(err)
 		}

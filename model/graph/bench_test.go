@@ -13,26 +13,33 @@ import (
 // BenchmarkTrainStep measures one training step (forward + backward; the
 // optimiser update is not included) at batch 64 of gpt-a-cat (paper and cpu
 // CNN; with the im2col + SGEMM convolution kernel and with gorgonia's own
-// Conv2d as the baseline) and of gpt-b-cat-cpu. It reports samples/s.
+// Conv2d as the baseline) and of gpt-b-cat-cpu, and gpt-a-cat-cpu with
+// its GEMMs in bf16 (Options.BF16: emulated by rounding where the CPU
+// lacks AVX512_BF16). It reports samples/s.
 func BenchmarkTrainStep(b *testing.B) {
 	const batch = 64
 	for _, tc := range []struct {
 		stem, cnn string
 		gconvs    []bool
+		bf16      bool
 	}{
-		{model.StemGPTA, model.CNNPaper, []bool{false, true}},
-		{model.StemGPTA, model.CNNCPU, []bool{false, true}},
-		{model.StemGPTB, model.CNNCPU, []bool{false}},
+		{model.StemGPTA, model.CNNPaper, []bool{false, true}, false},
+		{model.StemGPTA, model.CNNCPU, []bool{false, true}, false},
+		{model.StemGPTB, model.CNNCPU, []bool{false}, false},
+		{model.StemGPTA, model.CNNCPU, []bool{false}, true},
 	} {
 		for _, gconv := range tc.gconvs {
 			name := fmt.Sprintf("%s-cat/%s/conv=%s", tc.stem, tc.cnn, map[bool]string{false: "sgemm", true: "gorgonia"}[gconv])
+			if tc.bf16 {
+				name += "/bf16"
+			}
 			b.Run(name, func(b *testing.B) {
 				c, err := model.NewConfig(tc.stem, model.HeadCat, tc.cnn, 60)
 				if err != nil {
 					b.Fatal(err)
 				}
 				w := randomWeights(b, c, 1)
-				g, err := New(w, batch, Options{Training: true, Threads: 2, GorgoniaConv: gconv, Profile: true})
+				g, err := New(w, batch, Options{Training: true, Threads: 2, GorgoniaConv: gconv, Profile: true, BF16: tc.bf16})
 				if err != nil {
 					b.Fatal(err)
 				}

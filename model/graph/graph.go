@@ -38,6 +38,14 @@ type Options struct {
 	// Profile records the wall time of every kernel (see Graph.Profile).
 	Profile bool
 
+	// BF16 runs every GEMM (convolutions, linear layers, attention; forward
+	// and backward) in bfloat16 arithmetic: both operands rounded to
+	// bfloat16, products summed in float32 (sgemm.GemmWorkBF16,
+	// sgemm.PackBIntoBF16), on the AVX512_BF16 kernels where the CPU has
+	// them (sgemm.BF16Native). The weights, their gradients' sums, and every
+	// other operation stay float32. Not with GorgoniaConv.
+	BF16 bool
+
 	// SoftTargets makes the cat head's loss the cross-entropy against a
 	// target distribution per window (Graph.SetTargetDist; SetInputs
 	// writes the one-hot distribution of its classes, the same loss as
@@ -84,6 +92,9 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	if opts.Threads < 1 {
 		opts.Threads = 1
 	}
+	if opts.BF16 && opts.GorgoniaConv {
+		return nil, fmt.Errorf("graph: bf16 needs the graph's own convolutions, not gorgonia's")
+	}
 	c := w.Config
 	gr := &Graph{cfg: c, w: w, batch: batch, opts: opts, g: G.NewGraph(),
 		params: make(map[string]*G.Node), grads: make(map[string]*G.Node)}
@@ -111,7 +122,7 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	if opts.Profile {
 		gr.prof = &opTimes{m: map[string]time.Duration{}}
 	}
-	b := builder{gr: gr, par: parallel{opts.Threads}, gemm: newGemmTeam(parallel{opts.Threads})}
+	b := builder{gr: gr, par: parallel{opts.Threads}, gemm: newGemmTeam(parallel{opts.Threads}, opts.BF16)}
 	out := b.forward(xn, cn)
 	var nll *G.Node
 	switch {

@@ -42,7 +42,7 @@ func (c *conv1d) forwardCL(d convDims, x, w, out []float32) {
 			}
 		}
 	}
-	c.pf = sgemm.PackBInto(c.pf, true, kc, d.cout, wr, kc)
+	c.pf = c.gemm.pack(c.pf, true, kc, d.cout, wr, kc)
 	rows := c.clRows(d)
 	c.clWork(rows*d.cin, d.lout*d.cout)
 	c.par.run(d.b, func(lo, hi, wk int) {
@@ -50,7 +50,8 @@ func (c *conv1d) forwardCL(d convDims, x, w, out []float32) {
 		yt := c.phs[wk][:d.lout*d.cout]
 		for b := lo; b < hi; b++ {
 			toRows(xp, x[b*d.cin*d.l:(b+1)*d.cin*d.l], d.cin, d.l, c.pad, rows)
-			sgemm.GemmPacked(false, d.lout, 1, xp, c.stride*d.cin, c.pf, 0, yt, d.cout, c.work[wk])
+			c.gemm.scratchA(xp)
+			c.gemm.packedA(d.lout, xp, c.stride*d.cin, c.pf, 0, yt, d.cout, c.work[wk])
 			fromRows(out[b*d.cout*d.lout:(b+1)*d.cout*d.lout], yt, d.cout, d.lout)
 		}
 	})
@@ -124,7 +125,7 @@ func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 				}
 			}
 		}
-		c.pd[r] = sgemm.PackBInto(c.pd[r], true, qc, d.cin, br, qc)
+		c.pd[r] = c.gemm.pack(c.pd[r], true, qc, d.cin, br, qc)
 	}
 	rows := front + end
 	lr := (d.l + s - 1) / s
@@ -134,6 +135,7 @@ func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 		dt := c.phs[wk][:lr*d.cin]
 		for b := lo; b < hi; b++ {
 			toRows(gp, gout[b*d.cout*d.lout:(b+1)*d.cout*d.lout], d.cout, d.lout, front, rows)
+			c.gemm.scratchA(gp)
 			dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
 			for r := 0; r < s; r++ {
 				rs := c.residue(d, r)
@@ -146,7 +148,7 @@ func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 					continue
 				}
 				a := gp[(front+rs.c0-rs.q+1)*d.cout:]
-				sgemm.GemmPacked(false, rs.lr, 1, a, d.cout, c.pd[r], 0, dt, d.cin, c.work[wk])
+				c.gemm.packedA(rs.lr, a, d.cout, c.pd[r], 0, dt, d.cin, c.work[wk])
 				for ci := 0; ci < d.cin; ci++ {
 					row := dx[ci*d.l : (ci+1)*d.l]
 					for m, t := 0, r; t < d.l; m, t = m+1, t+s {

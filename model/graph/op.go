@@ -303,13 +303,52 @@ func (p parallel) run(total int, fn func(lo, hi, w int)) {
 // the whole of the operand it shares with the others, so the split is by
 // rows of C when B is the smaller operand (n <= m) and by columns
 // otherwise. One team serves every kernel of a graph: the executor runs one
-// op at a time.
+// op at a time. With bf16 every GEMM of the team, and every packed B it
+// makes (pack), is in bfloat16 arithmetic (Options.BF16).
 type gemmTeam struct {
 	par  parallel
+	bf16 bool
 	work [][]float32 // per worker, allocated on first use
 }
 
-func newGemmTeam(par parallel) *gemmTeam { return &gemmTeam{par: par} }
+func newGemmTeam(par parallel, bf16 bool) *gemmTeam { return &gemmTeam{par: par, bf16: bf16} }
+
+// scratchA prepares a, an operand A of packedA: in bf16, it rounds a's
+// values to bfloat16 in place (a is the caller's copy).
+func (t *gemmTeam) scratchA(a []float32) {
+	if t != nil && t.bf16 {
+		sgemm.RoundBF16(a)
+	}
+}
+
+// packedA is sgemm.GemmPacked (alpha 1, A untransposed) for a B made by
+// pack and an A prepared by scratchA: in bf16, A is read in place, rounded
+// once however many rows read each value (a convolution's taps).
+func (t *gemmTeam) packedA(m int, a []float32, lda int, b *sgemm.PackedB, beta float32, c []float32, ldc int, work []float32) {
+	if t != nil && t.bf16 {
+		sgemm.GemmPackedRoundedA(m, a, lda, b, beta, c, ldc, work)
+		return
+	}
+	sgemm.GemmPacked(false, m, 1, a, lda, b, beta, c, ldc, work)
+}
+
+// gemmWork is sgemm.GemmWork in the team's arithmetic.
+func (t *gemmTeam) gemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if t.bf16 {
+		sgemm.GemmWorkBF16(work, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	sgemm.GemmWork(work, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// pack is sgemm.PackBInto in the team's arithmetic (a nil team: float32):
+// sgemm.GemmPacked with the result multiplies in that arithmetic.
+func (t *gemmTeam) pack(p *sgemm.PackedB, transB bool, k, n int, b []float32, ldb int) *sgemm.PackedB {
+	if t != nil && t.bf16 {
+		return sgemm.PackBIntoBF16(p, transB, k, n, b, ldb)
+	}
+	return sgemm.PackBInto(p, transB, k, n, b, ldb)
+}
 
 // Row and column blocks of C are whole tiles of every micro-kernel (6 x 16
 // for AVX2, 12 x 32 for AVX-512, 4 x 4 for the portable one).
@@ -347,14 +386,14 @@ func (t *gemmTeam) run(transA, transB bool, m, n, k int, alpha float32, a []floa
 			if transA {
 				aoff = i0
 			}
-			sgemm.GemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			t.gemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
 			return
 		}
 		boff := i0
 		if transB {
 			boff = i0 * ldb
 		}
-		sgemm.GemmWork(t.work[w], transA, transB, m, i1-i0, k, alpha, a, lda, b[boff:], ldb, beta, c[i0:], ldc)
+		t.gemmWork(t.work[w], transA, transB, m, i1-i0, k, alpha, a, lda, b[boff:], ldb, beta, c[i0:], ldc)
 	})
 }
 
@@ -382,5 +421,5 @@ func (t *gemmTeam) on(w int, transA, transB bool, m, n, k int, alpha float32, a 
 		sgemm.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	sgemm.GemmWork(t.work[w], transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	t.gemmWork(t.work[w], transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
