@@ -61,6 +61,12 @@ type Provenance struct {
 	// ZeroInputNLL is the validation NLL of the zero-input model
 	// (training-split class frequencies), for comparison; 0 if unknown.
 	ZeroInputNLL float64 `json:"zero_input_nll,omitempty"`
+	// Precision is the arithmetic of the training GEMMs, "fp32" or "bf16"
+	// (empty: fp32, in checkpoints written before it was recorded), and
+	// PrecisionPath how the last session ran bf16: "native" (AVX512_BF16
+	// kernels) or "emulated" (operands rounded for the float32 kernels).
+	Precision     string `json:"precision,omitempty"`
+	PrecisionPath string `json:"precision_path,omitempty"`
 	// TrainedAt is when training ended, RFC 3339.
 	TrainedAt string `json:"trained_at"`
 	// Notes is free text (command line, seed, anything useful).

@@ -23,18 +23,22 @@ func runBench(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 3, "rounds per configuration, ours and PyTorch's alternating")
 	python := fs.String("python", "/usr/bin/python3", "Python with PyTorch")
 	torchref := fs.String("torchref", "../shared/tools/torchref.py", "PyTorch reference script; empty: time ours alone")
+	precision := precisionFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *steps < 1 || *rounds < 1 || *batch < 1 || *threads < 1 {
 		return fmt.Errorf("--steps, --rounds, --batch and --threads must be at least 1")
 	}
+	if p := precision.Resolve(); p == train.PrecisionBF16 {
+		fmt.Printf("training GEMMs in bf16 (%s)\n", p.Path())
+	}
 	for _, name := range strings.Split(*configs, ",") {
 		c, err := model.ParseConfigName(strings.TrimSpace(name), *cells)
 		if err != nil {
 			return err
 		}
-		b, err := train.NewStepBench(c, *batch, *threads, 1)
+		b, err := train.NewStepBench(c, *batch, *threads, 1, *precision)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}

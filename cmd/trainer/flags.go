@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"rgcpred/base/cli"
+	"rgcpred/model/train"
 	"rgcpred/rgc"
 )
 
@@ -40,4 +41,19 @@ func loadCells(dir, sel string, mode rgc.StimMode) (*rgc.Recording, []int, error
 		return nil, nil, fmt.Errorf("--cells: %w", err)
 	}
 	return rec, cells, nil
+}
+
+// precisionFlag registers --precision, the arithmetic of the training
+// GEMMs (train.Precision).
+func precisionFlag(fs *flag.FlagSet) *train.Precision {
+	p := new(train.Precision)
+	*p = train.PrecisionAuto
+	fs.Func("precision",
+		"training GEMMs: auto (bf16 with AVX512_BF16, else fp32), fp32 or bf16 (emulated elsewhere, slower); a resume keeps its own",
+		func(v string) error {
+			q, err := train.ParsePrecision(v)
+			*p = q
+			return err
+		})
+	return p
 }

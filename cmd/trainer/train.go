@@ -73,6 +73,7 @@ func runTrain(ctx context.Context, args []string) error {
 	budget := fs.Duration("time", 0,
 		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
+	precision := precisionFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -80,6 +81,7 @@ func runTrain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.Precision = *precision
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
 	o.Init = *init
 	switch {

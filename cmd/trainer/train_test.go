@@ -45,6 +45,7 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"--data", data, "--teacher", filepath.Join(t.TempDir(), "nope.json"), "--out", out}, "nope.json"},
 		{[]string{"--data", data, "--config", "gpt-a-logmix-cpu", "--teacher", filepath.Join("..", "..", "models", "glm-chicken-17-08-21.json"), "--out", out}, "cat head"},
 		{[]string{"--data", data, "--init", filepath.Join(t.TempDir(), "nope.ckpt"), "--out", out}, "nope.ckpt"},
+		{[]string{"--data", data, "--precision", "fp16", "--out", out}, `unknown precision "fp16"`},
 	} {
 		err := runTrain(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -25,14 +25,18 @@ type StepBench struct {
 }
 
 // NewStepBench builds the model of configuration c for batch windows on
-// threads compute goroutines, and runs one warm-up step.
-func NewStepBench(c model.Config, batch, threads int, seed uint64) (*StepBench, error) {
+// threads compute goroutines, its GEMMs in arithmetic p (auto resolved as
+// for a run), and runs one warm-up step.
+func NewStepBench(c model.Config, batch, threads int, seed uint64, p Precision) (*StepBench, error) {
 	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if _, err := ParsePrecision(string(p)); err != nil && p != "" {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	w := model.InitWeights(c, rng)
-	g, err := graph.New(w, batch, graph.Options{Training: true, Threads: threads})
+	g, err := graph.New(w, batch, graph.Options{Training: true, Threads: threads, BF16: p.Resolve() == PrecisionBF16})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

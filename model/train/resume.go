@@ -101,6 +101,8 @@ func (st *state) check(cfg model.Config, steps int) error {
 		return fmt.Errorf("best step %d outside the %d steps taken", st.BestStep, st.Step)
 	case math.IsNaN(st.BestVal) || math.IsInf(st.BestVal, -1) || (math.IsInf(st.BestVal, 1) && st.BestStep != 0):
 		return fmt.Errorf("best validation loss %v at step %d, want a finite loss (or +Inf at step 0 before any validation)", st.BestVal, st.BestStep)
+	case st.Precision != "" && st.Precision != PrecisionFP32 && st.Precision != PrecisionBF16:
+		return fmt.Errorf("precision %q, want %q or %q", st.Precision, PrecisionFP32, PrecisionBF16)
 	}
 	if err := st.Opt.check(cfg, st.Step); err != nil {
 		return fmt.Errorf("optimiser: %w", err)

@@ -99,6 +99,8 @@ func TestDecodeStateErrors(t *testing.T) {
 		{"best step ahead", func(st *state) { st.BestStep = 9 }, nil, 0, "best step 9 outside the 3 steps taken"},
 		{"NaN best", func(st *state) { st.BestVal = math.NaN() }, nil, 0, "best validation loss NaN"},
 		{"infinite best at a step", func(st *state) { st.BestVal = math.Inf(1) }, nil, 0, "best validation loss +Inf at step 2"},
+		{"unknown precision", func(st *state) { st.Precision = "fp16" }, nil, 0, `precision "fp16", want "fp32" or "bf16"`},
+		{"bf16", func(st *state) { st.Precision = PrecisionBF16 }, nil, 0, ""},
 		{"patience 0", func(st *state) { st.Stop.Patience = 0 }, nil, 0, "early stopping: patience 0"},
 		{"evaluations ahead", func(st *state) { st.Stop.N = 50 }, nil, 0, "early stopping: 50 evaluations after 3 steps"},
 		{"since ahead", func(st *state) { st.Stop.Since = 2 }, nil, 0, "early stopping: 2 evaluations since the best of 1"},

@@ -44,7 +44,8 @@ type session struct {
 // zero-input models, starts a fresh model at the zero-input model, and
 // starts the batch loader.
 func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*session, error) {
-	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0})
+	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0,
+		BF16: o.Precision == PrecisionBF16})
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +68,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	}
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
+	fmt.Fprintf(o.Log, "arithmetic: %s; validation in fp32\n", o.Precision.describe())
 	if st.Distill > 0 {
 		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	Seed uint64
 	// Threads is the number of compute goroutines of the graph.
 	Threads int
+	// Precision is the arithmetic of the training GEMMs (empty: fp32). A
+	// resumed run keeps the one it started with.
+	Precision Precision
 	// Out is the path of the best checkpoint; the resume checkpoint is
 	// Out+".resume" and the loss curve Out without extension + "-loss.svg"
 	// and "-loss.png".
@@ -116,6 +119,9 @@ type state struct {
 	// them, since its best checkpoint is chosen by comparing validation
 	// NLLs on one fixed set. 0 in states written before they were kept.
 	ValEvery, ValWindows int
+	// Precision is the run's arithmetic, resolved: fp32 or bf16 (empty in
+	// states written before it was kept: those runs were fp32).
+	Precision Precision
 }
 
 // Result summarises a finished (or interrupted) run.
@@ -185,6 +191,10 @@ func (o *Options) check() error {
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 10 * time.Second
 	}
+	if _, err := ParsePrecision(string(o.Precision)); err != nil && o.Precision != "" {
+		return err
+	}
+	o.Precision = o.Precision.Resolve()
 	return nil
 }
 
@@ -280,7 +290,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 func (o *Options) start() (*model.Weights, *state, error) {
 	st := &state{Steps: o.Steps, Batch: o.Batch, LR: o.LR, Seed: o.Seed, Opt: NewAdamW(), Stop: NewEarlyStop(), BestVal: math.Inf(1),
 		Budget: o.TimeBudget.Seconds(), Distill: o.Distill, DistillEnd: o.DistillEnd,
-		ValEvery: o.ValEvery, ValWindows: o.ValWindows}
+		ValEvery: o.ValEvery, ValWindows: o.ValWindows, Precision: o.Precision}
 	switch {
 	case o.Resume != "":
 		w, st, err := o.resume()
@@ -324,6 +334,11 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 	o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
 	o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
 	o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
+	if kept := st.Precision.Resolve(); kept != o.Precision {
+		fmt.Fprintf(o.Log, "%s trains in %s: the resumed run keeps it (not %s)\n", o.Resume, kept, o.Precision)
+	}
+	o.Precision = st.Precision.Resolve()
+	st.Precision = o.Precision
 	switch {
 	case st.ValWindows > 0:
 		o.ValEvery, o.ValWindows = st.ValEvery, st.ValWindows
@@ -416,6 +431,7 @@ func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model
 		StimMode:   o.Rec.StimMode,
 		Provenance: model.Provenance{
 			Data: o.Data, Steps: st.Step, ValNLL: valNLL, ZeroInputNLL: st.ZeroPooled,
+			Precision: string(o.Precision), PrecisionPath: o.Precision.Path(),
 			TrainedAt: time.Now().UTC().Format(time.RFC3339),
 			Notes: strings.TrimSpace(fmt.Sprintf("batch %d, peak lr %.3g, seed %d, %d of %d steps, val on %d windows, zero-input per-cell %.4f. %s",
 				st.Batch, st.LR, st.Seed, st.Step, st.Steps, o.ValWindows, st.ZeroCell, o.Notes)),
