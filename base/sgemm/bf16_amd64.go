@@ -11,6 +11,27 @@ var bf16Asm = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16
 // bf16AsmAvailable reports whether this CPU can run the AVX512_BF16 kernels.
 func bf16AsmAvailable() bool { return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 }
 
+// roundAVX2 selects the AVX2 rounding loop (tests switch it off).
+var roundAVX2 = cpu.X86.HasAVX2
+
+// roundBF16AVX2 rounds n floats (a multiple of 8) to bfloat16 in place.
+//
+//go:noescape
+func roundBF16AVX2(x *float32, n int)
+
+// roundBF16 rounds x to bfloat16 in place as roundBF16Go does, 8 values
+// at a time in assembly where the CPU has AVX2.
+func roundBF16(x []float32) {
+	n := 0
+	if roundAVX2 {
+		n = len(x) &^ 7
+		if n > 0 {
+			roundBF16AVX2(&x[0], n)
+		}
+	}
+	roundBF16Go(x[n:])
+}
+
 // kernBF16x12x32 computes a 12 x 32 tile of C from bf16 rows of A (row i at
 // a + i*lda, kp pairs) and a packed 32-column panel of bf16 pairs; flags
 // bit 1: the result is bias + A*B instead of C + A*B; bit 0: ReLU.

@@ -13,5 +13,8 @@ func kernBF16(rows, cols, kp int, a []uint16, lda int, b []uint32, c []float32, 
 	kernBF16Go(rows, cols, kp, a, lda, b, c, ldc, bias, relu)
 }
 
+// roundBF16 is roundBF16Go on this build.
+func roundBF16(x []float32) { roundBF16Go(x) }
+
 // toBF16 is toBF16Go on this build.
 func toBF16(dst []uint16, src []float32) { toBF16Go(dst, src) }

@@ -35,9 +35,9 @@ func bf16Kernels() bool { return bf16Asm || bf16Force }
 // as a float32), for GemmPackedRoundedA.
 func RoundBF16(x []float32) { roundBF16(x) }
 
-// roundBF16 is RoundBF16: ToBF16's rounding of a finite normal value
-// inline, ToBF16 itself for the rest (zeros, subnormals, NaNs).
-func roundBF16(x []float32) {
+// roundBF16Go is RoundBF16 in Go: ToBF16's rounding of a finite normal
+// value inline, ToBF16 itself for the rest (zeros, subnormals, NaNs).
+func roundBF16Go(x []float32) {
 	for i, v := range x {
 		u := math.Float32bits(v)
 		r := (u + 0x7fff + (u>>16)&1) &^ 0xffff

@@ -215,16 +215,36 @@ func TestGemmPackedRoundedA(t *testing.T) {
 	}
 }
 
-// TestRoundBF16 checks RoundBF16 against ToBF16 on the rounding's hard
-// cases (ties, carries, overflow, subnormals, infinities, NaN).
+// TestRoundBF16 checks RoundBF16 (in assembly where the CPU has AVX2, 8
+// values at a time, the tail in Go) and the Go loop against ToBF16 on the
+// rounding's hard cases (ties, carries, overflow, subnormals, infinities,
+// NaNs), for lengths around the assembly's step.
 func TestRoundBF16(t *testing.T) {
 	xs := bf16Cases(rand.New(rand.NewPCG(53, 54)))
-	xs = append(xs, float32(math.NaN()), math.Float32frombits(0x7fa00001))
-	got := append([]float32(nil), xs...)
-	RoundBF16(got)
-	for i, x := range xs {
-		if want := ToBF16(x); math.Float32bits(got[i]) != uint32(want)<<16 {
-			t.Fatalf("RoundBF16(%#08x) = %#08x, want %#08x", math.Float32bits(x), math.Float32bits(got[i]), uint32(want)<<16)
+	xs = append(xs, float32(math.NaN()), math.Float32frombits(0x7fa00001), math.Float32frombits(0xffc00001))
+	for name, round := range map[string]func([]float32){"RoundBF16": RoundBF16, "roundBF16Go": roundBF16Go} {
+		for _, n := range []int{0, 1, 7, 8, 9, 16, 23, len(xs)} {
+			got := append([]float32(nil), xs[:n]...)
+			got = append(got, 1.00001) // past the end: untouched
+			round(got[:n])
+			for i, x := range xs[:n] {
+				if want := ToBF16(x); math.Float32bits(got[i]) != uint32(want)<<16 {
+					t.Fatalf("%s, n=%d: %#08x rounds to %#08x, want %#08x", name, n, math.Float32bits(x), math.Float32bits(got[i]), uint32(want)<<16)
+				}
+			}
+			if got[n] != 1.00001 {
+				t.Fatalf("%s, n=%d: wrote past the end", name, n)
+			}
+		}
+	}
+	// The same values at every offset of an 8-value group.
+	for off := 0; off < 8; off++ {
+		got := append(make([]float32, off), xs...)
+		RoundBF16(got)
+		for i, x := range xs {
+			if want := ToBF16(x); math.Float32bits(got[off+i]) != uint32(want)<<16 {
+				t.Fatalf("offset %d: %#08x rounds to %#08x, want %#08x", off, math.Float32bits(x), math.Float32bits(got[off+i]), uint32(want)<<16)
+			}
 		}
 	}
 }
