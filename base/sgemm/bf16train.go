@@ -1,7 +1,6 @@
 package sgemm
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 )
@@ -54,12 +53,7 @@ func roundBF16Go(x []float32) {
 // nothing; work must hold GemmWorkSize floats.
 func GemmWorkBF16(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32,
 	ldb int, beta float32, c []float32, ldc int) {
-	checkMat("A", transA, m, k, a, lda)
-	checkMat("B", transB, k, n, b, ldb)
-	checkMat("C", false, m, n, c, ldc)
-	if len(work) < GemmWorkSize() {
-		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), GemmWorkSize()))
-	}
+	checkGemmWork(work, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if bf16Kernels() && !transA && alpha == 1 {
 		gemmWorkBF16Kernels(work, transB, m, n, k, a, lda, b, ldb, beta, c, ldc)
 		return

@@ -570,13 +570,19 @@ func splitWork(w []float32) *buffers {
 // may allocate after a garbage collection or on a new thread).
 func GemmWork(work []float32, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32,
 	ldb int, beta float32, c []float32, ldc int) {
+	checkGemmWork(work, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	gemmBuf(splitWork(work), false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// checkGemmWork panics on arguments of GemmWork that do not hold the
+// stated shapes, or a workspace shorter than GemmWorkSize.
+func checkGemmWork(work []float32, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	checkMat("A", transA, m, k, a, lda)
 	checkMat("B", transB, k, n, b, ldb)
 	checkMat("C", false, m, n, c, ldc)
 	if len(work) < GemmWorkSize() {
 		panic(fmt.Sprintf("sgemm: workspace of %d floats, need %d", len(work), GemmWorkSize()))
 	}
-	gemmBuf(splitWork(work), false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where

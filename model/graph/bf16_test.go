@@ -24,29 +24,6 @@ const (
 	bf16Margin  = 3      // allowed ratio of bf16's error to the perturbation's
 )
 
-// stepGrads runs one training step of w on a batch and returns the loss
-// and a copy of every gradient.
-func stepGrads(t *testing.T, w *model.Weights, x []float32, cells, tg []int, opts Options) (float32, map[string][]float32) {
-	t.Helper()
-	g, err := New(w, len(cells), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	if err := g.SetInputs(x, cells, tg); err != nil {
-		t.Fatal(err)
-	}
-	loss, err := g.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	grads := map[string][]float32{}
-	for _, n := range g.TrainableNames() {
-		grads[n] = append([]float32(nil), g.Grad(n)...)
-	}
-	return loss, grads
-}
-
 // perturbed returns a copy of w with every weight tensor multiplied
 // elementwise by 1 + bf16Perturb N(0,1).
 func perturbed(w *model.Weights, seed uint64) *model.Weights {
@@ -110,10 +87,10 @@ func TestBF16GradientsNearFP32(t *testing.T) {
 			w := randomWeights(t, c, 31)
 			x, cells, tg := randomBatch(c, 4, 32)
 			opts := Options{Training: true, Threads: 2}
-			l32, g32 := stepGrads(t, w.Clone(), x, cells, tg, opts)
-			lp, gp := stepGrads(t, perturbed(w, 33), x, cells, tg, opts)
+			l32, g32 := stepGrads(t, w.Clone(), x, cells, tg, opts, nil)
+			lp, gp := stepGrads(t, perturbed(w, 33), x, cells, tg, opts, nil)
 			opts.BF16 = true
-			l16, g16 := stepGrads(t, w.Clone(), x, cells, tg, opts)
+			l16, g16 := stepGrads(t, w.Clone(), x, cells, tg, opts, nil)
 			if d, dp := math.Abs(float64(l16-l32)), math.Abs(float64(lp-l32)); !(d <= bf16Margin*dp+1e-3*math.Abs(float64(l32))) {
 				t.Errorf("loss %v in bf16, %v in float32 (%v on perturbed weights): |diff| %.3g, want <= %d x %.3g + 0.1%%",
 					l16, l32, lp, d, bf16Margin, dp)

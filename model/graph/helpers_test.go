@@ -73,3 +73,32 @@ func randomBatch(c model.Config, n int, seed uint64) ([]float32, []int, []int) {
 	}
 	return x, cells, tg
 }
+
+// stepGrads runs one training step of w on a batch (set, if not nil,
+// changes the graph's inputs before the run) and returns the loss and a
+// copy of every gradient.
+func stepGrads(t *testing.T, w *model.Weights, x []float32, cells, tg []int, opts Options, set func(g *Graph) error) (float32, map[string][]float32) {
+	t.Helper()
+	g, err := New(w, len(cells), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.SetInputs(x, cells, tg); err != nil {
+		t.Fatal(err)
+	}
+	if set != nil {
+		if err := set(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loss, err := g.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grads := map[string][]float32{}
+	for _, n := range g.TrainableNames() {
+		grads[n] = append([]float32(nil), g.Grad(n)...)
+	}
+	return loss, grads
+}

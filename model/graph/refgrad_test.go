@@ -98,8 +98,8 @@ func checkRefGradients(t *testing.T, stem, head, cnn string, batch int, bf16 boo
 	var g32, gp map[string][]float32 // bf16: float32 gradients, on w and on perturbed w
 	if bf16 {
 		opts := Options{Training: true, Threads: 1, frozenBN: true}
-		_, g32 = stepGrads(t, w.Clone(), x, cells, tg, opts)
-		_, gp = stepGrads(t, perturbed(w, 24), x, cells, tg, opts)
+		_, g32 = stepGrads(t, w.Clone(), x, cells, tg, opts, nil)
+		_, gp = stepGrads(t, perturbed(w, 24), x, cells, tg, opts, nil)
 	}
 	// refLoss is the mean NLL of the batch under the reference.
 	win := c.InRows * c.InBins

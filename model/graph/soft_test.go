@@ -17,29 +17,7 @@ func TestSoftTargets(t *testing.T) {
 	x, cells, tg := randomBatch(c, batch, 3)
 	run := func(soft bool, set func(g *Graph) error) (float32, map[string][]float32) {
 		t.Helper()
-		w := randomWeights(t, c, 7)
-		g, err := New(w, batch, Options{Training: true, Threads: 2, SoftTargets: soft})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer g.Close()
-		if err := g.SetInputs(x, cells, tg); err != nil {
-			t.Fatal(err)
-		}
-		if set != nil {
-			if err := set(g); err != nil {
-				t.Fatal(err)
-			}
-		}
-		loss, err := g.Run()
-		if err != nil {
-			t.Fatal(err)
-		}
-		grads := map[string][]float32{}
-		for _, n := range g.TrainableNames() {
-			grads[n] = append([]float32(nil), g.Grad(n)...)
-		}
-		return loss, grads
+		return stepGrads(t, randomWeights(t, c, 7), x, cells, tg, Options{Training: true, Threads: 2, SoftTargets: soft}, set)
 	}
 	plain, pg := run(false, nil)
 	soft, sg := run(true, nil)
