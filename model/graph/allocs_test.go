@@ -14,20 +14,23 @@ import (
 // TestKernelsReuseBuffers checks that, after a warm-up call, the kernels'
 // forward and backward passes allocate no buffers: at most a few small
 // objects (the closures of parallel sections, which escape to the worker
-// goroutines), never memory that grows with the tensors.
+// goroutines), never memory that grows with the tensors. The GEMM kernels
+// have a team's packing space, as in a graph (sgemm's pool, used without
+// one, may allocate again after a garbage collection).
 func TestKernelsReuseBuffers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	one := parallel{1}
+	team := newGemmTeam(one, false)
 	pos := randTensor(rng, 0.1, 4)
 	for i, d := 0, f32(pos); i < len(d); i++ {
 		d[i] = 1 + float32(i)
 	}
 	cases := []kernelCase{
-		{"conv", &conv1d{stride: 2, pad: 3, par: one}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 256), randTensor(rng, 1, 4, 3, 7)}},
+		{"conv", &conv1d{stride: 2, pad: 3, par: one, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 256), randTensor(rng, 1, 4, 3, 7)}},
 		{"batchnorm+relu", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: one}},
 			[]*tensor.Dense{randTensor(rng, 1, 2, 4, 64), randTensor(rng, 1, 4), randTensor(rng, 1, 4), randTensor(rng, 1, 4), pos}},
-		{"attention", &attention{t: 16, heads: 2, hd: 4, par: one}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
-		{"linear", linear{}, []*tensor.Dense{randTensor(rng, 1, 16, 32), randTensor(rng, 1, 32, 32), randTensor(rng, 1, 32)}},
+		{"attention", &attention{t: 16, heads: 2, hd: 4, par: one, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
+		{"linear", linear{gemm: team}, []*tensor.Dense{randTensor(rng, 1, 16, 32), randTensor(rng, 1, 32, 32), randTensor(rng, 1, 32)}},
 		{"layernorm", &layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
 		{"gelu", &gelu{par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
