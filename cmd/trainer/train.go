@@ -220,6 +220,9 @@ func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threa
 	p := ck.Provenance
 	fmt.Printf("trained on %s (%s bins): %d steps, validation NLL %.4f (zero-input %.4f), %s\n%s\n",
 		p.Data, ck.StimMode, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
+	if p.Precision != "" {
+		fmt.Printf("training GEMMs in %s %s\n", p.Precision, p.PrecisionPath)
+	}
 	split, err := rgc.ParseSplit(splitName)
 	if err != nil {
 		return err
