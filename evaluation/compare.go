@@ -107,6 +107,45 @@ func Compare(name, nameA, nameB string, a, b []CellScores, resamples int, seed u
 	return c, nil
 }
 
+// CompareSeeds is Compare of seed-averaged per-cell scores a and b, spread
+// over the training seeds when either model has them (seedsA, seedsB: each
+// seed's own per-cell scores, nil for a model without seeds): seed k of A
+// against seed k of B, or against B itself when B has no seeds, the model
+// with fewer seeds repeating its last. The interval is over cells of the
+// seed-averaged differences; the spread gives each seed's own paired IQM
+// and how many seeds agree in sign.
+func CompareSeeds(name, nameA, nameB string, a, b []CellScores, seedsA, seedsB [][]CellScores, resamples int, seed uint64) (*Comparison, error) {
+	c, err := Compare(name, nameA, nameB, a, b, resamples, seed)
+	if err != nil {
+		return nil, err
+	}
+	n := max(len(seedsA), len(seedsB))
+	if n == 0 {
+		return c, nil
+	}
+	pick := func(all []CellScores, seeds [][]CellScores, k int) []CellScores {
+		if len(seeds) == 0 {
+			return all
+		}
+		return seeds[min(k, len(seeds)-1)]
+	}
+	perSeed := map[string][]float64{}
+	for k := range n {
+		ck, err := Compare(name, nameA, nameB, pick(a, seedsA, k), pick(b, seedsB, k), resamples, seed)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d: %w", k+1, err)
+		}
+		for metric, d := range ck.Metrics {
+			perSeed[metric] = append(perSeed[metric], d.IQM)
+		}
+	}
+	for metric, d := range c.Metrics {
+		d.Spread(perSeed[metric])
+		c.Metrics[metric] = d
+	}
+	return c, nil
+}
+
 // PrintComparisons prints paired differences, one row per comparison;
 // nothing when there are none.
 func PrintComparisons(w io.Writer, cs []Comparison) {

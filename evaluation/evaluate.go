@@ -110,7 +110,7 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 		if !ok || ma == nil || mb == nil {
 			return nil, fmt.Errorf("compare %q: want A:B, two of the evaluated models (%s)", pair, r.ModelNames())
 		}
-		cmp, err := Compare(a+" - "+b, a, b, ma.Cells, mb.Cells, c.Resamples, c.Seed)
+		cmp, err := CompareSeeds(a+" - "+b, a, b, ma.Cells, mb.Cells, ma.Repeats, mb.Repeats, c.Resamples, c.Seed)
 		if err != nil {
 			return nil, err
 		}

@@ -277,35 +277,14 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluat
 	if a == nil || b == nil {
 		return nil, fmt.Errorf("comparison %s: unknown model", p.name)
 	}
-	c, err := evaluation.Compare(p.name, p.a, p.b, a.Cells, b.Cells, resamples, seed)
-	if err != nil {
-		return nil, err
-	}
-	n := max(len(a.Runs), len(b.Runs))
-	if n == 0 {
-		return c, nil
-	}
-	cells := func(m *ModelReport, k int) []evaluation.CellScores {
-		if len(m.Runs) == 0 {
-			return m.Cells
+	seeds := func(m *ModelReport) [][]evaluation.CellScores {
+		var out [][]evaluation.CellScores
+		for _, r := range m.Runs {
+			out = append(out, r.Cells)
 		}
-		return m.Runs[min(k, len(m.Runs)-1)].Cells
+		return out
 	}
-	perSeed := map[string][]float64{}
-	for k := range n {
-		ck, err := evaluation.Compare(p.name, p.a, p.b, cells(a, k), cells(b, k), resamples, seed)
-		if err != nil {
-			return nil, fmt.Errorf("seed %d: %w", k+1, err)
-		}
-		for metric, d := range ck.Metrics {
-			perSeed[metric] = append(perSeed[metric], d.IQM)
-		}
-	}
-	for metric, d := range c.Metrics {
-		d.Spread(perSeed[metric])
-		c.Metrics[metric] = d
-	}
-	return c, nil
+	return evaluation.CompareSeeds(p.name, p.a, p.b, a.Cells, b.Cells, seeds(a), seeds(b), resamples, seed)
 }
 
 // PrintTable prints the results as an evaluation.Table (one row per
