@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"glm":           {"fit the classical GLM baseline (stimulus + history filters) and score it exactly", runGLM},
 		"bench":         {"time training steps of ours and the PyTorch reference, alternating, and print the ratio", runBench},
 		"fit-threshold": {"fit the threshold spike policy: per-cell thresholds matching the recorded rate", runFitThreshold},
+		"compare":       {"paired comparison of models scored in separate eval --json runs (e.g. each with its own thresholds; seeds)", runCompare},
 		"soup":          {"average the weights of checkpoints fine-tuned from one parent (a model soup)", runSoup},
 		"cut":           {"keep some of a checkpoint's cells (e.g. train on all clusters, serve the quality cells)", runCut},
 		"experiment":    {"train a grid of configurations x seeds at a matched budget, evaluate, compare, plot", runExperiment},

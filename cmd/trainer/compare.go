@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"rgcpred/base/cli"
+	"rgcpred/evaluation"
+)
+
+// runCompare implements `trainer compare`: the paired comparison of two
+// models scored in separate `trainer eval --json` runs, e.g. each with spike
+// thresholds of its own, one report per training seed.
+func runCompare(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	a := fs.String("a", "", "eval reports of model A, comma-separated: one per training seed")
+	b := fs.String("b", "", "eval reports of model B, comma-separated: one per training seed")
+	modelA := fs.String("a-model", "", "model A's name in its reports (default: their only model)")
+	modelB := fs.String("b-model", "", "model B's name in its reports (default: their only model)")
+	resamples := fs.Int("resamples", 2000, "bootstrap resamples (at least 2000)")
+	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	out := fs.String("json", "", "write the comparison as JSON to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: trainer compare --a A1.json[,A2.json,...] --b B.json [flags]\n"+
+			"\n"+
+			"Paired per-cell differences A - B of models scored in separate trainer eval --json\n"+
+			"runs on the same split and rollout (the spike policy may differ: each model's own\n"+
+			"thresholds). Several reports of a model are its seeds: the interval is over cells\n"+
+			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.")
+		fs.PrintDefaults()
+	}
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *a == "" || *b == "" {
+		fs.Usage()
+		return errors.New("--a and --b are required")
+	}
+	if *resamples < 2000 {
+		return fmt.Errorf("--resamples %d: at least 2000", *resamples)
+	}
+	side := func(files, name string) ([]evaluation.CellScores, [][]evaluation.CellScores, evaluation.Scoring, string, error) {
+		var reps []*evaluation.Report
+		for _, f := range cli.List(files) {
+			r, err := evaluation.ReadReport(f)
+			if err != nil {
+				return nil, nil, evaluation.Scoring{}, "", err
+			}
+			reps = append(reps, r)
+		}
+		avg, seeds, sc, err := evaluation.Seeds(reps, name)
+		if err != nil {
+			return nil, nil, sc, "", fmt.Errorf("%s: %w", files, err)
+		}
+		if name == "" {
+			name = reps[0].Models[0].Name
+		}
+		if len(reps) > 1 {
+			name = fmt.Sprintf("%s (x%d)", name, len(reps))
+		}
+		return avg, seeds, sc, name, nil
+	}
+	ca, sa, sca, na, err := side(*a, *modelA)
+	if err != nil {
+		return err
+	}
+	cb, sb, scb, nb, err := side(*b, *modelB)
+	if err != nil {
+		return err
+	}
+	pa, pb := sca, scb
+	pa.Policy, pb.Policy = "", ""
+	if pa != pb {
+		return fmt.Errorf("A and B were scored otherwise: %+v and %+v", sca, scb)
+	}
+	c, err := evaluation.CompareSeeds(na+" - "+nb, na, nb, ca, cb, sa, sb, *resamples, *seed)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
+	evaluation.PrintComparisons(cli.Stdout, []evaluation.Comparison{*c})
+	if *out != "" {
+		return evaluation.WriteJSON(*out, c)
+	}
+	return nil
+}
