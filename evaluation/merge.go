@@ -22,35 +22,64 @@ func ReadReport(path string) (*Report, error) {
 	return &r, nil
 }
 
+// SeedSet is one model gathered from several reports, one per training
+// seed (Seeds).
+type SeedSet struct {
+	// Name is the model's name, with " (xN)" for N seeds, as trainer eval
+	// names repeats.
+	Name string
+	// Scoring is the first report's.
+	Scoring Scoring
+	// Cells are the seed-averaged per-cell scores; Seeds each seed's own
+	// (nil for one report).
+	Cells []CellScores
+	Seeds [][]CellScores
+}
+
+// sameScoring reports whether two scorings differ at most in their spike
+// policy (each model or seed may use thresholds of its own).
+func sameScoring(a, b Scoring) bool {
+	a.Policy = b.Policy
+	return a == b
+}
+
 // Seeds gathers one model from each of several reports, one report per
 // training seed, e.g. each seed scored with spike thresholds of its own:
 // the model called name in each (the only model when name is empty). The
-// reports must agree on what was scored and how (Scoring), except the
-// spike policy, which may name each seed's own file. It returns the
-// seed-averaged per-cell scores, each seed's own (nil for one report) and
-// the first report's scoring.
-func Seeds(reps []*Report, name string) (avg []CellScores, seeds [][]CellScores, sc Scoring, err error) {
+// reports must agree on what was scored and how, except the spike policy.
+func Seeds(reps []*Report, name string) (*SeedSet, error) {
 	if len(reps) == 0 {
-		return nil, nil, sc, fmt.Errorf("no reports")
+		return nil, fmt.Errorf("no reports")
 	}
-	sc = reps[0].Scoring
+	set := &SeedSet{Scoring: reps[0].Scoring}
 	for i, r := range reps {
 		m, err := r.pick(name)
 		if err != nil {
-			return nil, nil, sc, fmt.Errorf("report %d: %w", i+1, err)
+			return nil, fmt.Errorf("report %d: %w", i+1, err)
 		}
-		o := r.Scoring
-		o.Policy = sc.Policy
-		if o != sc {
-			return nil, nil, sc, fmt.Errorf("report %d was scored otherwise than report 1 (%+v, not %+v)", i+1, r.Scoring, reps[0].Scoring)
+		if !sameScoring(r.Scoring, set.Scoring) {
+			return nil, fmt.Errorf("report %d was scored otherwise than report 1 (%+v, not %+v)", i+1, r.Scoring, set.Scoring)
 		}
-		seeds = append(seeds, m.Cells)
+		set.Seeds = append(set.Seeds, m.Cells)
+		if i == 0 {
+			set.Name = m.Name // named after the first, as trainer eval names repeats
+		}
 	}
-	avg = AverageRepeats(seeds)
-	if len(seeds) == 1 {
-		seeds = nil
+	set.Cells = AverageRepeats(set.Seeds)
+	set.Name = repeatsName(set.Name, len(reps))
+	if len(set.Seeds) == 1 {
+		set.Seeds = nil
 	}
-	return avg, seeds, sc, nil
+	return set, nil
+}
+
+// CompareSets is CompareSeeds of A - B for two sets scored alike except
+// in their spike policies.
+func CompareSets(a, b *SeedSet, resamples int, seed uint64) (*Comparison, error) {
+	if !sameScoring(a.Scoring, b.Scoring) {
+		return nil, fmt.Errorf("%s and %s were scored otherwise: %+v and %+v", a.Name, b.Name, a.Scoring, b.Scoring)
+	}
+	return CompareSeeds(a.Name+" - "+b.Name, a.Name, b.Name, a.Cells, b.Cells, a.Seeds, b.Seeds, resamples, seed)
 }
 
 // pick returns the model called name, or the only model when name is

@@ -24,15 +24,26 @@ func TestSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	avg, seeds, sc, err := Seeds([]*Report{first, rep("threshold:b.json", "test", 3, 4, 5)}, "")
+	set, err := Seeds([]*Report{first, rep("threshold:b.json", "test", 3, 4, 5)}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(seeds) != 2 || avg[0].NLL != 2 || avg[2].NLL != 4 || sc.Policy != "threshold:a.json" {
-		t.Errorf("avg %v, %d seeds, policy %q: want NLL 2,3,4 over 2 seeds, the first report's policy", avg, len(seeds), sc.Policy)
+	if len(set.Seeds) != 2 || set.Cells[0].NLL != 2 || set.Cells[2].NLL != 4 || set.Scoring.Policy != "threshold:a.json" || set.Name != "m (x2)" {
+		t.Errorf("%+v: want NLL 2,3,4 over 2 seeds, the first report's policy, name \"m (x2)\"", set)
 	}
-	if _, one, _, err := Seeds([]*Report{first}, "m"); err != nil || one != nil {
-		t.Errorf("one report: seeds %v, err %v; want none and no error", one, err)
+	one, err := Seeds([]*Report{first}, "m")
+	if err != nil || one.Seeds != nil || one.Name != "m" {
+		t.Errorf("one report: %+v, err %v; want no seeds, name m, no error", one, err)
+	}
+	other, err := Seeds([]*Report{rep("median", "val", 1, 2, 3)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CompareSets(set, other, 2000, 1); err == nil || !strings.Contains(err.Error(), "scored otherwise") {
+		t.Errorf("sets on other splits: err %v, want one saying they were scored otherwise", err)
+	}
+	if c, err := CompareSets(set, one, 2000, 1); err != nil || c.Metrics["nll"].Seeds == nil {
+		t.Errorf("sets differing only in policy: %v, err %v; want a comparison with a seed spread", c, err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -43,7 +54,7 @@ func TestSeeds(t *testing.T) {
 		{"unknown model", []*Report{{Scoring: first.Scoring, Models: []ModelResult{{Name: "x"}, {Name: "y"}}}}, "name one"},
 		{"none", nil, "no reports"},
 	} {
-		if _, _, _, err := Seeds(tc.reps, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Seeds(tc.reps, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}

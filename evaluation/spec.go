@@ -145,11 +145,15 @@ func CheckpointSpec(paths []string, ids []int, batch, threads int, prec engine.P
 // checkpointName names a checkpoint model after its first file, with the
 // number of repeats.
 func checkpointName(paths []string) string {
-	n := strings.TrimSuffix(filepath.Base(paths[0]), filepath.Ext(paths[0]))
-	if len(paths) > 1 {
-		n += fmt.Sprintf(" (x%d)", len(paths))
+	return repeatsName(strings.TrimSuffix(filepath.Base(paths[0]), filepath.Ext(paths[0])), len(paths))
+}
+
+// repeatsName is a model's name with " (xN)" for N > 1 repeats (seeds).
+func repeatsName(name string, n int) string {
+	if n > 1 {
+		return fmt.Sprintf("%s (x%d)", name, n)
 	}
-	return n
+	return name
 }
 
 // OpenCheckpoint loads a checkpoint into an inference engine of batch

@@ -41,44 +41,34 @@ func runCompare(_ context.Context, args []string) error {
 	if *resamples < 2000 {
 		return fmt.Errorf("--resamples %d: at least 2000", *resamples)
 	}
-	side := func(files, name string) ([]evaluation.CellScores, [][]evaluation.CellScores, evaluation.Scoring, string, error) {
+	side := func(files, name string) (*evaluation.SeedSet, error) {
 		var reps []*evaluation.Report
 		for _, f := range cli.List(files) {
 			r, err := evaluation.ReadReport(f)
 			if err != nil {
-				return nil, nil, evaluation.Scoring{}, "", err
+				return nil, err
 			}
 			reps = append(reps, r)
 		}
-		avg, seeds, sc, err := evaluation.Seeds(reps, name)
+		set, err := evaluation.Seeds(reps, name)
 		if err != nil {
-			return nil, nil, sc, "", fmt.Errorf("%s: %w", files, err)
+			return nil, fmt.Errorf("%s: %w", files, err)
 		}
-		if name == "" {
-			name = reps[0].Models[0].Name
-		}
-		if len(reps) > 1 {
-			name = fmt.Sprintf("%s (x%d)", name, len(reps))
-		}
-		return avg, seeds, sc, name, nil
+		return set, nil
 	}
-	ca, sa, sca, na, err := side(*a, *modelA)
+	sa, err := side(*a, *modelA)
 	if err != nil {
 		return err
 	}
-	cb, sb, scb, nb, err := side(*b, *modelB)
+	sb, err := side(*b, *modelB)
 	if err != nil {
 		return err
 	}
-	pa, pb := sca, scb
-	pa.Policy, pb.Policy = "", ""
-	if pa != pb {
-		return fmt.Errorf("A and B were scored otherwise: %+v and %+v", sca, scb)
-	}
-	c, err := evaluation.CompareSeeds(na+" - "+nb, na, nb, ca, cb, sa, sb, *resamples, *seed)
+	c, err := evaluation.CompareSets(sa, sb, *resamples, *seed)
 	if err != nil {
 		return err
 	}
+	sca, scb := sa.Scoring, sb.Scoring
 	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
 	evaluation.PrintComparisons(cli.Stdout, []evaluation.Comparison{*c})
 	if *out != "" {

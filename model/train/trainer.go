@@ -334,11 +334,11 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 	o.Steps, o.Batch, o.LR, o.Seed = st.Steps, st.Batch, st.LR, st.Seed
 	o.TimeBudget = time.Duration(st.Budget * float64(time.Second))
 	o.Distill, o.DistillEnd = st.Distill, st.DistillEnd
-	if kept := st.Precision.Resolve(); kept != o.Precision {
+	kept := st.Precision.Resolve()
+	if kept != o.Precision {
 		fmt.Fprintf(o.Log, "%s trains in %s: the resumed run keeps it (not %s)\n", o.Resume, kept, o.Precision)
 	}
-	o.Precision = st.Precision.Resolve()
-	st.Precision = o.Precision
+	o.Precision, st.Precision = kept, kept
 	switch {
 	case st.ValWindows > 0:
 		o.ValEvery, o.ValWindows = st.ValEvery, st.ValWindows
