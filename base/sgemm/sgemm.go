@@ -147,10 +147,10 @@ func (p *PackedB) panel(pc, kb, jp int) []float32 {
 	return p.data[off : off+kb*nr]
 }
 
-// packB packs rows pc..pc+kb and columns jc..jc+nb of op(B) into nr-wide
+// packBGo packs rows pc..pc+kb and columns jc..jc+nb of op(B) into nr-wide
 // panels: dst[jp*kb*nr + p*nr + j], each value rounded to bfloat16 if
-// round.
-func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32, round bool) {
+// round. It is packB on the portable build and packB's reference.
+func packBGo(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32, round bool) {
 	nr := kern.nr
 	for jp := 0; jp*nr < nb; jp++ {
 		d := dst[jp*kb*nr : (jp+1)*kb*nr]
@@ -195,10 +195,11 @@ func packB(transB bool, b []float32, ldb, pc, kb, jc, nb int, dst []float32, rou
 	}
 }
 
-// packA packs rows ic..ic+mb and columns pc..pc+kb of alpha*op(A) into
+// packAGo packs rows ic..ic+mb and columns pc..pc+kb of alpha*op(A) into
 // mr-tall panels: dst[ip*kb*mr + p*mr + i]; rows past mb are zero. With
 // round, each value (alpha times an element of A) is rounded to bfloat16.
-func packA(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst []float32, round bool) {
+// It is packA on the portable build and packA's reference.
+func packAGo(transA bool, a []float32, lda, ic, mb, pc, kb int, alpha float32, dst []float32, round bool) {
 	mr := kern.mr
 	for ip := 0; ip*mr < mb; ip++ {
 		d := dst[ip*kb*mr : (ip+1)*kb*mr]

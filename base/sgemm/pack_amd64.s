@@ -1,0 +1,475 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Packing of the A and B panels in AVX2 (pack_amd64.go). Each routine
+// writes exactly what the Go packers (packAGo, packBGo) write for its part
+// of a panel: alpha*value (only when flags bit 1 is set, so that alpha 1
+// copies bits unchanged), then, when flags bit 0 is set, rounded to
+// bfloat16 as ToBF16 does, in the same pass.
+
+// Constants of the bfloat16 rounding, eight lanes each.
+DATA bfOne<>+0(SB)/8, $0x0000000100000001
+DATA bfOne<>+8(SB)/8, $0x0000000100000001
+DATA bfOne<>+16(SB)/8, $0x0000000100000001
+DATA bfOne<>+24(SB)/8, $0x0000000100000001
+GLOBL bfOne<>(SB), RODATA|NOPTR, $32
+
+DATA bfBias<>+0(SB)/8, $0x00007fff00007fff
+DATA bfBias<>+8(SB)/8, $0x00007fff00007fff
+DATA bfBias<>+16(SB)/8, $0x00007fff00007fff
+DATA bfBias<>+24(SB)/8, $0x00007fff00007fff
+GLOBL bfBias<>(SB), RODATA|NOPTR, $32
+
+DATA bfHigh<>+0(SB)/8, $0xffff0000ffff0000
+DATA bfHigh<>+8(SB)/8, $0xffff0000ffff0000
+DATA bfHigh<>+16(SB)/8, $0xffff0000ffff0000
+DATA bfHigh<>+24(SB)/8, $0xffff0000ffff0000
+GLOBL bfHigh<>(SB), RODATA|NOPTR, $32
+
+DATA bfExp<>+0(SB)/8, $0x7f8000007f800000
+DATA bfExp<>+8(SB)/8, $0x7f8000007f800000
+DATA bfExp<>+16(SB)/8, $0x7f8000007f800000
+DATA bfExp<>+24(SB)/8, $0x7f8000007f800000
+GLOBL bfExp<>(SB), RODATA|NOPTR, $32
+
+DATA bfSign<>+0(SB)/8, $0x8000000080000000
+DATA bfSign<>+8(SB)/8, $0x8000000080000000
+DATA bfSign<>+16(SB)/8, $0x8000000080000000
+DATA bfSign<>+24(SB)/8, $0x8000000080000000
+GLOBL bfSign<>(SB), RODATA|NOPTR, $32
+
+DATA bfAbs<>+0(SB)/8, $0x7fffffff7fffffff
+DATA bfAbs<>+8(SB)/8, $0x7fffffff7fffffff
+DATA bfAbs<>+16(SB)/8, $0x7fffffff7fffffff
+DATA bfAbs<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL bfAbs<>(SB), RODATA|NOPTR, $32
+
+DATA bfQuiet<>+0(SB)/8, $0x0040000000400000
+DATA bfQuiet<>+8(SB)/8, $0x0040000000400000
+DATA bfQuiet<>+16(SB)/8, $0x0040000000400000
+DATA bfQuiet<>+24(SB)/8, $0x0040000000400000
+GLOBL bfQuiet<>(SB), RODATA|NOPTR, $32
+
+DATA bfZero<>+0(SB)/8, $0
+DATA bfZero<>+8(SB)/8, $0
+DATA bfZero<>+16(SB)/8, $0
+DATA bfZero<>+24(SB)/8, $0
+GLOBL bfZero<>(SB), RODATA|NOPTR, $32
+
+// packMask holds eight all-ones lanes then eight zero lanes: the 8 lanes
+// from byte (8-n)*4 are a load mask for the first n lanes (0 <= n <= 8).
+DATA packMask<>+0(SB)/8, $-1
+DATA packMask<>+8(SB)/8, $-1
+DATA packMask<>+16(SB)/8, $-1
+DATA packMask<>+24(SB)/8, $-1
+DATA packMask<>+32(SB)/8, $0
+DATA packMask<>+40(SB)/8, $0
+DATA packMask<>+48(SB)/8, $0
+DATA packMask<>+56(SB)/8, $0
+GLOBL packMask<>(SB), RODATA|NOPTR, $64
+
+// ROUND rounds the 8 floats of x to bfloat16 in place, as round_amd64.s
+// does (finite values to nearest, ties to even; zeros and subnormals to
+// zero of their sign; NaNs to their high half, quiet), with three
+// temporaries and the constants read from memory.
+#define ROUND(x, t1, t2, t3) \
+	VPSRLD    $16, x, t1; \
+	VPAND     bfOne<>(SB), t1, t1; \
+	VPADDD    bfBias<>(SB), x, t2; \
+	VPADDD    t1, t2, t2; \
+	VPAND     bfHigh<>(SB), t2, t2; \
+	VPAND     bfExp<>(SB), x, t1; \
+	VPCMPEQD  bfZero<>(SB), t1, t1; \
+	VPAND     bfSign<>(SB), x, t3; \
+	VPBLENDVB t1, t3, t2, t2; \
+	VPAND     bfAbs<>(SB), x, t1; \
+	VPCMPGTD  bfExp<>(SB), t1, t1; \
+	VPAND     bfHigh<>(SB), x, t3; \
+	VPOR      bfQuiet<>(SB), t3, t3; \
+	VPBLENDVB t1, t3, t2, x
+
+// func packAN6(a *float32, lda, kb8, h int, d *float32, ds int, alpha float32, flags int)
+//
+// Packs h rows (1 <= h <= 6) of A, row i at a + i*lda, columns 0..kb8 (a
+// multiple of 8, > 0), into d[p*ds + i] for i < 6 (rows past h zero): a
+// 6 x 8 transpose per 8 columns.
+TEXT ·packAN6(SB), NOSPLIT, $0-64
+	MOVQ         a+0(FP), R11
+	MOVQ         lda+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         kb8+16(FP), CX
+	MOVQ         h+24(FP), BX
+	MOVQ         d+32(FP), DI
+	MOVQ         ds+40(FP), R9
+	SHLQ         $2, R9
+	VBROADCASTSS alpha+48(FP), Y14
+	MOVQ         flags+56(FP), R10
+	LEAQ         (R11)(R8*2), R12
+	ADDQ         R8, R12               // row 3
+	LEAQ         (R9)(R9*2), AX        // 3 output rows, bytes
+	MOVQ         R9, R13
+	SHLQ         $3, R13               // 8 output rows, bytes
+
+anLoop:
+	CMPQ    BX, $6
+	JNE     anPartial
+	VMOVUPS (R11), Y0
+	VMOVUPS (R11)(R8*1), Y1
+	VMOVUPS (R11)(R8*2), Y2
+	VMOVUPS (R12), Y3
+	VMOVUPS (R11)(R8*4), Y4
+	VMOVUPS (R12)(R8*2), Y5
+	JMP     anLoaded
+
+anPartial:
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VMOVUPS (R11), Y0
+	CMPQ    BX, $1
+	JEQ     anLoaded
+	VMOVUPS (R11)(R8*1), Y1
+	CMPQ    BX, $2
+	JEQ     anLoaded
+	VMOVUPS (R11)(R8*2), Y2
+	CMPQ    BX, $3
+	JEQ     anLoaded
+	VMOVUPS (R12), Y3
+	CMPQ    BX, $4
+	JEQ     anLoaded
+	VMOVUPS (R11)(R8*4), Y4
+
+anLoaded:
+	TESTQ  $2, R10
+	JZ     anScaled
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VMULPS Y14, Y2, Y2
+	VMULPS Y14, Y3, Y3
+	VMULPS Y14, Y4, Y4
+	VMULPS Y14, Y5, Y5
+	CMPQ   BX, $6
+	JEQ    anScaled
+
+	// Rows past h are zero, whatever alpha times zero was.
+	CMPQ BX, $1
+	JEQ  anZero1
+	CMPQ BX, $2
+	JEQ  anZero2
+	CMPQ BX, $3
+	JEQ  anZero3
+	CMPQ BX, $4
+	JEQ  anZero4
+	JMP  anZero5
+
+anZero1:
+	VXORPS Y1, Y1, Y1
+
+anZero2:
+	VXORPS Y2, Y2, Y2
+
+anZero3:
+	VXORPS Y3, Y3, Y3
+
+anZero4:
+	VXORPS Y4, Y4, Y4
+
+anZero5:
+	VXORPS Y5, Y5, Y5
+
+anScaled:
+	TESTQ $1, R10
+	JZ    anRounded
+	ROUND(Y0, Y6, Y7, Y8)
+	ROUND(Y1, Y6, Y7, Y8)
+	ROUND(Y2, Y6, Y7, Y8)
+	ROUND(Y3, Y6, Y7, Y8)
+	ROUND(Y4, Y6, Y7, Y8)
+	ROUND(Y5, Y6, Y7, Y8)
+
+anRounded:
+	// Rows r0..r5 (8 columns each) to columns: t0 = r0,r1 interleaved
+	// (k0,k1 | k4,k5), t1 the same for k2,k3 | k6,k7, and so on.
+	VUNPCKLPS Y1, Y0, Y6
+	VUNPCKHPS Y1, Y0, Y7
+	VUNPCKLPS Y3, Y2, Y8
+	VUNPCKHPS Y3, Y2, Y9
+	VUNPCKLPS Y5, Y4, Y10
+	VUNPCKHPS Y5, Y4, Y11
+
+	// s_p: rows 0..3 of column p (low lane) and p+4 (high lane).
+	VSHUFPS      $0x44, Y8, Y6, Y0
+	VSHUFPS      $0xEE, Y8, Y6, Y1
+	VSHUFPS      $0x44, Y9, Y7, Y2
+	VSHUFPS      $0xEE, Y9, Y7, Y3
+	VEXTRACTF128 $1, Y10, X12
+	VEXTRACTF128 $1, Y11, X13
+
+	// Column p: 4 floats from s, then rows 4 and 5 (8 bytes) from t4, t5.
+	LEAQ         (DI)(AX*1), DX
+	VMOVUPS      X0, (DI)
+	VMOVQ        X10, 16(DI)
+	VMOVUPS      X1, (DI)(R9*1)
+	VMOVHPS      X10, 16(DI)(R9*1)
+	VMOVUPS      X2, (DI)(R9*2)
+	VMOVQ        X11, 16(DI)(R9*2)
+	VMOVUPS      X3, (DX)
+	VMOVHPS      X11, 16(DX)
+	VEXTRACTF128 $1, Y0, (DI)(R9*4)
+	VMOVQ        X12, 16(DI)(R9*4)
+	VEXTRACTF128 $1, Y1, (DX)(R9*2)
+	VMOVHPS      X12, 16(DX)(R9*2)
+	VEXTRACTF128 $1, Y2, (DX)(AX*1)
+	VMOVQ        X13, 16(DX)(AX*1)
+	VEXTRACTF128 $1, Y3, (DX)(R9*4)
+	VMOVHPS      X13, 16(DX)(R9*4)
+
+	ADDQ $32, R11
+	ADDQ $32, R12
+	ADDQ R13, DI
+	SUBQ $8, CX
+	JNZ  anLoop
+	VZEROUPPER
+	RET
+
+// func packAT6(a *float32, lda, kb, h int, d *float32, ds int, alpha float32, flags int)
+//
+// Packs the transposed A: for each p < kb (> 0), the h floats (1 <= h <=
+// 6) at a + p*lda into d[p*ds + i] for i < 6 (past h zero), with masked
+// loads that read nothing past the h floats.
+TEXT ·packAT6(SB), NOSPLIT, $0-64
+	MOVQ         a+0(FP), SI
+	MOVQ         lda+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         kb+16(FP), CX
+	MOVQ         h+24(FP), BX
+	MOVQ         d+32(FP), DI
+	MOVQ         ds+40(FP), R9
+	SHLQ         $2, R9
+	VBROADCASTSS alpha+48(FP), Y14
+	MOVQ         flags+56(FP), R10
+	LEAQ         packMask<>+32(SB), AX
+	SHLQ         $2, BX
+	SUBQ         BX, AX
+	VMOVDQU      (AX), Y13             // lanes < h
+
+atLoop:
+	VMASKMOVPS (SI), Y13, Y0
+	TESTQ      $2, R10
+	JZ         atScaled
+	VMULPS     Y14, Y0, Y0
+	VANDPS     Y13, Y0, Y0             // lanes past h zero
+
+atScaled:
+	TESTQ        $1, R10
+	JZ           atRounded
+	ROUND(Y0, Y6, Y7, Y8)
+
+atRounded:
+	VEXTRACTF128 $1, Y0, X1
+	VMOVUPS      X0, (DI)
+	VMOVQ        X1, 16(DI)
+	ADDQ         R8, SI
+	ADDQ         R9, DI
+	DECQ         CX
+	JNZ          atLoop
+	VZEROUPPER
+	RET
+
+// func packBN16(b *float32, ldb, kb, w int, d *float32, ds, flags int)
+//
+// Packs kb rows (> 0) of w columns (1 <= w <= 16) of B, row p at b +
+// p*ldb, into d[p*ds + j] for j < 16 (past w zero), with masked loads
+// that read nothing past the w floats.
+TEXT ·packBN16(SB), NOSPLIT, $0-56
+	MOVQ    b+0(FP), SI
+	MOVQ    ldb+8(FP), R8
+	SHLQ    $2, R8
+	MOVQ    kb+16(FP), CX
+	MOVQ    w+24(FP), BX
+	MOVQ    d+32(FP), DI
+	MOVQ    ds+40(FP), R9
+	SHLQ    $2, R9
+	MOVQ    flags+48(FP), R10
+	CMPQ    BX, $16
+	JEQ     bnFull
+	LEAQ    packMask<>+32(SB), AX
+	MOVQ    BX, DX
+	CMPQ    DX, $8
+	JLE     bnMask0
+	MOVQ    $8, DX
+
+bnMask0:
+	SHLQ    $2, DX
+	SUBQ    DX, AX
+	VMOVDQU (AX), Y12               // lanes < min(w, 8)
+	LEAQ    packMask<>+32(SB), AX
+	MOVQ    BX, DX
+	SUBQ    $8, DX
+	JGE     bnMask1
+	MOVQ    $0, DX
+
+bnMask1:
+	SHLQ    $2, DX
+	SUBQ    DX, AX
+	VMOVDQU (AX), Y13               // lanes < max(w-8, 0)
+
+bnPartLoop:
+	VMASKMOVPS (SI), Y12, Y0
+	VMASKMOVPS 32(SI), Y13, Y1
+	TESTQ      $1, R10
+	JZ         bnPartStore
+	ROUND(Y0, Y6, Y7, Y8)
+	ROUND(Y1, Y6, Y7, Y8)
+
+bnPartStore:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    R8, SI
+	ADDQ    R9, DI
+	DECQ    CX
+	JNZ     bnPartLoop
+	VZEROUPPER
+	RET
+
+bnFull:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	TESTQ   $1, R10
+	JZ      bnFullStore
+	ROUND(Y0, Y6, Y7, Y8)
+	ROUND(Y1, Y6, Y7, Y8)
+
+bnFullStore:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    R8, SI
+	ADDQ    R9, DI
+	DECQ    CX
+	JNZ     bnFull
+	VZEROUPPER
+	RET
+
+// func packBT8(b *float32, ldb, kb8, rows int, d *float32, ds, flags int)
+//
+// Packs the transposed B: rows j < rows (1 <= rows <= 8) of B at b +
+// j*ldb, columns 0..kb8 (a multiple of 8, > 0), into d[p*ds + j] for
+// j < 8 (past rows zero): an 8 x 8 transpose per 8 columns.
+TEXT ·packBT8(SB), NOSPLIT, $0-56
+	MOVQ b+0(FP), R11
+	MOVQ ldb+8(FP), R8
+	SHLQ $2, R8
+	MOVQ kb8+16(FP), CX
+	MOVQ rows+24(FP), BX
+	MOVQ d+32(FP), DI
+	MOVQ ds+40(FP), R9
+	SHLQ $2, R9
+	MOVQ flags+48(FP), R10
+	LEAQ (R8)(R8*2), R14          // 3 rows of B, bytes
+	LEAQ (R11)(R14*1), R12        // row 3
+	LEAQ (R9)(R9*2), AX           // 3 output rows, bytes
+	MOVQ R9, R13
+	SHLQ $3, R13                  // 8 output rows, bytes
+
+btLoop:
+	CMPQ    BX, $8
+	JNE     btPartial
+	VMOVUPS (R11), Y0
+	VMOVUPS (R11)(R8*1), Y1
+	VMOVUPS (R11)(R8*2), Y2
+	VMOVUPS (R12), Y3
+	VMOVUPS (R11)(R8*4), Y4
+	VMOVUPS (R12)(R8*2), Y5
+	VMOVUPS (R12)(R14*1), Y6
+	VMOVUPS (R12)(R8*4), Y7
+	JMP     btLoaded
+
+btPartial:
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VMOVUPS (R11), Y0
+	CMPQ    BX, $1
+	JEQ     btLoaded
+	VMOVUPS (R11)(R8*1), Y1
+	CMPQ    BX, $2
+	JEQ     btLoaded
+	VMOVUPS (R11)(R8*2), Y2
+	CMPQ    BX, $3
+	JEQ     btLoaded
+	VMOVUPS (R12), Y3
+	CMPQ    BX, $4
+	JEQ     btLoaded
+	VMOVUPS (R11)(R8*4), Y4
+	CMPQ    BX, $5
+	JEQ     btLoaded
+	VMOVUPS (R12)(R8*2), Y5
+	CMPQ    BX, $6
+	JEQ     btLoaded
+	VMOVUPS (R12)(R14*1), Y6
+
+btLoaded:
+	TESTQ $1, R10
+	JZ    btRounded
+	ROUND(Y0, Y8, Y9, Y10)
+	ROUND(Y1, Y8, Y9, Y10)
+	ROUND(Y2, Y8, Y9, Y10)
+	ROUND(Y3, Y8, Y9, Y10)
+	ROUND(Y4, Y8, Y9, Y10)
+	ROUND(Y5, Y8, Y9, Y10)
+	ROUND(Y6, Y8, Y9, Y10)
+	ROUND(Y7, Y8, Y9, Y10)
+
+btRounded:
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+
+	// s_p: rows 0..3 (Y0..Y3) and 4..7 (Y4..Y7) of columns p | p+4.
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+
+	VINSERTF128 $1, X4, Y0, Y8
+	VINSERTF128 $1, X5, Y1, Y9
+	VINSERTF128 $1, X6, Y2, Y10
+	VINSERTF128 $1, X7, Y3, Y11
+	VPERM2F128  $0x31, Y4, Y0, Y12
+	VPERM2F128  $0x31, Y5, Y1, Y13
+	VPERM2F128  $0x31, Y6, Y2, Y14
+	VPERM2F128  $0x31, Y7, Y3, Y15
+
+	LEAQ    (DI)(AX*1), DX
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, (DI)(R9*1)
+	VMOVUPS Y10, (DI)(R9*2)
+	VMOVUPS Y11, (DX)
+	VMOVUPS Y12, (DI)(R9*4)
+	VMOVUPS Y13, (DX)(R9*2)
+	VMOVUPS Y14, (DX)(AX*1)
+	VMOVUPS Y15, (DX)(R9*4)
+
+	ADDQ $32, R11
+	ADDQ $32, R12
+	ADDQ R13, DI
+	SUBQ $8, CX
+	JNZ  btLoop
+	VZEROUPPER
+	RET
