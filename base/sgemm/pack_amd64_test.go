@@ -116,3 +116,51 @@ func packMatrix(rng *rand.Rand, trans bool, r, c int) ([]float32, int) {
 	ld := c + 3
 	return packValues(rng, (r-1)*ld+c), ld
 }
+
+// BenchmarkPack times packA (one block of mc x 256 of A, as GemmWork packs
+// it) and packB (256 x 512 of B) in Go and in AVX2 assembly, for both
+// transposes, with and without bfloat16 rounding; GB/cpu-s counts the
+// bytes of packed panels written per CPU-second.
+func BenchmarkPack(b *testing.B) {
+	if !packAsm {
+		b.Skip("no AVX2 on this CPU: the assembly packers cannot run")
+	}
+	defer func() { packAsm = true }()
+	rng := rand.New(rand.NewPCG(63, 64))
+	mc, kb, n := mcBlock(), kcBlock, 512
+	x := randSlice(rng, max(mc, n)*kb)
+	dst := make([]float32, max(mc+kern.mr, n+kern.nr)*kb)
+	for _, op := range []string{"A", "B"} {
+		for _, trans := range []bool{false, true} {
+			for _, round := range []bool{false, true} {
+				for _, impl := range []string{"go", "asm"} {
+					b.Run(fmt.Sprintf("%s/trans=%v/round=%v/%s", op, trans, round, impl), func(b *testing.B) {
+						packAsm = impl == "asm"
+						rows, mult := mc, kern.mr // A: mc rows of op(A), in panels of mr
+						if op == "B" {
+							rows, mult = n, kern.nr
+						}
+						ld := kb // op(X) is rows x kb (A) or kb x rows (B)
+						if trans == (op == "A") {
+							ld = rows
+						}
+						bytes := float64(4 * kb * (rows + mult - 1) / mult * mult)
+						pack := func() {
+							if op == "A" {
+								packA(trans, x, ld, 0, rows, 0, kb, 1, dst, round)
+							} else {
+								packB(trans, x, ld, 0, kb, 0, rows, dst, round)
+							}
+						}
+						pack() // the panels' pages touched before timing
+						c0 := processCPU()
+						for b.Loop() {
+							pack()
+						}
+						b.ReportMetric(bytes*float64(b.N)/(processCPU()-c0)/1e9, "GB/cpu-s")
+					})
+				}
+			}
+		}
+	}
+}
