@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/cputime"
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
@@ -237,7 +238,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		defer conns[i].Close()
 	}
 	eng0 := engineCounters(reg)
-	cpu0, wall0 := processCPU(), time.Now()
+	meter := cputime.Start()
 	reloads := make(chan int, 1)
 	go func() {
 		n := 0
@@ -276,7 +277,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		}()
 	}
 	wg.Wait()
-	wall, cpu := time.Since(wall0), processCPU()-cpu0
+	wall, cpu := meter.Elapsed()
 	eng := engineCounters(reg).minus(eng0)
 	stop()
 	nReloads := <-reloads
@@ -314,7 +315,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 	if p.Predictions > 0 {
 		p.CPUPerPredictionMs = 1000 * cpu.Seconds() / float64(p.Predictions)
 	}
-	p.LoadAvg = loadAvg()
+	p.LoadAvg = cputime.LoadAvg()
 	p.Engine = eng
 	p.Reloads = nReloads
 	if tr != nil {

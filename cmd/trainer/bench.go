@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"sort"
@@ -9,11 +10,12 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"rgcpred/base/cputime"
 	"rgcpred/model"
 	"rgcpred/model/train"
 )
 
-func runBench(ctx context.Context, args []string) error {
+func runBench(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	configs := fs.String("configs", "gpt-a-cat-cpu,gpt-a-cat", "configurations to time, comma-separated")
 	batch := fs.Int("batch", 64, "batch size")
@@ -24,9 +26,15 @@ func runBench(ctx context.Context, args []string) error {
 	python := fs.String("python", "/usr/bin/python3", "Python with PyTorch")
 	torchref := fs.String("torchref", "../shared/tools/torchref.py", "PyTorch reference script; empty: time ours alone")
 	precision := precisionFlag(fs)
+	profile := profileFlag(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(*profile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	if *steps < 1 || *rounds < 1 || *batch < 1 || *threads < 1 {
 		return fmt.Errorf("--steps, --rounds, --batch and --threads must be at least 1")
 	}
@@ -44,7 +52,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		// torchref.py has the paper CNN only.
 		peer := *torchref != "" && c.CNNPreset() == model.CNNPaper
-		var ours, theirs, ratios []float64
+		var ours, cpuRates, cores, theirs, ratios []float64
 		for r := 1; r <= *rounds; r++ {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -53,19 +61,20 @@ func runBench(ctx context.Context, args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.Name(), err)
 			}
-			ours = append(ours, o)
-			line := fmt.Sprintf("%s round %d: ours %.1f samples/s", c.Name(), r, o)
+			ours, cpuRates, cores = append(ours, o.PerSec), append(cpuRates, o.PerCPUSec), append(cores, o.Cores)
+			line := fmt.Sprintf("%s round %d: ours %.1f samples/s (%.1f per CPU-second, %.2f cores busy, load %.1f)", c.Name(), r, o.PerSec, o.PerCPUSec, o.Cores, cputime.LoadAvg())
 			if peer {
 				p, err := train.TorchTrainRate(ctx, *python, *torchref, c.Stem, *batch, *threads, *steps)
 				if err != nil {
 					return err
 				}
-				theirs, ratios = append(theirs, p), append(ratios, o/p)
-				line += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f", p, o/p)
+				theirs, ratios = append(theirs, p), append(ratios, o.PerSec/p)
+				line += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f", p, o.PerSec/p)
 			}
 			fmt.Println(line)
 		}
-		sum := fmt.Sprintf("%s: batch %d, %d threads, median of %d rounds of %d steps: ours %.1f samples/s", c.Name(), *batch, *threads, *rounds, *steps, median(ours))
+		sum := fmt.Sprintf("%s: batch %d, %d threads, median of %d rounds of %d steps: ours %.1f samples/s (%.1f per CPU-second, %.2f cores busy)",
+			c.Name(), *batch, *threads, *rounds, *steps, median(ours), median(cpuRates), median(cores))
 		if peer {
 			sum += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f (per round %.2f-%.2f)", median(theirs), median(ratios), floats.Min(ratios), floats.Max(ratios))
 		} else if *torchref != "" {

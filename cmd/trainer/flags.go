@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"rgcpred/base/cli"
 	"rgcpred/model/train"
@@ -56,4 +58,33 @@ func precisionFlag(fs *flag.FlagSet) *train.Precision {
 			return err
 		})
 	return p
+}
+
+// profileFlag registers --cpuprofile: a Go CPU profile of the command
+// (`go tool pprof -top bin/trainer FILE`), written when it returns.
+func profileFlag(fs *flag.FlagSet) *string {
+	return fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+}
+
+// startProfile starts the CPU profile named by --cpuprofile (none when
+// path is empty) and returns the function that ends and writes it.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }

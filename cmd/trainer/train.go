@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -52,7 +53,7 @@ func (f *trainFlags) options() (train.Options, error) {
 		Threads: f.threads, Seed: f.seed, Log: os.Stderr}, nil
 }
 
-func runTrain(ctx context.Context, args []string) error {
+func runTrain(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	var tf trainFlags
 	tf.register(fs)
@@ -74,9 +75,15 @@ func runTrain(ctx context.Context, args []string) error {
 		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
 	precision := precisionFlag(fs)
+	profile := profileFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(*profile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	o, err := tf.options()
 	if err != nil {
 		return err

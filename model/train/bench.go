@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
-	"time"
 
+	"rgcpred/base/cputime"
 	"rgcpred/model"
 	"rgcpred/model/graph"
 )
@@ -74,13 +74,29 @@ func (b *StepBench) Steps(n int) error {
 	return nil
 }
 
-// Rate takes n steps and returns the samples per second of wall time.
-func (b *StepBench) Rate(n int) (float64, error) {
-	t0 := time.Now()
+// Rate is the speed of timed steps: samples per second of wall time and
+// per second of the process's CPU time, and the cores the process kept
+// busy (CPU time over wall time). On shared cores the wall rate moves with
+// other work; the CPU rate says what one core of ours does, and Cores
+// whether the step kept every thread it was given busy.
+type Rate struct {
+	PerSec, PerCPUSec, Cores float64
+}
+
+// Rate takes n steps and measures them (PerCPUSec and Cores 0 where the
+// CPU time is not measured: cputime.Process).
+func (b *StepBench) Rate(n int) (Rate, error) {
+	m := cputime.Start()
 	if err := b.Steps(n); err != nil {
-		return 0, err
+		return Rate{}, err
 	}
-	return float64(n*b.g.Batch()) / time.Since(t0).Seconds(), nil
+	wall, cpu := m.Elapsed()
+	samples := float64(n * b.g.Batch())
+	r := Rate{PerSec: samples / wall.Seconds()}
+	if cpu > 0 {
+		r.PerCPUSec, r.Cores = samples/cpu.Seconds(), cpu.Seconds()/wall.Seconds()
+	}
+	return r, nil
 }
 
 // TorchTrainRate runs the PyTorch reference training step

@@ -2,8 +2,10 @@ package train
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -23,8 +25,19 @@ func TestStepBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(r > 0) {
-		t.Errorf("rate %v samples/s, want > 0", r)
+	if !(r.PerSec > 0) {
+		t.Errorf("rate %v samples/s, want > 0", r.PerSec)
+	}
+	// Where the CPU time is measured, the three figures agree (samples per
+	// wall-second = per CPU-second x cores) and two threads keep at most
+	// two cores busy (slack for the runtime's own threads).
+	if runtime.GOOS == "linux" {
+		if !(r.PerCPUSec > 0) || !(r.Cores > 0) || r.Cores > 2.5 {
+			t.Errorf("per CPU-second %v, cores %v: want > 0 and cores <= 2.5", r.PerCPUSec, r.Cores)
+		}
+		if d := math.Abs(r.PerCPUSec*r.Cores-r.PerSec) / r.PerSec; d > 1e-9 {
+			t.Errorf("per CPU-second %v x cores %v = %v, want the wall rate %v", r.PerCPUSec, r.Cores, r.PerCPUSec*r.Cores, r.PerSec)
+		}
 	}
 	moved := 0
 	for i, v := range b.w.Tensors["head.weight"] {

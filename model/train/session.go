@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"rgcpred/base/cputime"
 	"rgcpred/model"
 	"rgcpred/model/graph"
 	"rgcpred/rgc"
@@ -32,10 +33,12 @@ type session struct {
 	start    time.Time
 	elapsed0 float64 // training seconds of earlier sessions
 
-	// Progress lines: the last one's time and step, and the training
-	// loss's exponential moving average over emaN steps.
+	// Progress lines: the last one's time and step, the cores kept busy
+	// since (validation included: a line's rate is the run's), and the
+	// training loss's exponential moving average over emaN steps.
 	lastLog    time.Time
 	stepsAtLog int
+	meter      cputime.Meter
 	trainEMA   float64
 	emaN       int
 }
@@ -84,7 +87,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 		ld:    newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher),
 		soft:  make([]float32, o.Batch*o.Config.Classes),
 		sched: NewOneCycle(o.LR, o.Steps),
-		start: now, elapsed0: st.Elapsed, lastLog: now, stepsAtLog: st.Step,
+		start: now, elapsed0: st.Elapsed, lastLog: now, stepsAtLog: st.Step, meter: cputime.Start(),
 	}, nil
 }
 
@@ -195,9 +198,9 @@ func (s *session) progress(loss float32, lr float64) {
 	if st.Budget > 0 {
 		eta = min(eta, time.Duration((1-s.frac())*st.Budget*float64(time.Second)).Round(time.Second))
 	}
-	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  ETA %s\n",
-		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), eta)
-	s.lastLog, s.stepsAtLog = time.Now(), st.Step
+	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  %.2f cores  ETA %s\n",
+		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), s.meter.Cores(), eta)
+	s.lastLog, s.stepsAtLog, s.meter = time.Now(), st.Step, cputime.Start()
 }
 
 // validate scores the validation set, records the result, saves the
