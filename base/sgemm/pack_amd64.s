@@ -2,60 +2,30 @@
 
 #include "textflag.h"
 
-// Packing of the A and B panels in AVX2 (pack_amd64.go). Each routine
+// Rounding to bfloat16 (bf16_amd64.go) and packing of the A and B panels
+// (pack_amd64.go) in AVX2. Each routine
 // writes exactly what the Go packers (packAGo, packBGo) write for its part
 // of a panel: alpha*value (only when flags bit 1 is set, so that alpha 1
 // copies bits unchanged), then, when flags bit 0 is set, rounded to
 // bfloat16 as ToBF16 does, in the same pass.
 
+// SPLAT defines sym, 32 read-only bytes: the 8 bytes v four times.
+#define SPLAT(sym, v) \
+	DATA sym+0(SB)/8, v; \
+	DATA sym+8(SB)/8, v; \
+	DATA sym+16(SB)/8, v; \
+	DATA sym+24(SB)/8, v; \
+	GLOBL sym(SB), RODATA|NOPTR, $32
+
 // Constants of the bfloat16 rounding, eight lanes each.
-DATA bfOne<>+0(SB)/8, $0x0000000100000001
-DATA bfOne<>+8(SB)/8, $0x0000000100000001
-DATA bfOne<>+16(SB)/8, $0x0000000100000001
-DATA bfOne<>+24(SB)/8, $0x0000000100000001
-GLOBL bfOne<>(SB), RODATA|NOPTR, $32
-
-DATA bfBias<>+0(SB)/8, $0x00007fff00007fff
-DATA bfBias<>+8(SB)/8, $0x00007fff00007fff
-DATA bfBias<>+16(SB)/8, $0x00007fff00007fff
-DATA bfBias<>+24(SB)/8, $0x00007fff00007fff
-GLOBL bfBias<>(SB), RODATA|NOPTR, $32
-
-DATA bfHigh<>+0(SB)/8, $0xffff0000ffff0000
-DATA bfHigh<>+8(SB)/8, $0xffff0000ffff0000
-DATA bfHigh<>+16(SB)/8, $0xffff0000ffff0000
-DATA bfHigh<>+24(SB)/8, $0xffff0000ffff0000
-GLOBL bfHigh<>(SB), RODATA|NOPTR, $32
-
-DATA bfExp<>+0(SB)/8, $0x7f8000007f800000
-DATA bfExp<>+8(SB)/8, $0x7f8000007f800000
-DATA bfExp<>+16(SB)/8, $0x7f8000007f800000
-DATA bfExp<>+24(SB)/8, $0x7f8000007f800000
-GLOBL bfExp<>(SB), RODATA|NOPTR, $32
-
-DATA bfSign<>+0(SB)/8, $0x8000000080000000
-DATA bfSign<>+8(SB)/8, $0x8000000080000000
-DATA bfSign<>+16(SB)/8, $0x8000000080000000
-DATA bfSign<>+24(SB)/8, $0x8000000080000000
-GLOBL bfSign<>(SB), RODATA|NOPTR, $32
-
-DATA bfAbs<>+0(SB)/8, $0x7fffffff7fffffff
-DATA bfAbs<>+8(SB)/8, $0x7fffffff7fffffff
-DATA bfAbs<>+16(SB)/8, $0x7fffffff7fffffff
-DATA bfAbs<>+24(SB)/8, $0x7fffffff7fffffff
-GLOBL bfAbs<>(SB), RODATA|NOPTR, $32
-
-DATA bfQuiet<>+0(SB)/8, $0x0040000000400000
-DATA bfQuiet<>+8(SB)/8, $0x0040000000400000
-DATA bfQuiet<>+16(SB)/8, $0x0040000000400000
-DATA bfQuiet<>+24(SB)/8, $0x0040000000400000
-GLOBL bfQuiet<>(SB), RODATA|NOPTR, $32
-
-DATA bfZero<>+0(SB)/8, $0
-DATA bfZero<>+8(SB)/8, $0
-DATA bfZero<>+16(SB)/8, $0
-DATA bfZero<>+24(SB)/8, $0
-GLOBL bfZero<>(SB), RODATA|NOPTR, $32
+SPLAT(bfOne<>, $0x0000000100000001)
+SPLAT(bfBias<>, $0x00007fff00007fff)
+SPLAT(bfHigh<>, $0xffff0000ffff0000)
+SPLAT(bfExp<>, $0x7f8000007f800000)
+SPLAT(bfSign<>, $0x8000000080000000)
+SPLAT(bfAbs<>, $0x7fffffff7fffffff)
+SPLAT(bfQuiet<>, $0x0040000000400000)
+SPLAT(bfZero<>, $0)
 
 // packMask holds eight all-ones lanes then eight zero lanes: the 8 lanes
 // from byte (8-n)*4 are a load mask for the first n lanes (0 <= n <= 8).
@@ -63,16 +33,13 @@ DATA packMask<>+0(SB)/8, $-1
 DATA packMask<>+8(SB)/8, $-1
 DATA packMask<>+16(SB)/8, $-1
 DATA packMask<>+24(SB)/8, $-1
-DATA packMask<>+32(SB)/8, $0
-DATA packMask<>+40(SB)/8, $0
-DATA packMask<>+48(SB)/8, $0
-DATA packMask<>+56(SB)/8, $0
 GLOBL packMask<>(SB), RODATA|NOPTR, $64
 
-// ROUND rounds the 8 floats of x to bfloat16 in place, as round_amd64.s
-// does (finite values to nearest, ties to even; zeros and subnormals to
-// zero of their sign; NaNs to their high half, quiet), with three
-// temporaries and the constants read from memory.
+// ROUND rounds the 8 floats of x to bfloat16 in place, as ToBF16 does:
+// finite values to nearest, ties to even (u + 0x7fff + lsb, low half
+// cleared); zeros and subnormals to zero of their sign; NaNs to their high
+// half with the quiet bit set. It uses three temporaries and reads its
+// constants from memory.
 #define ROUND(x, t1, t2, t3) \
 	VPSRLD    $16, x, t1; \
 	VPAND     bfOne<>(SB), t1, t1; \
@@ -88,6 +55,53 @@ GLOBL packMask<>(SB), RODATA|NOPTR, $64
 	VPAND     bfHigh<>(SB), x, t3; \
 	VPOR      bfQuiet<>(SB), t3, t3; \
 	VPBLENDVB t1, t3, t2, x
+
+// LOAD6 loads 8 floats of rows 0..5 into Y0..Y5: row 0 at R11, row 3
+// at R12, R8 bytes between rows.
+#define LOAD6 \
+	VMOVUPS (R11), Y0; \
+	VMOVUPS (R11)(R8*1), Y1; \
+	VMOVUPS (R11)(R8*2), Y2; \
+	VMOVUPS (R12), Y3; \
+	VMOVUPS (R11)(R8*4), Y4; \
+	VMOVUPS (R12)(R8*2), Y5
+
+// PAIRS interleaves rows a and b (8 columns each) into lo (columns 0, 1 |
+// 4, 5 as a, b pairs) and hi (columns 2, 3 | 6, 7): the first step of a
+// transpose.
+#define PAIRS(a, b, lo, hi) \
+	VUNPCKLPS b, a, lo; \
+	VUNPCKHPS b, a, hi
+
+// QUADS takes PAIRS of rows 0, 1 (lo01, hi01) and 2, 3 (lo23, hi23) to
+// rows 0..3 of each column: s0 holds columns 0 | 4, s1 1 | 5, s2 2 | 6,
+// s3 3 | 7 (low | high lane).
+#define QUADS(lo01, hi01, lo23, hi23, s0, s1, s2, s3) \
+	VSHUFPS $0x44, lo23, lo01, s0; \
+	VSHUFPS $0xEE, lo23, lo01, s1; \
+	VSHUFPS $0x44, hi23, hi01, s2; \
+	VSHUFPS $0xEE, hi23, hi01, s3
+
+// func roundBF16AVX2(x *float32, n int)
+//
+// Rounds n floats (a multiple of 8) to bfloat16 in place, 8 at a time.
+TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+
+roundLoop:
+	CMPQ    CX, $8
+	JLT     roundDone
+	VMOVDQU (DI), Y0
+	ROUND(Y0, Y1, Y2, Y3)
+	VMOVDQU Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     roundLoop
+
+roundDone:
+	VZEROUPPER
+	RET
 
 // func packAN6(a *float32, lda, kb8, h int, d *float32, ds int, alpha float32, flags int)
 //
@@ -114,12 +128,7 @@ TEXT ·packAN6(SB), NOSPLIT, $0-64
 anLoop:
 	CMPQ    BX, $6
 	JNE     anPartial
-	VMOVUPS (R11), Y0
-	VMOVUPS (R11)(R8*1), Y1
-	VMOVUPS (R11)(R8*2), Y2
-	VMOVUPS (R12), Y3
-	VMOVUPS (R11)(R8*4), Y4
-	VMOVUPS (R12)(R8*2), Y5
+	LOAD6
 	JMP     anLoaded
 
 anPartial:
@@ -193,18 +202,12 @@ anScaled:
 anRounded:
 	// Rows r0..r5 (8 columns each) to columns: t0 = r0,r1 interleaved
 	// (k0,k1 | k4,k5), t1 the same for k2,k3 | k6,k7, and so on.
-	VUNPCKLPS Y1, Y0, Y6
-	VUNPCKHPS Y1, Y0, Y7
-	VUNPCKLPS Y3, Y2, Y8
-	VUNPCKHPS Y3, Y2, Y9
-	VUNPCKLPS Y5, Y4, Y10
-	VUNPCKHPS Y5, Y4, Y11
+	PAIRS(Y0, Y1, Y6, Y7)
+	PAIRS(Y2, Y3, Y8, Y9)
+	PAIRS(Y4, Y5, Y10, Y11)
 
 	// s_p: rows 0..3 of column p (low lane) and p+4 (high lane).
-	VSHUFPS      $0x44, Y8, Y6, Y0
-	VSHUFPS      $0xEE, Y8, Y6, Y1
-	VSHUFPS      $0x44, Y9, Y7, Y2
-	VSHUFPS      $0xEE, Y9, Y7, Y3
+	QUADS(Y6, Y7, Y8, Y9, Y0, Y1, Y2, Y3)
 	VEXTRACTF128 $1, Y10, X12
 	VEXTRACTF128 $1, Y11, X13
 
@@ -377,12 +380,7 @@ TEXT ·packBT8(SB), NOSPLIT, $0-56
 btLoop:
 	CMPQ    BX, $8
 	JNE     btPartial
-	VMOVUPS (R11), Y0
-	VMOVUPS (R11)(R8*1), Y1
-	VMOVUPS (R11)(R8*2), Y2
-	VMOVUPS (R12), Y3
-	VMOVUPS (R11)(R8*4), Y4
-	VMOVUPS (R12)(R8*2), Y5
+	LOAD6
 	VMOVUPS (R12)(R14*1), Y6
 	VMOVUPS (R12)(R8*4), Y7
 	JMP     btLoaded
@@ -428,24 +426,14 @@ btLoaded:
 	ROUND(Y7, Y8, Y9, Y10)
 
 btRounded:
-	VUNPCKLPS Y1, Y0, Y8
-	VUNPCKHPS Y1, Y0, Y9
-	VUNPCKLPS Y3, Y2, Y10
-	VUNPCKHPS Y3, Y2, Y11
-	VUNPCKLPS Y5, Y4, Y12
-	VUNPCKHPS Y5, Y4, Y13
-	VUNPCKLPS Y7, Y6, Y14
-	VUNPCKHPS Y7, Y6, Y15
+	PAIRS(Y0, Y1, Y8, Y9)
+	PAIRS(Y2, Y3, Y10, Y11)
+	PAIRS(Y4, Y5, Y12, Y13)
+	PAIRS(Y6, Y7, Y14, Y15)
 
 	// s_p: rows 0..3 (Y0..Y3) and 4..7 (Y4..Y7) of columns p | p+4.
-	VSHUFPS $0x44, Y10, Y8, Y0
-	VSHUFPS $0xEE, Y10, Y8, Y1
-	VSHUFPS $0x44, Y11, Y9, Y2
-	VSHUFPS $0xEE, Y11, Y9, Y3
-	VSHUFPS $0x44, Y14, Y12, Y4
-	VSHUFPS $0xEE, Y14, Y12, Y5
-	VSHUFPS $0x44, Y15, Y13, Y6
-	VSHUFPS $0xEE, Y15, Y13, Y7
+	QUADS(Y8, Y9, Y10, Y11, Y0, Y1, Y2, Y3)
+	QUADS(Y12, Y13, Y14, Y15, Y4, Y5, Y6, Y7)
 
 	VINSERTF128 $1, X4, Y0, Y8
 	VINSERTF128 $1, X5, Y1, Y9
