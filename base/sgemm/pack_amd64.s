@@ -3,11 +3,11 @@
 #include "textflag.h"
 
 // Rounding to bfloat16 (bf16_amd64.go) and packing of the A and B panels
-// (pack_amd64.go) in AVX2. Each routine
-// writes exactly what the Go packers (packAGo, packBGo) write for its part
-// of a panel: alpha*value (only when flags bit 1 is set, so that alpha 1
-// copies bits unchanged), then, when flags bit 0 is set, rounded to
-// bfloat16 as ToBF16 does, in the same pass.
+// (pack_amd64.go) in AVX2. Each packing routine writes exactly what the Go
+// packers (packAGo, packBGo) write for its part of a panel: alpha*value
+// (only when flags bit 1 is set, so that alpha 1 copies bits unchanged),
+// then, when flags bit 0 is set, rounded to bfloat16 as ToBF16 does, in
+// the same pass.
 
 // SPLAT defines sym, 32 read-only bytes: the 8 bytes v four times.
 #define SPLAT(sym, v) \
@@ -35,24 +35,36 @@ DATA packMask<>+16(SB)/8, $-1
 DATA packMask<>+24(SB)/8, $-1
 GLOBL packMask<>(SB), RODATA|NOPTR, $64
 
+// The constants ROUND uses most are held in Y12..Y15 by every routine
+// (LOADC), the others read from memory.
+#define C_HIGH Y12
+#define C_EXP Y13
+#define C_BIAS Y14
+#define C_ONE Y15
+
+#define LOADC \
+	VMOVDQU bfHigh<>(SB), C_HIGH; \
+	VMOVDQU bfExp<>(SB), C_EXP; \
+	VMOVDQU bfBias<>(SB), C_BIAS; \
+	VMOVDQU bfOne<>(SB), C_ONE
+
 // ROUND rounds the 8 floats of x to bfloat16 in place, as ToBF16 does:
 // finite values to nearest, ties to even (u + 0x7fff + lsb, low half
 // cleared); zeros and subnormals to zero of their sign; NaNs to their high
-// half with the quiet bit set. It uses three temporaries and reads its
-// constants from memory.
+// half with the quiet bit set. t1..t3 are temporaries.
 #define ROUND(x, t1, t2, t3) \
 	VPSRLD    $16, x, t1; \
-	VPAND     bfOne<>(SB), t1, t1; \
-	VPADDD    bfBias<>(SB), x, t2; \
+	VPAND     C_ONE, t1, t1; \
+	VPADDD    C_BIAS, x, t2; \
 	VPADDD    t1, t2, t2; \
-	VPAND     bfHigh<>(SB), t2, t2; \
-	VPAND     bfExp<>(SB), x, t1; \
+	VPAND     C_HIGH, t2, t2; \
+	VPAND     C_EXP, x, t1; \
 	VPCMPEQD  bfZero<>(SB), t1, t1; \
 	VPAND     bfSign<>(SB), x, t3; \
 	VPBLENDVB t1, t3, t2, t2; \
 	VPAND     bfAbs<>(SB), x, t1; \
-	VPCMPGTD  bfExp<>(SB), t1, t1; \
-	VPAND     bfHigh<>(SB), x, t3; \
+	VPCMPGTD  C_EXP, t1, t1; \
+	VPAND     C_HIGH, x, t3; \
 	VPOR      bfQuiet<>(SB), t3, t3; \
 	VPBLENDVB t1, t3, t2, x
 
@@ -88,6 +100,7 @@ GLOBL packMask<>(SB), RODATA|NOPTR, $64
 TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-16
 	MOVQ x+0(FP), DI
 	MOVQ n+8(FP), CX
+	LOADC
 
 roundLoop:
 	CMPQ    CX, $8
@@ -109,27 +122,27 @@ roundDone:
 // multiple of 8, > 0), into d[p*ds + i] for i < 6 (rows past h zero): a
 // 6 x 8 transpose per 8 columns.
 TEXT ·packAN6(SB), NOSPLIT, $0-64
-	MOVQ         a+0(FP), R11
-	MOVQ         lda+8(FP), R8
-	SHLQ         $2, R8
-	MOVQ         kb8+16(FP), CX
-	MOVQ         h+24(FP), BX
-	MOVQ         d+32(FP), DI
-	MOVQ         ds+40(FP), R9
-	SHLQ         $2, R9
-	VBROADCASTSS alpha+48(FP), Y14
-	MOVQ         flags+56(FP), R10
-	LEAQ         (R11)(R8*2), R12
-	ADDQ         R8, R12               // row 3
-	LEAQ         (R9)(R9*2), AX        // 3 output rows, bytes
-	MOVQ         R9, R13
-	SHLQ         $3, R13               // 8 output rows, bytes
+	MOVQ a+0(FP), R11
+	MOVQ lda+8(FP), R8
+	SHLQ $2, R8
+	MOVQ kb8+16(FP), CX
+	MOVQ h+24(FP), BX
+	MOVQ d+32(FP), DI
+	MOVQ ds+40(FP), R9
+	SHLQ $2, R9
+	MOVQ flags+56(FP), R10
+	LEAQ (R11)(R8*2), R12
+	ADDQ R8, R12                  // row 3
+	LEAQ (R9)(R9*2), AX           // 3 output rows, bytes
+	MOVQ R9, R13
+	SHLQ $3, R13                  // 8 output rows, bytes
+	LOADC
 
 anLoop:
-	CMPQ    BX, $6
-	JNE     anPartial
+	CMPQ BX, $6
+	JNE  anPartial
 	LOAD6
-	JMP     anLoaded
+	JMP  anLoaded
 
 anPartial:
 	VXORPS  Y1, Y1, Y1
@@ -152,16 +165,17 @@ anPartial:
 	VMOVUPS (R11)(R8*4), Y4
 
 anLoaded:
-	TESTQ  $2, R10
-	JZ     anScaled
-	VMULPS Y14, Y0, Y0
-	VMULPS Y14, Y1, Y1
-	VMULPS Y14, Y2, Y2
-	VMULPS Y14, Y3, Y3
-	VMULPS Y14, Y4, Y4
-	VMULPS Y14, Y5, Y5
-	CMPQ   BX, $6
-	JEQ    anScaled
+	TESTQ        $2, R10
+	JZ           anScaled
+	VBROADCASTSS alpha+48(FP), Y6
+	VMULPS       Y6, Y0, Y0
+	VMULPS       Y6, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VMULPS       Y6, Y5, Y5
+	CMPQ         BX, $6
+	JEQ          anScaled
 
 	// Rows past h are zero, whatever alpha times zero was.
 	CMPQ BX, $1
@@ -200,18 +214,16 @@ anScaled:
 	ROUND(Y5, Y6, Y7, Y8)
 
 anRounded:
-	// Rows r0..r5 (8 columns each) to columns: t0 = r0,r1 interleaved
-	// (k0,k1 | k4,k5), t1 the same for k2,k3 | k6,k7, and so on.
+	// Rows 0..3 of column p in s_p (Y0..Y3, p | p+4), rows 4, 5 as pairs
+	// in Y10 (columns 0, 1 | 4, 5) and Y11 (2, 3 | 6, 7).
 	PAIRS(Y0, Y1, Y6, Y7)
 	PAIRS(Y2, Y3, Y8, Y9)
 	PAIRS(Y4, Y5, Y10, Y11)
-
-	// s_p: rows 0..3 of column p (low lane) and p+4 (high lane).
 	QUADS(Y6, Y7, Y8, Y9, Y0, Y1, Y2, Y3)
-	VEXTRACTF128 $1, Y10, X12
-	VEXTRACTF128 $1, Y11, X13
+	VEXTRACTF128 $1, Y10, X4
+	VEXTRACTF128 $1, Y11, X5
 
-	// Column p: 4 floats from s, then rows 4 and 5 (8 bytes) from t4, t5.
+	// Column p: 4 floats from s_p, then rows 4 and 5 (8 bytes).
 	LEAQ         (DI)(AX*1), DX
 	VMOVUPS      X0, (DI)
 	VMOVQ        X10, 16(DI)
@@ -222,13 +234,13 @@ anRounded:
 	VMOVUPS      X3, (DX)
 	VMOVHPS      X11, 16(DX)
 	VEXTRACTF128 $1, Y0, (DI)(R9*4)
-	VMOVQ        X12, 16(DI)(R9*4)
+	VMOVQ        X4, 16(DI)(R9*4)
 	VEXTRACTF128 $1, Y1, (DX)(R9*2)
-	VMOVHPS      X12, 16(DX)(R9*2)
+	VMOVHPS      X4, 16(DX)(R9*2)
 	VEXTRACTF128 $1, Y2, (DX)(AX*1)
-	VMOVQ        X13, 16(DX)(AX*1)
+	VMOVQ        X5, 16(DX)(AX*1)
 	VEXTRACTF128 $1, Y3, (DX)(R9*4)
-	VMOVHPS      X13, 16(DX)(R9*4)
+	VMOVHPS      X5, 16(DX)(R9*4)
 
 	ADDQ $32, R11
 	ADDQ $32, R12
@@ -252,23 +264,24 @@ TEXT ·packAT6(SB), NOSPLIT, $0-64
 	MOVQ         d+32(FP), DI
 	MOVQ         ds+40(FP), R9
 	SHLQ         $2, R9
-	VBROADCASTSS alpha+48(FP), Y14
+	VBROADCASTSS alpha+48(FP), Y10
 	MOVQ         flags+56(FP), R10
 	LEAQ         packMask<>+32(SB), AX
 	SHLQ         $2, BX
 	SUBQ         BX, AX
-	VMOVDQU      (AX), Y13             // lanes < h
+	VMOVDQU      (AX), Y11                 // lanes < h
+	LOADC
 
 atLoop:
-	VMASKMOVPS (SI), Y13, Y0
+	VMASKMOVPS (SI), Y11, Y0
 	TESTQ      $2, R10
 	JZ         atScaled
-	VMULPS     Y14, Y0, Y0
-	VANDPS     Y13, Y0, Y0             // lanes past h zero
+	VMULPS     Y10, Y0, Y0
+	VANDPS     Y11, Y0, Y0                 // lanes past h zero
 
 atScaled:
-	TESTQ        $1, R10
-	JZ           atRounded
+	TESTQ $1, R10
+	JZ    atRounded
 	ROUND(Y0, Y6, Y7, Y8)
 
 atRounded:
@@ -288,27 +301,28 @@ atRounded:
 // p*ldb, into d[p*ds + j] for j < 16 (past w zero), with masked loads
 // that read nothing past the w floats.
 TEXT ·packBN16(SB), NOSPLIT, $0-56
-	MOVQ    b+0(FP), SI
-	MOVQ    ldb+8(FP), R8
-	SHLQ    $2, R8
-	MOVQ    kb+16(FP), CX
-	MOVQ    w+24(FP), BX
-	MOVQ    d+32(FP), DI
-	MOVQ    ds+40(FP), R9
-	SHLQ    $2, R9
-	MOVQ    flags+48(FP), R10
-	CMPQ    BX, $16
-	JEQ     bnFull
-	LEAQ    packMask<>+32(SB), AX
-	MOVQ    BX, DX
-	CMPQ    DX, $8
-	JLE     bnMask0
-	MOVQ    $8, DX
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), R8
+	SHLQ $2, R8
+	MOVQ kb+16(FP), CX
+	MOVQ w+24(FP), BX
+	MOVQ d+32(FP), DI
+	MOVQ ds+40(FP), R9
+	SHLQ $2, R9
+	MOVQ flags+48(FP), R10
+	LOADC
+	CMPQ BX, $16
+	JEQ  bnFull
+	LEAQ packMask<>+32(SB), AX
+	MOVQ BX, DX
+	CMPQ DX, $8
+	JLE  bnMask0
+	MOVQ $8, DX
 
 bnMask0:
 	SHLQ    $2, DX
 	SUBQ    DX, AX
-	VMOVDQU (AX), Y12               // lanes < min(w, 8)
+	VMOVDQU (AX), Y10               // lanes < min(w, 8)
 	LEAQ    packMask<>+32(SB), AX
 	MOVQ    BX, DX
 	SUBQ    $8, DX
@@ -318,11 +332,11 @@ bnMask0:
 bnMask1:
 	SHLQ    $2, DX
 	SUBQ    DX, AX
-	VMOVDQU (AX), Y13               // lanes < max(w-8, 0)
+	VMOVDQU (AX), Y11               // lanes < max(w-8, 0)
 
 bnPartLoop:
-	VMASKMOVPS (SI), Y12, Y0
-	VMASKMOVPS 32(SI), Y13, Y1
+	VMASKMOVPS (SI), Y10, Y0
+	VMASKMOVPS 32(SI), Y11, Y1
 	TESTQ      $1, R10
 	JZ         bnPartStore
 	ROUND(Y0, Y6, Y7, Y8)
@@ -376,6 +390,7 @@ TEXT ·packBT8(SB), NOSPLIT, $0-56
 	LEAQ (R9)(R9*2), AX           // 3 output rows, bytes
 	MOVQ R9, R13
 	SHLQ $3, R13                  // 8 output rows, bytes
+	LOADC
 
 btLoop:
 	CMPQ    BX, $8
@@ -426,33 +441,32 @@ btLoaded:
 	ROUND(Y7, Y8, Y9, Y10)
 
 btRounded:
+	// Rows 0..3 of column p in Y4..Y7 (p | p+4), rows 4..7 in Y8..Y11.
 	PAIRS(Y0, Y1, Y8, Y9)
 	PAIRS(Y2, Y3, Y10, Y11)
-	PAIRS(Y4, Y5, Y12, Y13)
-	PAIRS(Y6, Y7, Y14, Y15)
+	PAIRS(Y4, Y5, Y0, Y1)
+	PAIRS(Y6, Y7, Y2, Y3)
+	QUADS(Y8, Y9, Y10, Y11, Y4, Y5, Y6, Y7)
+	QUADS(Y0, Y1, Y2, Y3, Y8, Y9, Y10, Y11)
 
-	// s_p: rows 0..3 (Y0..Y3) and 4..7 (Y4..Y7) of columns p | p+4.
-	QUADS(Y8, Y9, Y10, Y11, Y0, Y1, Y2, Y3)
-	QUADS(Y12, Y13, Y14, Y15, Y4, Y5, Y6, Y7)
-
-	VINSERTF128 $1, X4, Y0, Y8
-	VINSERTF128 $1, X5, Y1, Y9
-	VINSERTF128 $1, X6, Y2, Y10
-	VINSERTF128 $1, X7, Y3, Y11
-	VPERM2F128  $0x31, Y4, Y0, Y12
-	VPERM2F128  $0x31, Y5, Y1, Y13
-	VPERM2F128  $0x31, Y6, Y2, Y14
-	VPERM2F128  $0x31, Y7, Y3, Y15
-
-	LEAQ    (DI)(AX*1), DX
-	VMOVUPS Y8, (DI)
-	VMOVUPS Y9, (DI)(R9*1)
-	VMOVUPS Y10, (DI)(R9*2)
-	VMOVUPS Y11, (DX)
-	VMOVUPS Y12, (DI)(R9*4)
-	VMOVUPS Y13, (DX)(R9*2)
-	VMOVUPS Y14, (DX)(AX*1)
-	VMOVUPS Y15, (DX)(R9*4)
+	// Column p: rows 0..3 and 4..7 joined, 8 floats.
+	LEAQ        (DI)(AX*1), DX
+	VINSERTF128 $1, X8, Y4, Y0
+	VPERM2F128  $0x31, Y8, Y4, Y1
+	VINSERTF128 $1, X9, Y5, Y2
+	VPERM2F128  $0x31, Y9, Y5, Y3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, (DI)(R9*4)
+	VMOVUPS     Y2, (DI)(R9*1)
+	VMOVUPS     Y3, (DX)(R9*2)
+	VINSERTF128 $1, X10, Y6, Y0
+	VPERM2F128  $0x31, Y10, Y6, Y1
+	VINSERTF128 $1, X11, Y7, Y2
+	VPERM2F128  $0x31, Y11, Y7, Y3
+	VMOVUPS     Y0, (DI)(R9*2)
+	VMOVUPS     Y1, (DX)(AX*1)
+	VMOVUPS     Y2, (DX)
+	VMOVUPS     Y3, (DX)(R9*4)
 
 	ADDQ $32, R11
 	ADDQ $32, R12
