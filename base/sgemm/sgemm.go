@@ -9,7 +9,10 @@
 // panel. The micro-kernel is Go assembly for AVX-512 (12 x 32 tile) or
 // AVX2+FMA (6 x 16 tile) when the CPU and OS support them (detected at start
 // with golang.org/x/sys/cpu; AVX-512 is never assumed), and portable Go
-// otherwise (and always with the purego build tag).
+// otherwise (and always with the purego build tag). The panels are packed
+// by AVX2 assembly where the CPU has it (pack_amd64.s: transposes in
+// registers, alpha and the bfloat16 rounding in the same pass), by the Go
+// packers otherwise; both write the same bits.
 //
 // Entry points:
 //   - Gemm: C = alpha*op(A)*op(B) + beta*C for any shapes.
