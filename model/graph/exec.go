@@ -6,6 +6,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"rgcpred/base/vec"
 )
 
 // executor runs a built graph: its nodes in topological order, each op
@@ -127,15 +129,8 @@ func (e *executor) value(n *G.Node) G.Value {
 // the hand-off.
 func addTo32(par parallel, d, x, y []float32) {
 	if len(d) < 1<<15 {
-		addRange32(d, x, y)
+		vec.Add(d, x, y)
 		return
 	}
-	par.run(len(d), func(lo, hi, _ int) { addRange32(d[lo:hi], x[lo:hi], y[lo:hi]) })
-}
-
-func addRange32(d, x, y []float32) {
-	x, y = x[:len(d)], y[:len(d)]
-	for i := range d {
-		d[i] = x[i] + y[i]
-	}
+	par.run(len(d), func(lo, hi, _ int) { vec.Add(d[lo:hi], x[lo:hi], y[lo:hi]) })
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"rgcpred/base/vec"
 )
 
 // batchNorm normalises x [B, C, L] per channel (Ioffe & Szegedy, "Batch
@@ -68,8 +70,8 @@ func (bn *batchNorm) batchStats(x, rm, rv []float32, nb, c, l int) {
 	bn.par.run(nb*c, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
 			xr := x[r*l : (r+1)*l]
-			s := sum32(xr)
-			ra[r], rb[r] = s, sqDev32(xr, s/float32(l))
+			s := vec.Sum(xr)
+			ra[r], rb[r] = s, vec.SumSqDev(xr, s/float32(l))
 		}
 	})
 	n := float64(nb * l)
@@ -128,105 +130,17 @@ func (bn *batchNorm) forwardAct(in []*tensor.Dense, out []float32, relu bool) {
 	bn.par.run(nb*c, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
 			sc, sh := bn.scale[r%c], bn.shift[r%c]
-			xr := x[r*l : (r+1)*l]
-			affine32(out[r*l:(r+1)*l], xr, sc, sh, relu)
+			if relu {
+				vec.AffineReLU(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
+			} else {
+				vec.Affine(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
+			}
 		}
 	})
 }
 
 func (bn *batchNorm) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
 	bn.backwardAct(i, in, out, gout, gin, false)
-}
-
-// relu32 is max(v, 0) without a branch (clears negative values, -0
-// included, by their sign bit).
-func relu32(v float32) float32 {
-	b := math.Float32bits(v)
-	return math.Float32frombits(b &^ uint32(int32(b)>>31))
-}
-
-// sum32 is the sum of x in float32 with four interleaved accumulators
-// (a single running sum is bound by the latency of the additions).
-func sum32(x []float32) float32 {
-	var s0, s1, s2, s3 float32
-	j := 0
-	for ; j+4 <= len(x); j += 4 {
-		v := x[j : j+4 : j+4]
-		s0 += v[0]
-		s1 += v[1]
-		s2 += v[2]
-		s3 += v[3]
-	}
-	for ; j < len(x); j++ {
-		s0 += x[j]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// sqDev32 is the sum of (x - m)^2 in float32, four accumulators.
-func sqDev32(x []float32, m float32) float32 {
-	var s0, s1, s2, s3 float32
-	j := 0
-	for ; j+4 <= len(x); j += 4 {
-		v := x[j : j+4 : j+4]
-		d0, d1, d2, d3 := v[0]-m, v[1]-m, v[2]-m, v[3]-m
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
-	}
-	for ; j < len(x); j++ {
-		d := x[j] - m
-		s0 += d * d
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// gradSums32 returns the sums of dy and of dy (x - m) in float32 (two
-// accumulators each), where dy is g, masked where o is not positive when o
-// is not nil. x and o are at least as long as g.
-func gradSums32(g, x, o []float32, m float32) (sdy, sdyx float32) {
-	var a0, a1, b0, b1 float32
-	x = x[:len(g)]
-	j := 0
-	if o != nil {
-		o = o[:len(g)]
-		for ; j+2 <= len(g); j += 2 {
-			gv, xv, ov := g[j:j+2:j+2], x[j:j+2:j+2], o[j:j+2:j+2]
-			v0 := math.Float32frombits(math.Float32bits(gv[0]) & posMask(ov[0]))
-			v1 := math.Float32frombits(math.Float32bits(gv[1]) & posMask(ov[1]))
-			a0 += v0
-			a1 += v1
-			b0 += v0 * (xv[0] - m)
-			b1 += v1 * (xv[1] - m)
-		}
-		for ; j < len(g); j++ {
-			v := math.Float32frombits(math.Float32bits(g[j]) & posMask(o[j]))
-			a0 += v
-			b0 += v * (x[j] - m)
-		}
-		return a0 + a1, b0 + b1
-	}
-	for ; j+2 <= len(g); j += 2 {
-		gv, xv := g[j:j+2:j+2], x[j:j+2:j+2]
-		a0 += gv[0]
-		a1 += gv[1]
-		b0 += gv[0] * (xv[0] - m)
-		b1 += gv[1] * (xv[1] - m)
-	}
-	for ; j < len(g); j++ {
-		a0 += g[j]
-		b0 += g[j] * (x[j] - m)
-	}
-	return a0 + a1, b0 + b1
-}
-
-// posMask is all ones where the forward output o of ReLU is positive, else
-// zero: ANDed with a gradient's bits it applies ReLU's derivative without a
-// branch (o >= 0, so o > 0 exactly when its bits are not zero).
-func posMask(o float32) uint32 {
-	b := math.Float32bits(o)
-	return uint32(int32(b|-b) >> 31)
 }
 
 // sums computes, once per forward pass, the per-channel sums of dy and of
@@ -248,14 +162,12 @@ func (bn *batchNorm) sums(x, out, gout []float32, nb, c, l int, relu bool) {
 	bn.par.run(nb*c, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
 			m := float32(bn.mean[r%c])
-			gr := gout[r*l : (r+1)*l]
-			xr := x[r*l : (r+1)*l]
-			xr = xr[:len(gr)]
-			var or []float32
+			gr, xr := gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
 			if relu {
-				or = out[r*l : (r+1)*l]
+				ra[r], rb[r] = vec.GradSumsPos(gr, xr, out[r*l:(r+1)*l], m)
+			} else {
+				ra[r], rb[r] = vec.GradSums(gr, xr, m)
 			}
-			ra[r], rb[r] = gradSums32(gr, xr, or, m)
 		}
 	})
 	for ch := 0; ch < c; ch++ {
@@ -309,92 +221,20 @@ func (bn *batchNorm) backwardAct(i int, in []*tensor.Dense, out, gout, gin []flo
 			if relu {
 				or = out[r*l : (r+1)*l]
 			}
-			if train {
-				bnDx32(gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], x[r*l:(r+1)*l], or, k, a, m, is*bb)
-			} else {
-				scaleMasked32(gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], or, k)
+			d, dy, xr := gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
+			switch {
+			case train && relu:
+				vec.BNDxPos(d, dy, xr, or, k, a, m, is*bb)
+			case train:
+				vec.BNDx(d, dy, xr, k, a, m, is*bb)
+			case relu:
+				vec.MaskPos(d, dy, or)
+				vec.Affine(d, d, k, 0)
+			default:
+				vec.Affine(d, dy, k, 0)
 			}
 		}
 	})
-}
-
-// affine32 sets y = x*sc + sh, clamped at 0 when relu is set; unrolled by
-// four (a leaf function: the compiler keeps its few values in registers).
-func affine32(y, x []float32, sc, sh float32, relu bool) {
-	y = y[:len(x)]
-	j := 0
-	if relu {
-		for ; j+4 <= len(x); j += 4 {
-			xv, yv := x[j:j+4:j+4], y[j:j+4:j+4]
-			yv[0] = relu32(xv[0]*sc + sh)
-			yv[1] = relu32(xv[1]*sc + sh)
-			yv[2] = relu32(xv[2]*sc + sh)
-			yv[3] = relu32(xv[3]*sc + sh)
-		}
-		for ; j < len(x); j++ {
-			y[j] = relu32(x[j]*sc + sh)
-		}
-		return
-	}
-	for ; j+4 <= len(x); j += 4 {
-		xv, yv := x[j:j+4:j+4], y[j:j+4:j+4]
-		yv[0] = xv[0]*sc + sh
-		yv[1] = xv[1]*sc + sh
-		yv[2] = xv[2]*sc + sh
-		yv[3] = xv[3]*sc + sh
-	}
-	for ; j < len(x); j++ {
-		y[j] = x[j]*sc + sh
-	}
-}
-
-// bnDx32 sets d = k*(dy - a - (x - m)*c) (batch norm's input gradient with
-// c = invstd * mean(dy xhat)), where dy is g, masked where o is not
-// positive when o is not nil. All slices are at least as long as d.
-func bnDx32(d, g, x, o []float32, k, a, m, c float32) {
-	g, x = g[:len(d)], x[:len(d)]
-	j := 0
-	if o != nil {
-		o = o[:len(d)]
-		for ; j+2 <= len(d); j += 2 {
-			dv, gv, xv, ov := d[j:j+2:j+2], g[j:j+2:j+2], x[j:j+2:j+2], o[j:j+2:j+2]
-			v0 := math.Float32frombits(math.Float32bits(gv[0]) & posMask(ov[0]))
-			v1 := math.Float32frombits(math.Float32bits(gv[1]) & posMask(ov[1]))
-			dv[0] = k * (v0 - a - (xv[0]-m)*c)
-			dv[1] = k * (v1 - a - (xv[1]-m)*c)
-		}
-		for ; j < len(d); j++ {
-			v := math.Float32frombits(math.Float32bits(g[j]) & posMask(o[j]))
-			d[j] = k * (v - a - (x[j]-m)*c)
-		}
-		return
-	}
-	for ; j+4 <= len(d); j += 4 {
-		dv, gv, xv := d[j:j+4:j+4], g[j:j+4:j+4], x[j:j+4:j+4]
-		dv[0] = k * (gv[0] - a - (xv[0]-m)*c)
-		dv[1] = k * (gv[1] - a - (xv[1]-m)*c)
-		dv[2] = k * (gv[2] - a - (xv[2]-m)*c)
-		dv[3] = k * (gv[3] - a - (xv[3]-m)*c)
-	}
-	for ; j < len(d); j++ {
-		d[j] = k * (g[j] - a - (x[j]-m)*c)
-	}
-}
-
-// scaleMasked32 sets d = k*g, with g masked where o is not positive when o
-// is not nil.
-func scaleMasked32(d, g, o []float32, k float32) {
-	g = g[:len(d)]
-	if o != nil {
-		o = o[:len(d)]
-		for j, v := range g {
-			d[j] = math.Float32frombits(math.Float32bits(v)&posMask(o[j])) * k
-		}
-		return
-	}
-	for j, v := range g {
-		d[j] = v * k
-	}
 }
 
 // bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gorgonia.org/tensor"
+
+	"rgcpred/base/vec"
 )
 
 // meanLen averages x [B, C, L] over its length: [B, C] (the squeeze of
@@ -23,11 +25,7 @@ func (meanLen) forward(in []*tensor.Dense, out []float32) {
 	l := in[0].Shape()[2]
 	x := f32(in[0])
 	for r := range out {
-		var s float32
-		for _, v := range x[r*l : (r+1)*l] {
-			s += v
-		}
-		out[r] = s / float32(l)
+		out[r] = vec.Sum(x[r*l:(r+1)*l]) / float32(l)
 	}
 }
 func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
@@ -66,11 +64,7 @@ func (cs chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) 
 	}
 	cs.par.run(len(s), func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
-			var a float32
-			for j := r * l; j < (r+1)*l; j++ {
-				a += gout[j] * x[j]
-			}
-			gin[r] = a
+			gin[r] = vec.Dot(gout[r*l:(r+1)*l], x[r*l:(r+1)*l])
 		}
 	})
 }
@@ -80,10 +74,7 @@ func (cs chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) 
 func scaleRows32(d, x, s []float32, r0, l int) {
 	for i, sv := range s {
 		r := r0 + i
-		xr, dr := x[r*l:(r+1)*l], d[r*l:(r+1)*l]
-		for j, v := range xr {
-			dr[j] = v * sv
-		}
+		vec.Affine(d[r*l:(r+1)*l], x[r*l:(r+1)*l], sv, 0)
 	}
 }
 
@@ -124,26 +115,15 @@ func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 func (r relu) forward(in []*tensor.Dense, out []float32) {
 	x := f32(in[0])
 	r.par.run(len(x), func(lo, hi, _ int) {
-		affine32(out[lo:hi], x[lo:hi], 1, 0, true)
+		vec.AffineReLU(out[lo:hi], x[lo:hi], 1, 0)
 	})
 }
 
-// backward passes the gradient where the forward output is positive
-// (branch-free: the signs are data, not predictable).
+// backward passes the gradient where the forward output is positive.
 func (r relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
 	r.par.run(len(gin), func(lo, hi, _ int) {
-		maskPos32(gin[lo:hi], gout[lo:hi], out[lo:hi])
+		vec.MaskPos(gin[lo:hi], gout[lo:hi], out[lo:hi])
 	})
-}
-
-// maskPos32 sets d = g where o > 0, else 0 (a leaf function: the bit
-// operations inline here, which they do not in closures of value-receiver
-// methods called through their pointer wrappers).
-func maskPos32(d, g, o []float32) {
-	g, o = g[:len(d)], o[:len(d)]
-	for i, v := range g {
-		d[i] = math.Float32frombits(math.Float32bits(v) & posMask(o[i]))
-	}
 }
 
 // sigmoid is 1/(1 + e^-x) (the gate of squeeze-and-excite); the backward

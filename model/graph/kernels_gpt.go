@@ -6,7 +6,7 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"rgcpred/model"
+	"rgcpred/base/vec"
 )
 
 // linear is y = x W + b for x [N, in], W [in, out], b [out], its GEMMs
@@ -303,24 +303,10 @@ func (a *attention) probsOf(w int, qkv []float32, b, h int, p []float32) {
 	a.gemm.on(w, false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
 	for i := 0; i < a.t; i++ {
 		row := p[i*a.t : (i+1)*a.t]
-		mx := row[0]
-		for _, v := range row[1 : i+1] {
-			if v > mx { // not max(): its NaN and signed-zero handling is slow
-				mx = v
-			}
-		}
-		for j := 0; j <= i; j++ {
-			row[j] -= mx
-		}
-		exp32s(row[:i+1])
-		var z float32
-		for _, e := range row[:i+1] {
-			z += e
-		}
-		inv := 1 / z
-		for j := 0; j <= i; j++ {
-			row[j] *= inv
-		}
+		r := row[:i+1]
+		vec.Affine(r, r, 1, -vec.Max(r))
+		vec.Exp(r)
+		vec.Affine(r, r, 1/vec.Sum(r), 0)
 		clear(row[i+1:])
 	}
 }
@@ -375,13 +361,9 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 				// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
 				for i := 0; i < a.t; i++ {
 					pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
-					var dot float32
-					for j := 0; j <= i; j++ {
-						dot += pr[j] * dr[j]
-					}
-					for j := 0; j <= i; j++ {
-						dr[j] = pr[j] * (dr[j] - dot) * scale
-					}
+					pi, di := pr[:i+1], dr[:i+1]
+					vec.Affine(di, di, scale, -vec.Dot(pi, di)*scale)
+					vec.Mul(di, pi, di)
 					clear(dr[i+1:])
 				}
 				// dQ = dS K; dK = dS^T Q
@@ -402,23 +384,6 @@ type gelu struct {
 	dy  []float32 // dy/dx of the last forward pass
 }
 
-// GELU's tanh form: gelu(v) = 0.5 v (1 + tanh(geluC (v + geluK v^3))).
-const (
-	geluC = 0.7978845608028654 // sqrt(2/pi)
-	geluK = model.GELUCubic
-)
-
-// tanh32 is tanh via one exponential: 1 - 2/(e^(2u)+1), exact to float32
-// rounding up to exp32's ulp, and saturating correctly for large |u|.
-func tanh32(u float32) float32 {
-	return 1 - 2/(exp32(2*u)+1)
-}
-
-// geluGrad is d gelu(v)/dv given t = tanh(geluC (v + geluK v^3)).
-func geluGrad(v, t float32) float32 {
-	return 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*geluK*v*v)
-}
-
 func (*gelu) name() string    { return "gelu" }
 func (*gelu) diffWRT() []bool { return []bool{true} }
 func (*gelu) outShape(in []tensor.Shape) (tensor.Shape, error) {
@@ -434,44 +399,19 @@ func (g *gelu) forward(in []*tensor.Dense, out []float32) {
 	}
 	dy := g.dy
 	g.par.run(len(x), func(lo, hi, _ int) {
-		geluRows(out[lo:hi], dy[lo:hi], x[lo:hi])
+		vec.GeluDeriv(out[lo:hi], dy[lo:hi], x[lo:hi])
 	})
 }
 
-// geluRows sets y = gelu(x) and d = gelu'(x), in blocks: the exponentials
-// of a block by exp32s, then tanh32's formula, without calls in the loops.
-func geluRows(y, d, x []float32) {
-	var e [256]float32
-	for lo := 0; lo < len(x); lo += len(e) {
-		xs := x[lo:min(lo+len(e), len(x))]
-		es := e[:len(xs)]
-		for i, v := range xs {
-			es[i] = 2 * (geluC * (v + geluK*v*v*v))
-		}
-		exp32s(es)
-		ys, ds := y[lo:lo+len(xs)], d[lo:lo+len(xs)]
-		for i, v := range xs {
-			t := 1 - 2/(es[i]+1) // tanh32
-			ys[i] = 0.5 * v * (1 + t)
-			ds[i] = geluGrad(v, t)
-		}
-	}
-}
 func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	x := f32(in[0])
-	if len(g.dy) != len(x) { // no forward pass yet: recompute
-		g.par.run(len(x), func(lo, hi, _ int) {
-			for i, v := range x[lo:hi] {
-				gin[lo+i] = geluGrad(v, tanh32(geluC*(v+geluK*v*v*v))) * gout[lo+i]
-			}
-		})
-		return
+	if len(g.dy) != len(x) { // no forward pass yet: the derivative, gin as scratch
+		g.dy = make([]float32, len(x))
+		vec.GeluDeriv(gin, g.dy, x)
 	}
 	dy := g.dy
 	g.par.run(len(x), func(lo, hi, _ int) {
-		for i, d := range dy[lo:hi] {
-			gin[lo+i] = d * gout[lo+i]
-		}
+		vec.Mul(gin[lo:hi], dy[lo:hi], gout[lo:hi])
 	})
 }
 
