@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -166,66 +165,6 @@ func TestEngineErrors(t *testing.T) {
 	}
 }
 
-func TestExpf(t *testing.T) {
-	var worst float64
-	for x := float32(-90); x <= 90; x += 0.0137 {
-		want := math.Exp(float64(x))
-		got := float64(expf(x))
-		if want > math.MaxFloat32 {
-			if !math.IsInf(got, 1) {
-				t.Fatalf("expf(%v) = %v, want +Inf", x, got)
-			}
-			continue
-		}
-		if want < 1e-37 {
-			if math.Abs(got-want) > 1e-44 {
-				t.Fatalf("expf(%v) = %v, want %v", x, got, want)
-			}
-			continue
-		}
-		worst = math.Max(worst, math.Abs(got-want)/want)
-	}
-	if worst > 3e-7 {
-		t.Errorf("expf worst relative error %g > 3e-7", worst)
-	}
-	if v := expf(float32(math.NaN())); v == v {
-		t.Errorf("expf(NaN) = %v", v)
-	}
-}
-
-// TestVectorMath checks the vectorised GELU and exp (when the CPU has them)
-// against float64 formulas: GELU within 2e-6 (1 + |x|), exp within 3e-7
-// relative.
-func TestVectorMath(t *testing.T) {
-	var xs []float32
-	for x := float32(-12); x <= 12; x += 0.00731 {
-		xs = append(xs, x)
-	}
-	xs = append(xs, 0, -100, 100, 1e-30, -1e-30)
-	g := append([]float32(nil), xs...)
-	geluTanh(g)
-	for i, x := range xs {
-		v := float64(x)
-		want := 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
-		if d := math.Abs(float64(g[i]) - want); d > 2e-6*(1+math.Abs(v)) {
-			t.Fatalf("gelu(%v) = %v, want %v (hasAVX2 %v)", x, g[i], want, hasAVX2)
-		}
-	}
-	checkGeluWide(t, xs, g)
-	var es []float32
-	for x := float32(-80); x <= 80; x += 0.0113 {
-		es = append(es, x)
-	}
-	e := append([]float32(nil), es...)
-	expInPlace(e)
-	for i, x := range es {
-		want := math.Exp(float64(x))
-		if d := math.Abs(float64(e[i])-want) / want; d > 3e-7 {
-			t.Fatalf("exp(%v) = %v, want %v (rel %g)", x, e[i], want, d)
-		}
-	}
-}
-
 // TestEngineCopiesWeights: changing the weights after New must not change
 // the engine's outputs.
 func TestEngineCopiesWeights(t *testing.T) {
@@ -325,64 +264,6 @@ func TestEngineContentionBackoff(t *testing.T) {
 	got.Parks = 0
 	if got != want {
 		t.Errorf("Stats %+v, want %+v (parks aside)", got, want)
-	}
-}
-
-// TestVectorHelpers checks the vector helpers (AVX2 where the CPU has it)
-// against the portable loops for every length up to 40 (tails included):
-// element-wise ones bit for bit, max exactly, sums within 1e-6 relative to
-// a float64 sum (their order differs).
-func TestVectorHelpers(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	vec := func(n int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		return v
-	}
-	for n := 1; n <= 40; n++ {
-		a, b, g, s := vec(n), vec(n), vec(n), vec(n)
-		got, want := append([]float32(nil), a...), append([]float32(nil), a...)
-		addTo(got, b)
-		addToGo(want, b)
-		gr, gw := make([]float32, n), make([]float32, n)
-		gateRelu(gr, a, g, s)
-		gateReluGo(gw, a, g, s)
-		sr, sw := append([]float32(nil), a...), append([]float32(nil), a...)
-		scaleAdd(sr, 0.37, -1.5)
-		scaleAddGo(sw, 0.37, -1.5)
-		for i := 0; i < n; i++ {
-			if got[i] != want[i] || gr[i] != gw[i] || sr[i] != sw[i] {
-				t.Fatalf("n %d element %d: addTo %v/%v gateRelu %v/%v scaleAdd %v/%v (vector/portable)", n, i, got[i], want[i], gr[i], gw[i], sr[i], sw[i])
-			}
-		}
-		nr, nw := make([]float32, n), make([]float32, n)
-		norm(nr, a, g, s, 0.3, 1.7)
-		normGo(nw, a, g, s, 0.3, 1.7)
-		for i := range nr {
-			if nr[i] != nw[i] {
-				t.Fatalf("n %d element %d: norm %v, portable %v", n, i, nr[i], nw[i])
-			}
-		}
-		var sq float64
-		for _, v := range a {
-			sq += (float64(v) - 0.3) * (float64(v) - 0.3)
-		}
-		if d := math.Abs(float64(sumSqDev(a, 0.3)) - sq); d > 1e-6*sq {
-			t.Fatalf("n %d: sumSqDev %v, want %v", n, sumSqDev(a, 0.3), sq)
-		}
-		if m, w := maxOf(a), maxOfGo(a); m != w {
-			t.Fatalf("n %d: maxOf %v, want %v", n, m, w)
-		}
-		var ref, mag float64
-		for _, v := range a {
-			ref += float64(v)
-			mag += math.Abs(float64(v))
-		}
-		if d := math.Abs(float64(sum(a)) - ref); d > 1e-6*mag {
-			t.Fatalf("n %d: sum %v, want %v", n, sum(a), ref)
-		}
 	}
 }
 

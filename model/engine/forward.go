@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"rgcpred/base/sgemm"
+	"rgcpred/base/vec"
 	"rgcpred/model"
 )
 
@@ -377,13 +378,13 @@ func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 	for ch := p.rows(b.lIn); ch.next(); {
 		buf.qx.set(x, ch.lo, ch.hi, b.in, 0)
 		b.conv1.applyI8(&buf.qx, ch.lo, ch.hi, h1, true, wk.work)
-		buf.h1top[ch.lo] = maxOf(h1[ch.lo*b.mid : ch.hi*b.mid])
+		buf.h1top[ch.lo] = vec.Max(h1[ch.lo*b.mid : ch.hi*b.mid])
 		clear(buf.h1top[ch.lo+1 : ch.hi])
 	}
 	p.sync() // h1's scale needs every row's largest value
 
 	for ch := p.rows(b.lIn); ch.next(); {
-		_, inv := sgemm.U8Scale(maxOf(buf.h1top))
+		_, inv := sgemm.U8Scale(vec.Max(buf.h1top))
 		sgemm.QuantizeU8(buf.qh1.q[(pad+ch.lo)*b.mid:], h1[ch.lo*b.mid:ch.hi*b.mid], inv)
 	}
 	p.sync() // conv2 reads its neighbours' rows of h1
@@ -394,7 +395,7 @@ func (b *block) convsI8(p *pass, buf *blockBuf, x []float32) {
 	h1w := quantized{q: buf.qh1.q, scale: s1[:]} // one scale for the window
 	for ch := p.rows(b.lOut); ch.next(); {
 		lo, hi := ch.lo, ch.hi
-		s1[0], _ = sgemm.U8Scale(maxOf(buf.h1top))
+		s1[0], _ = sgemm.U8Scale(vec.Max(buf.h1top))
 		b.conv2.applyI8(&h1w, lo, hi, buf.h2, true, wk.work)
 		buf.qh2.set(buf.h2, lo, hi, b.mid, 0)
 		b.conv3.applyI8(&buf.qh2, lo, hi, buf.h3, false, wk.work)
@@ -417,9 +418,9 @@ func (b *block) excite(p *pass, buf *blockBuf, h3, sc []float32, br *blockRows) 
 		pool := p.a.pool[ch.lo:ch.hi]
 		clear(pool)
 		for l := 0; l < b.lOut; l++ {
-			addTo(pool, h3[br.ring(l, b.lOut)*b.out+ch.lo:])
+			vec.Add(pool, pool, h3[br.ring(l, b.lOut)*b.out+ch.lo:])
 		}
-		scaleAdd(pool, 1/float32(b.lOut), 0)
+		vec.Affine(pool, pool, 1/float32(b.lOut), 0)
 	}
 	p.sync() // the gates read every channel's mean
 
@@ -439,7 +440,7 @@ func (b *block) excite(p *pass, buf *blockBuf, h3, sc []float32, br *blockRows) 
 		}
 		for l := ch.lo; l < ch.hi; l++ {
 			r, q := l*b.out, br.ring(l, b.lOut)*b.out
-			gateRelu(out[r:r+b.out], h3[q:], gate, sc[q:])
+			vec.GateReLU(out[r:r+b.out], h3[q:], gate, sc[q:])
 		}
 	}
 	p.sync()
@@ -516,7 +517,7 @@ func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
 	tmp := a.tmp[q0*d : q1*d]
 	ly.proj.apply(nq, y, d, tmp, d, wk.work)
 	xs := a.x[q0*d : q1*d]
-	addTo(xs, tmp)
+	vec.Add(xs, xs, tmp)
 
 	// ln2, MLP: x += gelu(h W_fc + b) W_proj + b
 	h := a.h[q0*d : q1*d]
@@ -525,9 +526,9 @@ func (ly *layer) attendMLP(n *network, p *pass, qkv []float32, q0, q1 int) {
 	}
 	mlp := a.mlp[q0*4*d : q1*4*d]
 	ly.fc.apply(nq, h, d, mlp, 4*d, wk.work)
-	geluTanh(mlp)
+	vec.Gelu(mlp)
 	ly.mproj.apply(nq, mlp, 4*d, tmp, d, wk.work)
-	addTo(xs, tmp)
+	vec.Add(xs, xs, tmp)
 }
 
 // attendFused runs one head's attention for queries q0..q1 on the fused
@@ -566,26 +567,26 @@ func softmaxCausal(att []float32, nq, T, q0 int) {
 	for i := 0; i < nq; i++ {
 		row := att[i*T : (i+1)*T]
 		n := q0 + i + 1
-		scaleAdd(row[:n], 1, -maxOf(row[:n]))
+		vec.Affine(row[:n], row[:n], 1, -vec.Max(row[:n]))
 		for j := range row[n:] {
 			row[n+j] = -100
 		}
 	}
-	expInPlace(att)
+	vec.Exp(att)
 	for i := 0; i < nq; i++ {
 		row := att[i*T : (i+1)*T]
 		n := q0 + i + 1
-		scaleAdd(row[:n], 1/sum(row[:n]), 0)
+		vec.Affine(row[:n], row[:n], 1/vec.Sum(row[:n]), 0)
 		clear(row[n:])
 	}
 }
 
 // layerNorm writes (x - mean) / sqrt(var + eps) * w + b to y.
 func layerNorm(x, y, w, b []float32) {
-	mean := sum(x) / float32(len(x))
-	vr := sumSqDev(x, mean) / float32(len(x))
+	mean := vec.Sum(x) / float32(len(x))
+	vr := vec.SumSqDev(x, mean) / float32(len(x))
 	inv := float32(1 / math.Sqrt(float64(vr)+model.LNEps))
-	norm(y, x, w, b, mean, inv)
+	vec.Norm(y[:len(x)], x, w, b, mean, inv)
 }
 
 func relu(x []float32) {
@@ -596,41 +597,4 @@ func relu(x []float32) {
 	}
 }
 
-func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
-
-// geluTanhGo is the portable geluTanh, using tanh(u) = 1 - 2 / (exp(2u) + 1).
-func geluTanhGo(x []float32) {
-	const c = 0.7978845608028654 // sqrt(2/pi)
-	for i, v := range x {
-		u := c * (v + 0.044715*v*v*v)
-		t := 1 - 2/(expf(2*u)+1)
-		x[i] = 0.5 * v * (1 + t)
-	}
-}
-
-// expf is exp for float32 arguments, accurate to about 1 ulp: x = n ln2 + r
-// with |r| <= ln2/2 (Cody-Waite split of ln2), e^r from its degree-7 Taylor
-// polynomial (truncation error below 1e-8 relative), 2^n put into the
-// exponent bits. Arguments outside [-87, 88] (overflow, subnormal results,
-// NaN) take math.Exp.
-func expf(x float32) float32 {
-	if !(x >= -87 && x <= 88) {
-		return float32(math.Exp(float64(x)))
-	}
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375
-		ln2lo = -2.12194440e-4
-	)
-	y := x * log2e
-	var n int32
-	if y >= 0 {
-		n = int32(y + 0.5)
-	} else {
-		n = int32(y - 0.5)
-	}
-	fn := float32(n)
-	r := x - fn*ln2hi - fn*ln2lo
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
-	return p * math.Float32frombits(uint32(n+127)<<23)
-}
+func sigmoid(x float32) float32 { return 1 / (1 + vec.Expf(-x)) }

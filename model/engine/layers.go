@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"rgcpred/base/sgemm"
+	"rgcpred/base/vec"
 	"rgcpred/model"
 )
 
@@ -240,5 +241,5 @@ func (f *linear) applyI8(rows int, x []float32, ldx int, y []float32, ldy int, w
 // GEMM for the tiny squeeze-excite layers).
 func (f *linear) matvec(x, y []float32, w []float32) {
 	copy(y[:f.out], f.bias)
-	matvecAdd(x[:f.in], w[:f.in*f.out], y[:f.out])
+	vec.MatVecAdd(x[:f.in], w[:f.in*f.out], y[:f.out])
 }
