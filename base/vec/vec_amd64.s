@@ -152,6 +152,39 @@ DATA vconst<>+536(SB)/4, $0x3e5b33b6
 DATA vconst<>+540(SB)/4, $0x3e5b33b6
 GLOBL vconst<>(SB), RODATA|NOPTR, $544
 
+// EXP_Y2_Y5 sets Y5 = exp(Y2) with Y2 clamped to [-87, 87] in place; it
+// uses Y3, Y4 and Y6.
+#define EXP_Y2_Y5 \
+VMAXPS vconst<>+96(SB), Y2, Y2 \
+VMINPS vconst<>+128(SB), Y2, Y2 \
+VMULPS vconst<>+160(SB), Y2, Y3 \
+VROUNDPS $0, Y3, Y3 \
+VMOVAPS Y2, Y4 \
+VFNMADD231PS vconst<>+192(SB), Y3, Y4 \
+VFNMADD231PS vconst<>+224(SB), Y3, Y4 \
+VMOVUPS vconst<>+256(SB), Y5 \
+VFMADD213PS vconst<>+288(SB), Y4, Y5 \
+VFMADD213PS vconst<>+320(SB), Y4, Y5 \
+VFMADD213PS vconst<>+352(SB), Y4, Y5 \
+VFMADD213PS vconst<>+384(SB), Y4, Y5 \
+VFMADD213PS vconst<>+416(SB), Y4, Y5 \
+VFMADD213PS vconst<>+448(SB), Y4, Y5 \
+VFMADD213PS vconst<>+448(SB), Y4, Y5 \
+VCVTPS2DQ Y3, Y6 \
+VPSLLD $23, Y6, Y6 \
+VPADDD vconst<>+480(SB), Y6, Y6 \
+VMULPS Y6, Y5, Y5
+
+// HSUM(y, x, t) adds the 8 lanes of y pairwise into the low lane of x (the
+// same register as y); it uses t.
+#define HSUM(y, x, t) \
+VEXTRACTF128 $1, y, t \
+VADDPS t, x, x \
+VMOVHLPS x, t, t \
+VADDPS t, x, x \
+VPSHUFD $1, x, t \
+VADDSS t, x, x
+
 // func geluAVX2(x *float32, n int) applies GELU in place to x[0:n], n a multiple of 8.
 TEXT ·geluAVX2(SB), NOSPLIT, $0-16
 	MOVQ x+0(FP), SI
@@ -165,25 +198,7 @@ gloop:
 	VFMADD213PS vconst<>+0(SB), Y1, Y2
 	VMULPS Y0, Y2, Y2
 	VXORPS vconst<>+64(SB), Y2, Y2
-	VMAXPS vconst<>+96(SB), Y2, Y2
-	VMINPS vconst<>+128(SB), Y2, Y2
-	VMULPS vconst<>+160(SB), Y2, Y3
-	VROUNDPS $0, Y3, Y3
-	VMOVAPS Y2, Y4
-	VFNMADD231PS vconst<>+192(SB), Y3, Y4
-	VFNMADD231PS vconst<>+224(SB), Y3, Y4
-	VMOVUPS vconst<>+256(SB), Y5
-	VFMADD213PS vconst<>+288(SB), Y4, Y5
-	VFMADD213PS vconst<>+320(SB), Y4, Y5
-	VFMADD213PS vconst<>+352(SB), Y4, Y5
-	VFMADD213PS vconst<>+384(SB), Y4, Y5
-	VFMADD213PS vconst<>+416(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VCVTPS2DQ Y3, Y6
-	VPSLLD $23, Y6, Y6
-	VPADDD vconst<>+480(SB), Y6, Y6
-	VMULPS Y6, Y5, Y5
+	EXP_Y2_Y5
 	VADDPS vconst<>+448(SB), Y5, Y5
 	VDIVPS Y5, Y0, Y0
 	VMOVUPS Y0, (SI)
@@ -211,25 +226,7 @@ gdloop:
 	VFMADD213PS vconst<>+0(SB), Y1, Y2
 	VMULPS Y0, Y2, Y2
 	VXORPS vconst<>+64(SB), Y2, Y2
-	VMAXPS vconst<>+96(SB), Y2, Y2
-	VMINPS vconst<>+128(SB), Y2, Y2
-	VMULPS vconst<>+160(SB), Y2, Y3
-	VROUNDPS $0, Y3, Y3
-	VMOVAPS Y2, Y4
-	VFNMADD231PS vconst<>+192(SB), Y3, Y4
-	VFNMADD231PS vconst<>+224(SB), Y3, Y4
-	VMOVUPS vconst<>+256(SB), Y5
-	VFMADD213PS vconst<>+288(SB), Y4, Y5
-	VFMADD213PS vconst<>+320(SB), Y4, Y5
-	VFMADD213PS vconst<>+352(SB), Y4, Y5
-	VFMADD213PS vconst<>+384(SB), Y4, Y5
-	VFMADD213PS vconst<>+416(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VCVTPS2DQ Y3, Y6
-	VPSLLD $23, Y6, Y6
-	VPADDD vconst<>+480(SB), Y6, Y6
-	VMULPS Y6, Y5, Y5
+	EXP_Y2_Y5
 	VADDPS vconst<>+448(SB), Y5, Y7
 	VMOVUPS vconst<>+448(SB), Y8
 	VDIVPS Y7, Y8, Y8
@@ -260,25 +257,7 @@ TEXT ·expAVX2(SB), NOSPLIT, $0-16
 	JZ edone
 eloop:
 	VMOVUPS (SI), Y2
-	VMAXPS vconst<>+96(SB), Y2, Y2
-	VMINPS vconst<>+128(SB), Y2, Y2
-	VMULPS vconst<>+160(SB), Y2, Y3
-	VROUNDPS $0, Y3, Y3
-	VMOVAPS Y2, Y4
-	VFNMADD231PS vconst<>+192(SB), Y3, Y4
-	VFNMADD231PS vconst<>+224(SB), Y3, Y4
-	VMOVUPS vconst<>+256(SB), Y5
-	VFMADD213PS vconst<>+288(SB), Y4, Y5
-	VFMADD213PS vconst<>+320(SB), Y4, Y5
-	VFMADD213PS vconst<>+352(SB), Y4, Y5
-	VFMADD213PS vconst<>+384(SB), Y4, Y5
-	VFMADD213PS vconst<>+416(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VFMADD213PS vconst<>+448(SB), Y4, Y5
-	VCVTPS2DQ Y3, Y6
-	VPSLLD $23, Y6, Y6
-	VPADDD vconst<>+480(SB), Y6, Y6
-	VMULPS Y6, Y5, Y5
+	EXP_Y2_Y5
 	VMOVUPS Y5, (SI)
 	ADDQ $32, SI
 	DECQ CX
@@ -395,12 +374,7 @@ sloop:
 	DECQ CX
 	JNZ sloop
 sred:
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVHLPS X0, X1, X1
-	VADDPS X1, X0, X0
-	VPSHUFD $1, X0, X1
-	VADDSS X1, X0, X0
+	HSUM(Y0, X0, X1)
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
@@ -559,12 +533,7 @@ dloop:
 	DECQ CX
 	JNZ dloop
 dred:
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVHLPS X0, X1, X1
-	VADDPS X1, X0, X0
-	VPSHUFD $1, X0, X1
-	VADDSS X1, X0, X0
+	HSUM(Y0, X0, X1)
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
@@ -592,18 +561,8 @@ gsloop:
 	DECQ CX
 	JNZ gsloop
 gsred:
-	VEXTRACTF128 $1, Y0, X5
-	VADDPS X5, X0, X0
-	VMOVHLPS X0, X5, X5
-	VADDPS X5, X0, X0
-	VPSHUFD $1, X0, X5
-	VADDSS X5, X0, X0
-	VEXTRACTF128 $1, Y1, X5
-	VADDPS X5, X1, X1
-	VMOVHLPS X1, X5, X5
-	VADDPS X5, X1, X1
-	VPSHUFD $1, X1, X5
-	VADDSS X5, X1, X1
+	HSUM(Y0, X0, X5)
+	HSUM(Y1, X1, X5)
 	VZEROUPPER
 	MOVSS X0, sg+32(FP)
 	MOVSS X1, sgx+36(FP)
@@ -636,18 +595,8 @@ gploop:
 	DECQ CX
 	JNZ gploop
 gpred:
-	VEXTRACTF128 $1, Y0, X5
-	VADDPS X5, X0, X0
-	VMOVHLPS X0, X5, X5
-	VADDPS X5, X0, X0
-	VPSHUFD $1, X0, X5
-	VADDSS X5, X0, X0
-	VEXTRACTF128 $1, Y1, X5
-	VADDPS X5, X1, X1
-	VMOVHLPS X1, X5, X5
-	VADDPS X5, X1, X1
-	VPSHUFD $1, X1, X5
-	VADDSS X5, X1, X1
+	HSUM(Y0, X0, X5)
+	HSUM(Y1, X1, X5)
 	VZEROUPPER
 	MOVSS X0, sg+40(FP)
 	MOVSS X1, sgx+44(FP)
@@ -671,12 +620,7 @@ qloop:
 	DECQ CX
 	JNZ qloop
 qred:
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVHLPS X0, X1, X1
-	VADDPS X1, X0, X0
-	VPSHUFD $1, X0, X1
-	VADDSS X1, X0, X0
+	HSUM(Y0, X0, X1)
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
