@@ -78,6 +78,15 @@ GLOBL packMask<>(SB), RODATA|NOPTR, $64
 	VMOVUPS (R11)(R8*4), Y4; \
 	VMOVUPS (R12)(R8*2), Y5
 
+// ROUND6 rounds rows Y0..Y5 (LOAD6's) with temporaries t1..t3.
+#define ROUND6(t1, t2, t3) \
+	ROUND(Y0, t1, t2, t3); \
+	ROUND(Y1, t1, t2, t3); \
+	ROUND(Y2, t1, t2, t3); \
+	ROUND(Y3, t1, t2, t3); \
+	ROUND(Y4, t1, t2, t3); \
+	ROUND(Y5, t1, t2, t3)
+
 // PAIRS interleaves rows a and b (8 columns each) into lo (columns 0, 1 |
 // 4, 5 as a, b pairs) and hi (columns 2, 3 | 6, 7): the first step of a
 // transpose.
@@ -206,12 +215,7 @@ anZero5:
 anScaled:
 	TESTQ $1, R10
 	JZ    anRounded
-	ROUND(Y0, Y6, Y7, Y8)
-	ROUND(Y1, Y6, Y7, Y8)
-	ROUND(Y2, Y6, Y7, Y8)
-	ROUND(Y3, Y6, Y7, Y8)
-	ROUND(Y4, Y6, Y7, Y8)
-	ROUND(Y5, Y6, Y7, Y8)
+	ROUND6(Y6, Y7, Y8)
 
 anRounded:
 	// Rows 0..3 of column p in s_p (Y0..Y3, p | p+4), rows 4, 5 as pairs
@@ -431,12 +435,7 @@ btPartial:
 btLoaded:
 	TESTQ $1, R10
 	JZ    btRounded
-	ROUND(Y0, Y8, Y9, Y10)
-	ROUND(Y1, Y8, Y9, Y10)
-	ROUND(Y2, Y8, Y9, Y10)
-	ROUND(Y3, Y8, Y9, Y10)
-	ROUND(Y4, Y8, Y9, Y10)
-	ROUND(Y5, Y8, Y9, Y10)
+	ROUND6(Y8, Y9, Y10)
 	ROUND(Y6, Y8, Y9, Y10)
 	ROUND(Y7, Y8, Y9, Y10)
 
