@@ -30,10 +30,14 @@ func (meanLen) forward(in []*tensor.Dense, out []float32) {
 }
 func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	l := in[0].Shape()[2]
+	if l == 0 {
+		return
+	}
 	for r, g := range gout {
-		v := g / float32(l)
-		for j := r * l; j < (r+1)*l; j++ {
-			gin[j] = v
+		row := gin[r*l : (r+1)*l]
+		row[0] = g / float32(l)
+		for k := 1; k < l; k *= 2 { // fill by doubling copies (memmove)
+			copy(row[k:], row[:k])
 		}
 	}
 }

@@ -150,14 +150,15 @@ func (embed) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 }
 
 // layerNorm normalises each row of x [N, D] (Ba et al., "Layer
-// normalization", 2016) with weight and bias [D]; the rows are split over
-// the worker goroutines.
+// normalization", 2016) with weight and bias [D], in float32 as the engine
+// does; the rows are split over the worker goroutines.
 type layerNorm struct {
 	eps float64
 	par parallel
 	// Row statistics of the last forward pass, reused by the backward
 	// passes of the same run.
-	mean, istd []float64
+	mean, istd []float32
+	tmp        [][]float32 // a row of scratch per worker
 }
 
 func (*layerNorm) name() string    { return "layernorm" }
@@ -169,25 +170,31 @@ func (*layerNorm) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 
-func (ln *layerNorm) rowStats(r []float32) (m, is float64) {
-	for _, v := range r {
-		m += float64(v)
-	}
-	m /= float64(len(r))
-	var ss float64
-	for _, v := range r {
-		ss += (float64(v) - m) * (float64(v) - m)
-	}
-	return m, 1 / math.Sqrt(ss/float64(len(r))+ln.eps)
+// rowStats returns a row's mean and inverse standard deviation.
+func (ln *layerNorm) rowStats(r []float32) (m, is float32) {
+	m = vec.Sum(r) / float32(len(r))
+	v := vec.SumSqDev(r, m) / float32(len(r))
+	return m, float32(1 / math.Sqrt(float64(v)+ln.eps))
 }
 
 // stats returns row r's statistics: saved by the forward pass, or
 // recomputed when there was none for this shape.
-func (ln *layerNorm) stats(x []float32, r, d int) (m, is float64) {
+func (ln *layerNorm) stats(x []float32, r, d int) (m, is float32) {
 	if len(ln.mean) == len(x)/d {
 		return ln.mean[r], ln.istd[r]
 	}
 	return ln.rowStats(x[r*d : (r+1)*d])
+}
+
+// scratch makes a row of d floats per worker.
+func (ln *layerNorm) scratch(d int) {
+	n := max(ln.par.n, 1)
+	if len(ln.tmp) != n || len(ln.tmp[0]) != d {
+		ln.tmp = make([][]float32, n)
+		for i := range ln.tmp {
+			ln.tmp[i] = make([]float32, d)
+		}
+	}
 }
 
 func (ln *layerNorm) forward(in []*tensor.Dense, out []float32) {
@@ -195,58 +202,51 @@ func (ln *layerNorm) forward(in []*tensor.Dense, out []float32) {
 	x, g, b := f32(in[0]), f32(in[1]), f32(in[2])
 	n := len(x) / d
 	if len(ln.mean) != n {
-		ln.mean, ln.istd = make([]float64, n), make([]float64, n)
+		ln.mean, ln.istd = make([]float32, n), make([]float32, n)
 	}
 	ln.par.run(n, func(lo, hi, _ int) {
 		for r := lo; r < hi; r++ {
 			xr := x[r*d : (r+1)*d]
 			m, is := ln.rowStats(xr)
 			ln.mean[r], ln.istd[r] = m, is
-			for j, v := range xr {
-				out[r*d+j] = float32((float64(v)-m)*is)*g[j] + b[j]
-			}
+			vec.Norm(out[r*d:(r+1)*d], xr, g, b, m, is)
 		}
 	})
 }
+
+// backward: dbeta = sum over rows of dy; dgamma = sum of dy xhat; dx = is
+// (dxh - mean(dxh) - xhat mean(dxh xhat)) with dxh = dy gamma, which is
+// batch norm's input gradient per row (vec.BNDx).
 func (ln *layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	d := in[0].Shape()[1]
 	x, g := f32(in[0]), f32(in[1])
 	n := len(x) / d
+	ln.scratch(d)
 	switch i {
 	case 2:
 		clear(gin)
 		for r := 0; r < n; r++ {
-			for j, v := range gout[r*d : (r+1)*d] {
-				gin[j] += v
-			}
+			vec.Add(gin, gin, gout[r*d:(r+1)*d])
 		}
 	case 1:
 		clear(gin)
+		xh := ln.tmp[0]
 		for r := 0; r < n; r++ {
-			xr := x[r*d : (r+1)*d]
 			m, is := ln.stats(x, r, d)
-			for j, v := range gout[r*d : (r+1)*d] {
-				gin[j] += v * float32((float64(xr[j])-m)*is)
-			}
+			vec.Affine(xh, x[r*d:(r+1)*d], is, -m*is)
+			vec.Mul(xh, xh, gout[r*d:(r+1)*d])
+			vec.Add(gin, gin, xh)
 		}
 	case 0:
-		ln.par.run(n, func(lo, hi, _ int) {
+		ln.par.run(n, func(lo, hi, w int) {
+			dxh := ln.tmp[w]
 			for r := lo; r < hi; r++ {
 				xr := x[r*d : (r+1)*d]
 				m, is := ln.stats(x, r, d)
-				var a, bb float64
-				for j, v := range gout[r*d : (r+1)*d] {
-					dxh := float64(v) * float64(g[j])
-					a += dxh
-					bb += dxh * (float64(xr[j]) - m) * is
-				}
-				a /= float64(d)
-				bb /= float64(d)
-				for j, v := range gout[r*d : (r+1)*d] {
-					dxh := float64(v) * float64(g[j])
-					xh := (float64(xr[j]) - m) * is
-					gin[r*d+j] = float32(is * (dxh - a - xh*bb))
-				}
+				vec.Mul(dxh, gout[r*d:(r+1)*d], g)
+				a, bb := vec.GradSums(dxh, xr, m)
+				fd := float32(d)
+				vec.BNDx(gin[r*d:(r+1)*d], dxh, xr, is, a/fd, m, is*is*bb/fd)
 			}
 		})
 	}
