@@ -35,6 +35,8 @@ func packBN16(b *float32, ldb, kb, w int, d *float32, ds, flags int)
 
 // packBT8 packs rows j < rows (1 <= rows <= 8) of a transposed B, row j
 // at b + j*ldb, columns 0..kb8 (a multiple of 8), into d[p*ds + j], j < 8.
+// With 8 rows and no flags it is an exact transpose of an 8 x kb8 block
+// (transpose uses it so).
 //
 //go:noescape
 func packBT8(b *float32, ldb, kb8, rows int, d *float32, ds, flags int)
@@ -171,5 +173,35 @@ func packBTTail(b []float32, ldb, j0, w, pc, kb8, kb int, d []float32, nr int, r
 func clearColumns(d []float32, nr, g, width int) {
 	for off := 0; off < len(d); off += nr {
 		clear(d[off+g : off+g+width])
+	}
+}
+
+// transposeCols is the number of columns of A each pass of transpose's
+// 8-row strips covers: the 8-float pieces of that many rows of B stay in
+// L1 until the next strip fills the rest of their cache lines.
+const transposeCols = 128
+
+// transpose is transposeGo with whole 8 x 8 blocks in AVX2 (packBT8 on 8
+// rows, no rounding): strips of 8 rows of A, transposeCols columns at a
+// time; the last m mod 8 rows and n mod 8 columns go through transposeGo.
+func transpose(m, n int, a []float32, lda int, b []float32, ldb int) {
+	m8, n8 := m&^7, n&^7
+	if !packAsm || m8 == 0 || n8 == 0 {
+		transposeGo(m, n, a, lda, b, ldb)
+		return
+	}
+	_ = a[(m8-1)*lda+n8-1]
+	_ = b[(n8-1)*ldb+m8-1]
+	for j0 := 0; j0 < n8; j0 += transposeCols {
+		nb := min(transposeCols, n8-j0)
+		for i0 := 0; i0 < m8; i0 += 8 {
+			packBT8(&a[i0*lda+j0], lda, nb, 8, &b[j0*ldb+i0], ldb, 0)
+		}
+	}
+	if m8 < m {
+		transposeGo(m-m8, n, a[m8*lda:], lda, b[m8:], ldb)
+	}
+	if n8 < n {
+		transposeGo(m8, n-n8, a[n8:], lda, b[n8*ldb:], ldb)
 	}
 }

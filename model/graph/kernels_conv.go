@@ -294,11 +294,7 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 			c.wt = make([]float32, ck*d.cout)
 		}
 		wt := c.wt[:ck*d.cout]
-		for co := 0; co < d.cout; co++ {
-			for r, v := range w[co*ck : (co+1)*ck] {
-				wt[r*d.cout+co] = v
-			}
-		}
+		sgemm.Transpose(d.cout, ck, w, ck, wt, d.cout)
 		c.gemm.reserve(c.par.n)
 		c.par.run(d.b, func(lo, hi, wk int) {
 			for b := lo; b < hi; b++ {
@@ -346,14 +342,9 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 		}
 		return
 	}
-	for co := 0; co < d.cout; co++ {
-		g := gin[co*ck : (co+1)*ck]
-		for r := range g {
-			v := c.dws[0][r*d.cout+co]
-			for wk := 1; wk < nw; wk++ {
-				v += c.dws[wk][r*d.cout+co]
-			}
-			g[r] = v
-		}
+	dw := c.dws[0][:d.cout*ck] // dW^T [Cin*K, Cout]
+	for wk := 1; wk < nw; wk++ {
+		add32(dw, c.dws[wk])
 	}
+	sgemm.Transpose(ck, d.cout, dw, d.cout, gin, ck)
 }

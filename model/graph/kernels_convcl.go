@@ -36,11 +36,7 @@ func (c *conv1d) forwardCL(d convDims, x, w, out []float32) {
 	}
 	wr := c.wt[:n] // [Cout][K][Cin]
 	for co := 0; co < d.cout; co++ {
-		for ci := 0; ci < d.cin; ci++ {
-			for k, v := range w[(co*d.cin+ci)*d.k : (co*d.cin+ci+1)*d.k] {
-				wr[co*kc+k*d.cin+ci] = v
-			}
-		}
+		sgemm.Transpose(d.cin, d.k, w[co*kc:], d.k, wr[co*kc:], d.cin)
 	}
 	c.pf = c.gemm.pack(c.pf, true, kc, d.cout, wr, kc)
 	rows := c.clRows(d)
@@ -63,22 +59,11 @@ func toRows(xp, x []float32, ch, l, pad, rows int) {
 	n := min(l, rows-pad)
 	clear(xp[:pad*ch])
 	clear(xp[(pad+n)*ch : rows*ch])
-	for ci := 0; ci < ch; ci++ {
-		for t, v := range x[ci*l : ci*l+n] {
-			xp[(pad+t)*ch+ci] = v
-		}
-	}
+	sgemm.Transpose(ch, n, x, l, xp[pad*ch:], ch)
 }
 
 // fromRows writes y [C, L] from yt [L, C].
-func fromRows(y, yt []float32, ch, l int) {
-	for co := 0; co < ch; co++ {
-		row := y[co*l : (co+1)*l]
-		for j := range row {
-			row[j] = yt[j*ch+co]
-		}
-	}
-}
+func fromRows(y, yt []float32, ch, l int) { sgemm.Transpose(l, ch, yt, ch, y, l) }
 
 // residue describes the data gradient's taps for input positions
 // t = m*stride + r: taps k0, k0+s, ..., q of them; position m reads output
@@ -97,7 +82,11 @@ func (c *conv1d) residue(d convDims, r int) residue {
 
 // backwardDataCL computes dx: per stride residue r, dx_r [Lr, Cin] is the
 // output gradient channels-last (zero-padded, read in place with
-// overlapping rows) times that residue's taps, flipped.
+// overlapping rows) times that residue's taps, flipped. Each dx_r is
+// stored with a row stride of stride*Cin at column r*Cin, so that the
+// residues together are dx channels-last ([ceil(L/stride)*stride, Cin],
+// input position m*stride + r in row m*stride + r), and one transpose
+// writes dx.
 func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 	s := c.stride
 	if len(c.pd) < s {
@@ -129,33 +118,25 @@ func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 	}
 	rows := front + end
 	lr := (d.l + s - 1) / s
-	c.clWork(rows*d.cout, lr*d.cin)
+	c.clWork(rows*d.cout, lr*s*d.cin)
 	c.par.run(d.b, func(lo, hi, wk int) {
 		gp := c.cols[wk][:rows*d.cout]
-		dt := c.phs[wk][:lr*d.cin]
+		dt := c.phs[wk][:lr*s*d.cin] // dx channels-last
 		for b := lo; b < hi; b++ {
 			toRows(gp, gout[b*d.cout*d.lout:(b+1)*d.cout*d.lout], d.cout, d.lout, front, rows)
 			c.gemm.scratchA(gp)
-			dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
 			for r := 0; r < s; r++ {
 				rs := c.residue(d, r)
 				if rs.q == 0 {
-					for ci := 0; ci < d.cin; ci++ {
-						for t := r; t < d.l; t += s {
-							dx[ci*d.l+t] = 0
-						}
+					for m := 0; m < rs.lr; m++ {
+						clear(dt[(m*s+r)*d.cin : (m*s+r+1)*d.cin])
 					}
 					continue
 				}
 				a := gp[(front+rs.c0-rs.q+1)*d.cout:]
-				c.gemm.packedA(rs.lr, a, d.cout, c.pd[r], 0, dt, d.cin, c.work[wk])
-				for ci := 0; ci < d.cin; ci++ {
-					row := dx[ci*d.l : (ci+1)*d.l]
-					for m, t := 0, r; t < d.l; m, t = m+1, t+s {
-						row[t] = dt[m*d.cin+ci]
-					}
-				}
+				c.gemm.packedA(rs.lr, a, d.cout, c.pd[r], 0, dt[r*d.cin:], s*d.cin, c.work[wk])
 			}
+			sgemm.Transpose(d.l, d.cin, dt, d.cin, gin[b*d.cin*d.l:(b+1)*d.cin*d.l], d.l)
 		}
 	})
 }
