@@ -263,6 +263,34 @@ func TestGelu(t *testing.T) {
 	checkGeluWide(t, xs)
 }
 
+// TestTranscendentalLengths checks Exp, Gelu and GeluDeriv at every
+// length (kernel and tail split) on random arguments of [-10, 10], against
+// float64 within expMaxULP and geluTol.
+func TestTranscendentalLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, n := range lengths {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(-10 + 20*rng.Float64())
+		}
+		e, g := append([]float32(nil), x...), append([]float32(nil), x...)
+		y, d := make([]float32, n), make([]float32, n)
+		Exp(e)
+		Gelu(g)
+		GeluDeriv(y, d, x)
+		for i, v := range x {
+			if u := ulps(e[i], math.Exp(float64(v))); u > expMaxULP {
+				t.Fatalf("n %d element %d: Exp(%v) = %v, %.2f ulp", n, i, v, e[i], u)
+			}
+			wy, wd := geluRef(float64(v))
+			tol := geluTol(float64(v))
+			if math.Abs(float64(g[i])-wy) > tol || math.Abs(float64(y[i])-wy) > tol || math.Abs(float64(d[i])-wd) > tol {
+				t.Fatalf("n %d element %d, x %v: Gelu %v, GeluDeriv %v and %v, want %v and %v", n, i, v, g[i], y[i], d[i], wy, wd)
+			}
+		}
+	}
+}
+
 // TestPortableGelu checks the portable loops alone against float64 (on
 // amd64 the tests above exercise them on tails only).
 func TestPortableGelu(t *testing.T) {
