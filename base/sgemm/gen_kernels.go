@@ -280,29 +280,34 @@ func genQuantRowsU8(p func(string, ...any)) {
 	p("\tRET")
 }
 
-// gen writes a micro-kernel for an mr x (vecs*lanes) tile: accumulators
-// R0..R(mr*vecs-1), B vectors next, then nb rotating broadcast registers.
+// gen writes a micro-kernel for an mr x (vecs*lanes) tile from packed A
+// and B panels: accumulators R0..R(mr*vecs-1), B vectors next, then nb
+// rotating broadcast registers. The store is the strided kernels'
+// (emitStores): flags bit 1 stores bias + A*B without reading C (a zero
+// bias row for GEMMs with beta 0), bit 0 clamps at 0.
 func gen(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int, zero512 bool) {
 	acc := mr * vecs
 	breg := func(v int) string { return fmt.Sprintf("%s%d", reg, acc+v) }
 	areg := func(i int) string { return fmt.Sprintf("%s%d", reg, acc+vecs+i%nb) }
 	accReg := func(i, v int) string { return fmt.Sprintf("%s%d", reg, i*vecs+v) }
+	xor := "VXORPS"
+	if zero512 {
+		xor = "VPXORD" // VXORPS on zmm needs AVX512DQ
+	}
 	p("")
-	p("// func %s(k int, a, b, c *float32, ldc int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("// func %s(k int, a, b, c *float32, ldc int, bias *float32, flags int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
 	p("\tMOVQ k+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ b+16(FP), DI")
 	p("\tMOVQ c+24(FP), DX")
 	p("\tMOVQ ldc+32(FP), R8")
 	p("\tSHLQ $2, R8")
+	p("\tMOVQ bias+40(FP), BX")
+	p("\tMOVQ flags+48(FP), AX")
 	for i := 0; i < acc; i++ {
 		r := fmt.Sprintf("%s%d", reg, i)
-		if zero512 {
-			p("\tVPXORD %s, %s, %s", r, r, r) // VXORPS on zmm needs AVX512DQ
-		} else {
-			p("\tVXORPS %s, %s, %s", r, r, r)
-		}
+		p("\t%s %s, %s, %s", xor, r, r, r)
 	}
 	step := func(u int) {
 		// one k step at offset u steps from SI/DI
@@ -317,18 +322,7 @@ func gen(p func(string, ...any), name, reg string, mr, vecs, vbytes, nr, nb int,
 		}
 	}
 	emitLoops(p, step, func(bytes int) { p("\tADDQ $%d, SI", bytes) }, mr*4, nr*4)
-	p("store:")
-	for i := 0; i < mr; i++ {
-		for v := 0; v < vecs; v++ {
-			p("\tVADDPS %d(DX), %s, %s", v*vbytes, accReg(i, v), accReg(i, v))
-			p("\tVMOVUPS %s, %d(DX)", accReg(i, v), v*vbytes)
-		}
-		if i < mr-1 {
-			p("\tADDQ R8, DX")
-		}
-	}
-	p("\tVZEROUPPER")
-	p("\tRET")
+	emitStores(p, xor, breg(0), mr, vecs, vbytes, accReg)
 }
 
 // genStrided writes a micro-kernel for an mr x (vecs*lanes) tile, where nr
@@ -452,7 +446,7 @@ func emitLoops(p func(string, ...any), step func(u int), adv func(bytes int), aS
 	p("\tJNE loop1")
 }
 
-// emitStores writes the store of a strided kernel's mr x vecs accumulators
+// emitStores writes the store of a micro-kernel's mr x vecs accumulators
 // to C (DX, row stride R8): flags (AX) bit 1 adds the bias row (BX) instead
 // of C, bit 0 clamps at 0 (zero is a scratch register, cleared with xor).
 func emitStores(p func(string, ...any), xor, zero string, mr, vecs, vbytes int, accReg func(i, v int) string) {

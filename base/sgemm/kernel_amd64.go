@@ -23,14 +23,16 @@ func selectKernel(avx512, avx2 bool) kernelSpec {
 
 // kern12x32AVX512 computes C[0:12, 0:32] += A*B over k steps of packed
 // panels (A: 12 floats per step, B: 32 floats per step); ldc in elements.
+// flags as for the strided kernels: bit 1 stores bias + A*B (bias a
+// 32-float row) without reading C; bit 0: ReLU.
 //
 //go:noescape
-func kern12x32AVX512(k int, a, b, c *float32, ldc int)
+func kern12x32AVX512(k int, a, b, c *float32, ldc int, bias *float32, flags int)
 
-// kern6x16AVX2 computes C[0:6, 0:16] += A*B over k steps of packed panels.
+// kern6x16AVX2 is kern12x32AVX512 for a 6 x 16 tile.
 //
 //go:noescape
-func kern6x16AVX2(k int, a, b, c *float32, ldc int)
+func kern6x16AVX2(k int, a, b, c *float32, ldc int, bias *float32, flags int)
 
 // kernS12x32AVX512 computes C[0:12, 0:32] += A*B with A unpacked (row i at
 // a + i*lda), B a packed 32-column panel. flags bit 1: the result is
@@ -163,24 +165,24 @@ func runSAVX2(k int, a []float32, lda int, b []float32, c []float32, ldc int, bi
 	kernS6x16AVX2(k, &a[0], lda, &b[0], &c[0], ldc, biasPtr(bias, 16), flags(bias, relu))
 }
 
-func runAVX512(k int, a, b []float32, c []float32, ldc int) {
+func runAVX512(k int, a, b []float32, c []float32, ldc int, bias []float32) {
 	if k == 0 {
 		return
 	}
 	_ = a[12*k-1]
 	_ = b[32*k-1]
 	_ = c[11*ldc+31]
-	kern12x32AVX512(k, &a[0], &b[0], &c[0], ldc)
+	kern12x32AVX512(k, &a[0], &b[0], &c[0], ldc, biasPtr(bias, 32), flags(bias, false))
 }
 
-func runAVX2(k int, a, b []float32, c []float32, ldc int) {
+func runAVX2(k int, a, b []float32, c []float32, ldc int, bias []float32) {
 	if k == 0 {
 		return
 	}
 	_ = a[6*k-1]
 	_ = b[16*k-1]
 	_ = c[5*ldc+15]
-	kern6x16AVX2(k, &a[0], &b[0], &c[0], ldc)
+	kern6x16AVX2(k, &a[0], &b[0], &c[0], ldc, biasPtr(bias, 16), flags(bias, false))
 }
 
 // availableKernels lists every kernel this CPU can run (for tests).

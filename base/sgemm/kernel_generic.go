@@ -43,7 +43,14 @@ func kernGenericStrided(k int, a []float32, lda int, b []float32, c []float32, l
 		c32 += a3 * b2
 		c33 += a3 * b3
 	}
-	acc := [4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}}
+	storeGeneric(&[4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}},
+		c, ldc, bias, relu)
+}
+
+// storeGeneric stores a 4 x 4 tile of sums: C = base + acc, base C itself
+// or, when bias is not nil, the bias row (C is then not read); with relu
+// the stored result is max(C, 0).
+func storeGeneric(acc *[4][4]float32, c []float32, ldc int, bias []float32, relu bool) {
 	for i := range acc {
 		r := c[i*ldc : i*ldc+4 : i*ldc+4]
 		base := r
@@ -60,8 +67,9 @@ func kernGenericStrided(k int, a []float32, lda int, b []float32, c []float32, l
 	}
 }
 
-// kernGeneric computes C[0:4, 0:4] += A*B over k steps of packed panels.
-func kernGeneric(k int, a, b []float32, c []float32, ldc int) {
+// kernGeneric computes C[0:4, 0:4] = base + A*B over k steps of packed
+// panels, base C itself or, when bias is not nil, the bias row.
+func kernGeneric(k int, a, b []float32, c []float32, ldc int, bias []float32) {
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	var c20, c21, c22, c23 float32
@@ -93,24 +101,6 @@ func kernGeneric(k int, a, b []float32, c []float32, ldc int) {
 		c32 += a3 * b2
 		c33 += a3 * b3
 	}
-	r := c[0:4:4]
-	r[0] += c00
-	r[1] += c01
-	r[2] += c02
-	r[3] += c03
-	r = c[ldc : ldc+4 : ldc+4]
-	r[0] += c10
-	r[1] += c11
-	r[2] += c12
-	r[3] += c13
-	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r[0] += c20
-	r[1] += c21
-	r[2] += c22
-	r[3] += c23
-	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r[0] += c30
-	r[1] += c31
-	r[2] += c32
-	r[3] += c33
+	storeGeneric(&[4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}},
+		c, ldc, bias, false)
 }

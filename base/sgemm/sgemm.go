@@ -42,10 +42,12 @@ type kernelSpec struct {
 	name string
 	mr   int
 	nr   int
-	// run computes C[0:mr, 0:nr] += A*B where a is a packed mr-row panel
-	// (a[p*mr+i]), b a packed nr-column panel (b[p*nr+j]), over k steps,
-	// and c points at C[0,0] with row stride ldc.
-	run func(k int, a, b []float32, c []float32, ldc int)
+	// run computes C[0:mr, 0:nr] = base + A*B where a is a packed mr-row
+	// panel (a[p*mr+i]), b a packed nr-column panel (b[p*nr+j]), over k
+	// steps, and c points at C[0,0] with row stride ldc; base is C itself,
+	// or the row bias (nr floats, the same for every row; C is then not
+	// read) when bias is not nil.
+	run func(k int, a, b []float32, c []float32, ldc int, bias []float32)
 	// runS is run with A unpacked: row i of the tile at a[i*lda:]; with
 	// relu it stores max(C + A*B, 0).
 	runS stridedKernel
@@ -265,9 +267,14 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 
 // macro multiplies a packed A block (mb x kb) by a packed B block (kb x nb,
 // panels from bpanel) and adds the result into C (mb x nb at c, row stride
-// ldc). tile is mr*nr scratch for edge tiles.
-func macro(mb, nb, kb int, apack []float32, bpanel func(jp int) []float32, c []float32, ldc int, tile []float32) {
+// ldc), or, with store, writes it there without reading C (the first k
+// block of a GEMM with beta 0). tile is mr*nr scratch for edge tiles.
+func macro(mb, nb, kb int, apack []float32, bpanel func(jp int) []float32, c []float32, ldc int, tile []float32, store bool) {
 	mr, nr := kern.mr, kern.nr
+	var bias []float32 // full tiles: nil accumulates into C, zeros overwrite it
+	if store {
+		bias = zeroRow[:nr]
+	}
 	for jp := 0; jp*nr < nb; jp++ {
 		bp := bpanel(jp)
 		j0 := jp * nr
@@ -277,14 +284,17 @@ func macro(mb, nb, kb int, apack []float32, bpanel func(jp int) []float32, c []f
 			i0 := ip * mr
 			h := min(mr, mb-i0)
 			if h == mr && w == nr {
-				kern.run(kb, ap, bp, c[i0*ldc+j0:], ldc)
+				kern.run(kb, ap, bp, c[i0*ldc+j0:], ldc, bias)
 				continue
 			}
-			clear(tile)
-			kern.run(kb, ap, bp, tile, nr)
+			kern.run(kb, ap, bp, tile, nr, zeroRow[:nr]) // tile = A*B
 			for i := 0; i < h; i++ {
 				dst := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+w]
 				src := tile[i*nr : i*nr+w]
+				if store {
+					copy(dst, src)
+					continue
+				}
 				for j, v := range src {
 					dst[j] += v
 				}
@@ -341,7 +351,12 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 		gemmBF16Beta(m, a, lda, b.b16, beta, c, ldc, work)
 		return
 	}
-	scaleC(m, n, beta, c, ldc)
+	// With beta 0 the first k block stores A*B without reading C: no
+	// clearing pass, and NaNs in the old C do not reach the result.
+	store := storesFirst(k, alpha, beta)
+	if !store {
+		scaleC(m, n, beta, c, ldc)
+	}
 	if k == 0 || alpha == 0 {
 		if relu {
 			reluC(m, n, c, ldc)
@@ -352,13 +367,23 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 	apack := work[:mc*kcBlock]
 	tile := work[mcMul*maxMR*kcBlock : mcMul*maxMR*kcBlock+kern.mr*kern.nr]
 	if !transA && alpha == 1 && !roundA {
-		// A read in place by the strided kernel: no packing.
+		// A read in place by the strided kernel: no packing. Columns go
+		// in blocks of ncBlock, the length of the zero row the first k
+		// block stores with.
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
-			bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp) }
-			for ic := 0; ic < m; ic += mc {
-				mb := min(mc, m-ic)
-				macroStrided(mb, n, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc:], ldc, tile, apack, nil, relu && pc+kb == k)
+			for jc := 0; jc < n; jc += ncBlock {
+				nb, jp0 := min(ncBlock, n-jc), jc/kern.nr
+				bpanel := func(jp int) []float32 { return b.panel(pc, kb, jp0+jp) }
+				var bias []float32
+				if store && pc == 0 {
+					bias = zeroRow[:nb]
+				}
+				for ic := 0; ic < m; ic += mc {
+					mb := min(mc, m-ic)
+					macroStrided(mb, nb, kb, a[ic*lda+pc:], lda, bpanel, c[ic*ldc+jc:], ldc, tile, apack, bias,
+						relu && pc+kb == k)
+				}
 			}
 		}
 		return
@@ -369,7 +394,7 @@ func gemmPacked(transA bool, m int, alpha float32, a []float32, lda int, b *Pack
 		for ic := 0; ic < m; ic += mc {
 			mb := min(mc, m-ic)
 			packA(transA, a, lda, ic, mb, pc, kb, alpha, apack, roundA)
-			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile)
+			macro(mb, n, kb, apack, bpanel, c[ic*ldc:], ldc, tile, store && pc == 0)
 		}
 	}
 	if relu {
@@ -545,6 +570,11 @@ func storeTileRow(dst, tile, base []float32, relu bool) {
 	}
 }
 
+// storesFirst reports whether a GEMM's first k block stores alpha*A*B
+// into C instead of adding to beta*C (scaled first): with beta 0, when
+// there is a product to store. BLAS semantics: C is then never read.
+func storesFirst(k int, alpha, beta float32) bool { return beta == 0 && alpha != 0 && k > 0 }
+
 // zeroRow is a read-only row of zeros: the "bias" of a first k block that
 // overwrites C.
 var zeroRow [ncBlock]float32
@@ -617,10 +647,10 @@ func gemmBuf(buf *buffers, round, transA, transB bool, m, n, k int, alpha float3
 	if m == 0 || n == 0 {
 		return
 	}
-	// With beta = 0 and A read in place, the first block of k stores A*B
-	// (plus a zero bias) without reading C, which saves clearing C first.
+	// With beta 0 the first block of k stores A*B without reading C,
+	// which saves clearing C first.
 	strided := !transA && alpha == 1 && !round
-	store := beta == 0 && strided && k > 0
+	store := storesFirst(k, alpha, beta)
 	if !store {
 		scaleC(m, n, beta, c, ldc)
 	}
@@ -647,7 +677,7 @@ func gemmBuf(buf *buffers, round, transA, transB bool, m, n, k int, alpha float3
 					continue
 				}
 				packA(transA, a, lda, ic, mb, pc, kb, alpha, buf.a, round)
-				macro(mb, nb, kb, buf.a, bpanel, c[ic*ldc+jc:], ldc, buf.tile)
+				macro(mb, nb, kb, buf.a, bpanel, c[ic*ldc+jc:], ldc, buf.tile, store && pc == 0)
 			}
 		}
 	}
