@@ -9,8 +9,10 @@ import (
 )
 
 // TestChannelsLastConvMatchesDefinition checks the channels-last forward
-// pass (y[co, j] = sum over ci, k of w[co, ci, k] x[ci, j*s + k - pad]) and
-// data gradient (its adjoint) against the definition, exactly (small
+// pass (y[co, j] = sum over ci, k of w[co, ci, k] x[ci, j*s + k - pad])
+// and data gradient (its adjoint), and the weight gradient of the same
+// convolutions (im2col: dw[co, ci, k] = sum over windows and j of
+// gy[co, j] x[ci, j*s + k - pad]), against the definition, exactly (small
 // integers, so every float32 sum is exact), for strides 1 to 3, paddings
 // that cover none, part or all of a window, kernels narrower and wider than
 // the stride, batches split over two workers, and the paper CNN's shapes.
@@ -36,7 +38,7 @@ func TestChannelsLastConvMatchesDefinition(t *testing.T) {
 				tensor.New(tensor.WithShape(tc.b, tc.cin, tc.l), tensor.WithBacking(x)),
 				tensor.New(tensor.WithShape(tc.cout, tc.cin, tc.k), tensor.WithBacking(w)),
 			}
-			wantY, wantDx := make([]float32, len(gy)), make([]float32, len(x))
+			wantY, wantDx, wantDw := make([]float32, len(gy)), make([]float32, len(x)), make([]float32, len(w))
 			for b := 0; b < tc.b; b++ {
 				for co := 0; co < tc.cout; co++ {
 					for j := 0; j < lout; j++ {
@@ -48,6 +50,7 @@ func TestChannelsLastConvMatchesDefinition(t *testing.T) {
 									wi := (co*tc.cin+ci)*tc.k + k
 									wantY[yi] += w[wi] * x[xi]
 									wantDx[xi] += w[wi] * gy[yi]
+									wantDw[wi] += x[xi] * gy[yi]
 								}
 							}
 						}
@@ -61,6 +64,7 @@ func TestChannelsLastConvMatchesDefinition(t *testing.T) {
 			}{
 				{"forward", make([]float32, len(gy)), wantY, func(o []float32) { c.forward(in, o) }},
 				{"data gradient", make([]float32, len(x)), wantDx, func(o []float32) { c.backward(0, in, nil, gy, o) }},
+				{"weight gradient", make([]float32, len(w)), wantDw, func(o []float32) { c.backward(1, in, nil, gy, o) }},
 			} {
 				for i := range pass.got {
 					pass.got[i] = 1e9 // must be overwritten
