@@ -50,14 +50,7 @@ func TestBetaZeroDoesNotReadC(t *testing.T) {
 			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 				for _, alpha := range []float32{1, -2, 0} {
 					tA, tB := tr[0], tr[1]
-					ar, ac := s.m, s.k
-					if tA {
-						ar, ac = s.k, s.m
-					}
-					br, bc := s.k, s.n
-					if tB {
-						br, bc = s.n, s.k
-					}
+					ar, ac, br, bc := storedShapes(tA, tB, s.m, s.n, s.k)
 					lda, ldb, ldc := ac+1, bc+2, s.n+3
 					a := randSlice(rng, max(ar*lda, 1))
 					b := randSlice(rng, max(br*ldb, 1))

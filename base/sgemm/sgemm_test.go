@@ -67,14 +67,7 @@ func TestGemmMatchesNaive(t *testing.T) {
 				tA, tB := tr[0], tr[1]
 				alpha, beta := ab[0], ab[1]
 				// Leading dimensions with padding to catch stride bugs.
-				ar, ac := s.m, s.k
-				if tA {
-					ar, ac = s.k, s.m
-				}
-				br, bc := s.k, s.n
-				if tB {
-					br, bc = s.n, s.k
-				}
+				ar, ac, br, bc := storedShapes(tA, tB, s.m, s.n, s.k)
 				lda, ldb, ldc := ac+3, bc+1, s.n+2
 				a := randSlice(rng, ar*lda+1)
 				b := randSlice(rng, br*ldb+1)
@@ -103,6 +96,19 @@ func TestGemmMatchesNaive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// storedShapes returns the rows and columns of A and B as stored for
+// op(A) m x k and op(B) k x n.
+func storedShapes(tA, tB bool, m, n, k int) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if tA {
+		ar, ac = k, m
+	}
+	if tB {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
 }
 
 func compare(got, want []float32, tol float64) error {

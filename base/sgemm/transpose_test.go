@@ -16,6 +16,16 @@ func transposeNaive(m, n int, a []float32, lda int, b []float32, ldb int) {
 	}
 }
 
+// transposes are the transposes under test: Transpose (AVX2 blocks where
+// the CPU has them) and its portable body.
+var transposes = []struct {
+	name string
+	f    func(m, n int, a []float32, lda int, b []float32, ldb int)
+}{
+	{"Transpose", Transpose},
+	{"transposeGo", transposeGo},
+}
+
 // TestTransposeMatchesDefinition checks Transpose (AVX2 blocks where the
 // CPU has them, Go on the portable build) and transposeGo bit for bit
 // against the definition, over shapes that leave every row and column
@@ -33,17 +43,10 @@ func TestTransposeMatchesDefinition(t *testing.T) {
 		}
 	}
 	shapes = append(shapes, shape{8, 8, 8, 8}, shape{16, 24, 1, 17}, shape{1024, 24, 0, 40})
-	funcs := []struct {
-		name string
-		f    func(m, n int, a []float32, lda int, b []float32, ldb int)
-	}{
-		{"Transpose", Transpose},
-		{"transposeGo", transposeGo},
-	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	sentinel := math.Float32frombits(0x7fc0dead)
 	const guard = 19
-	for _, fn := range funcs {
+	for _, fn := range transposes {
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/%dx%d/pad%d,%d", fn.name, s.m, s.n, s.padA, s.padB), func(t *testing.T) {
 				lda, ldb := s.n+s.padA, s.m+s.padB
@@ -107,18 +110,11 @@ func TestTransposePanicsOnShortSlices(t *testing.T) {
 // (read plus written) per CPU-second.
 func BenchmarkTranspose(b *testing.B) {
 	shapes := []struct{ m, n int }{{16, 1010}, {1010, 16}, {128, 250}, {250, 128}, {64, 64}}
-	funcs := []struct {
-		name string
-		f    func(m, n int, a []float32, lda int, b []float32, ldb int)
-	}{
-		{"Transpose", Transpose},
-		{"transposeGo", transposeGo},
-	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, s := range shapes {
 		a := randSlice(rng, s.m*s.n)
 		t := make([]float32, s.m*s.n)
-		for _, fn := range funcs {
+		for _, fn := range transposes {
 			b.Run(fmt.Sprintf("%dx%d/%s", s.m, s.n, fn.name), func(b *testing.B) {
 				c0 := processCPU()
 				for b.Loop() {
