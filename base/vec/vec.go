@@ -115,13 +115,13 @@ func affineReLUGo(y, x []float32, a, b float32) {
 	}
 }
 
-// relu is v when v > 0, else +0 (NaN included): VMAXPS's result with 0 as
-// its second operand.
+// relu is 0 where v < 0, else v: NaN passes (a diverging run shows in its
+// loss), as does -0; VMAXPS's result with 0 as its first operand.
 func relu(v float32) float32 {
-	if v > 0 {
-		return v
+	if v < 0 {
+		return 0
 	}
-	return 0
+	return v
 }
 
 // posMask is all ones where o is not zero (+0 or -0), else zero: ANDed

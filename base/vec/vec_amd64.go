@@ -148,8 +148,8 @@ func Affine(y, x []float32, a, b float32) {
 	affineGo(y, x, a, b)
 }
 
-// AffineReLU sets y = max(x*a + b, 0), +0 where x*a + b is not positive
-// (y may be x).
+// AffineReLU sets y = max(x*a + b, 0) (y may be x); NaN passes, so that a
+// diverging run shows in its loss.
 func AffineReLU(y, x []float32, a, b float32) {
 	x = x[:len(y)]
 	if n := wide8(len(y)); n > 0 {
@@ -170,7 +170,7 @@ func MaskPos(d, g, o []float32) {
 	maskPosGo(d, g, o)
 }
 
-// GateReLU sets out = max(h*g + s, 0) element-wise.
+// GateReLU sets out = max(h*g + s, 0) element-wise; NaN passes.
 func GateReLU(out, h, g, s []float32) {
 	h, g, s = h[:len(out)], g[:len(out)], s[:len(out)]
 	if n := wide8(len(out)); n > 0 {

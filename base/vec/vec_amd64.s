@@ -309,7 +309,8 @@ mudone:
 	RET
 
 // func gateReLUAVX2(out, h, gate, sc *float32, n int) sets out[i] = max(h[i]*gate[i] + sc[i], 0)
-// (multiply, then add: the rounding of the scalar code), n a multiple of 8.
+// (multiply, then add: the rounding of the scalar code; VMAXPS with 0 first:
+// NaN and -0 pass), n a multiple of 8.
 TEXT ·gateReLUAVX2(SB), NOSPLIT, $0-40
 	MOVQ out+0(FP), DI
 	MOVQ h+8(FP), SI
@@ -323,7 +324,7 @@ gtloop:
 	VMOVUPS (SI), Y0
 	VMULPS (DX), Y0, Y0
 	VADDPS (BX), Y0, Y0
-	VMAXPS Y3, Y0, Y0
+	VMAXPS Y0, Y3, Y0
 	VMOVUPS Y0, (DI)
 	ADDQ $32, DI
 	ADDQ $32, SI
@@ -402,7 +403,8 @@ afdone:
 	RET
 
 // func affineReLUAVX2(y, x *float32, n int, a, b float32) sets
-// y[i] = max(x[i]*a + b, 0) (VMAXPS: +0 unless positive), n a multiple of 8.
+// y[i] = max(x[i]*a + b, 0) (VMAXPS with 0 first: 0 where negative, NaN and
+// -0 pass), n a multiple of 8.
 TEXT ·affineReLUAVX2(SB), NOSPLIT, $0-32
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -415,7 +417,7 @@ TEXT ·affineReLUAVX2(SB), NOSPLIT, $0-32
 arlloop:
 	VMULPS (SI), Y1, Y0
 	VADDPS Y2, Y0, Y0
-	VMAXPS Y3, Y0, Y0
+	VMAXPS Y0, Y3, Y0
 	VMOVUPS Y0, (DI)
 	ADDQ $32, DI
 	ADDQ $32, SI

@@ -23,13 +23,13 @@ func Mul(d, x, y []float32) { mulGo(d, x, y) }
 // Affine sets y = x*a + b.
 func Affine(y, x []float32, a, b float32) { affineGo(y, x, a, b) }
 
-// AffineReLU sets y = max(x*a + b, 0).
+// AffineReLU sets y = max(x*a + b, 0); NaN passes.
 func AffineReLU(y, x []float32, a, b float32) { affineReLUGo(y, x, a, b) }
 
 // MaskPos sets d = g where o is not zero, else 0.
 func MaskPos(d, g, o []float32) { maskPosGo(d, g, o) }
 
-// GateReLU sets out = max(h*g + s, 0) element-wise.
+// GateReLU sets out = max(h*g + s, 0) element-wise; NaN passes.
 func GateReLU(out, h, g, s []float32) { gateReLUGo(out, h, g, s) }
 
 // Norm sets y = ((x - m) * inv) * w + b element-wise.

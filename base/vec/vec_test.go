@@ -73,6 +73,47 @@ func TestElementwiseMatchesPortable(t *testing.T) {
 	}
 }
 
+// TestReLUSpecialValues: AffineReLU and GateReLU clear negative results and
+// pass NaN (a diverging run shows in its loss), +-Inf and -0, with the
+// portable loops' bits, on the vector path and the tail.
+func TestReLUSpecialValues(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negz := float32(math.Copysign(0, -1))
+	x := []float32{nan, -1, 2, negz, 0, inf, -inf, -nan, nan, -3, 4, negz, inf, -inf, 0.5, -0.5, nan, -2}
+	zero, ones := make([]float32, len(x)), make([]float32, len(x))
+	for i := range ones {
+		ones[i] = 1
+	}
+	for _, tc := range []struct {
+		name       string
+		fast, port func(y []float32)
+	}{
+		{"AffineReLU", func(y []float32) { AffineReLU(y, x, 1, negz) }, func(y []float32) { affineReLUGo(y, x, 1, negz) }},
+		{"GateReLU", func(y []float32) { GateReLU(y, x, ones, zero) }, func(y []float32) { gateReLUGo(y, x, ones, zero) }},
+	} {
+		got, want := make([]float32, len(x)), make([]float32, len(x))
+		tc.fast(got)
+		tc.port(want)
+		for i, v := range x {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Errorf("%s element %d (x %v): %v, portable %v", tc.name, i, v, got[i], want[i])
+			}
+			switch {
+			case v != v:
+				if got[i] == got[i] {
+					t.Errorf("%s(NaN) = %v, want NaN", tc.name, got[i])
+				}
+			case v < 0:
+				if got[i] != 0 {
+					t.Errorf("%s(%v) = %v, want 0", tc.name, v, got[i])
+				}
+			case got[i] != v:
+				t.Errorf("%s(%v) = %v", tc.name, v, got[i])
+			}
+		}
+	}
+}
+
 // TestReductions checks the sums against float64 sums of the same terms:
 // within 1e-6 of the sum of the terms' magnitudes (float32 sums in another
 // order than the portable loops), and Max exactly.
