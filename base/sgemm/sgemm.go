@@ -19,6 +19,7 @@
 //   - NewPackedB and GemmPacked: B packed once (e.g. layer weights at load
 //     time) and reused; GemmPacked allocates nothing when given a workspace
 //     of WorkSize floats.
+//   - Transpose: B = A^T with leading dimensions (8 x 8 blocks in AVX2).
 //
 // All routines panic on slices too short for the stated shapes, like the
 // reference BLAS: that is a programming error, not a data error.
