@@ -1,6 +1,0 @@
-//go:build !unix
-
-package engine
-
-// processCPU is unavailable here; benchmarks then report 0 CPU time.
-func processCPU() float64 { return 0 }
