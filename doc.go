@@ -4,7 +4,7 @@
 // folders on its own floor or below (layers_test.go checks it from go list).
 // Bottom up:
 //
-//	0 base/                 GEMM and vector kernels, plotting, thread priority, CPU time, command-line conventions: no project imports
+//	0 base/                 GEMM and vector kernels, thread teams' waiting, plotting, thread priority, CPU time, command-line conventions: no project imports
 //	1 rgc/                  time base, recordings, windows, the Predictor seam, GLM, synthetic cells
 //	2 model/                the model definition and its implementations: reference, training graph, engine, training
 //	3 rollout/, stream/     autoregressive stepping, policies and metrics; the wire format and device client

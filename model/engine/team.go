@@ -2,9 +2,10 @@ package engine
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"rgcpred/base/spin"
 )
 
 // Synchronisation of the engine's threads. A window split across threads
@@ -24,80 +25,8 @@ import (
 // any other runnable thread meanwhile: a parked thread takes 0.1-0.3 ms to
 // wake on a virtual machine, about a whole window.
 
-// spinFor is how long a waiting thread polls before parking. It covers a
-// partner's chunk in progress (a few to a few tens of microseconds) on a
-// quiet machine.
-const spinFor = 100 * time.Microsecond
-
-// spinner polls a condition for a bounded time.
-type spinner struct {
-	polls    int
-	deadline time.Time
-	budget   time.Duration
-}
-
-// more reports whether the caller should poll again: true until the budget
-// is spent (the clock is read every 64 polls). Past a few thousand polls it
-// also yields to the Go scheduler, so that the engine progresses when there
-// are fewer Ps than threads (GOMAXPROCS=1).
-func (s *spinner) more() bool {
-	s.polls++
-	if s.polls&63 != 0 {
-		return true
-	}
-	if s.polls == 64 {
-		s.deadline = time.Now().Add(s.budget)
-	}
-	if s.polls >= 4096 {
-		runtime.Gosched()
-	}
-	return time.Now().Before(s.deadline)
-}
-
-// sleepers is where threads park once their spin budget is spent: a
-// mutex and condition variable, and the number of threads parked or about
-// to park. A waiter parks with wait(released), which returns once
-// released() holds; whoever makes it hold calls wake afterwards.
-//
-// No wake-up is lost: the waiter increments n and then tests released()
-// (under mu), the waker makes released() true and then reads n; Go's atomics
-// are sequentially consistent, so either the waiter sees the event and
-// does not sleep, or the waker sees n > 0 and broadcasts under mu, which
-// it can only take once the waiter is inside cond.Wait. A late wake-up
-// (from an earlier event) is harmless: the waiter tests released() again.
-//
-// A per-thread flag and a token channel (the waker clearing the flag after
-// publishing the event) would not do: a waiter that left one phase by
-// spinning and re-armed its flag for the next could take the token a late
-// waker of the previous phase sent, and the threads would lose step.
-type sleepers struct {
-	n    atomic.Int32
-	mu   sync.Mutex
-	cond sync.Cond
-}
-
-func (s *sleepers) init() { s.cond.L = &s.mu }
-
-// wait blocks until released() holds.
-func (s *sleepers) wait(released func() bool) {
-	s.mu.Lock()
-	s.n.Add(1)
-	for !released() {
-		s.cond.Wait()
-	}
-	s.n.Add(-1)
-	s.mu.Unlock()
-}
-
-// wake wakes the parked threads after an event that may release them.
-func (s *sleepers) wake() {
-	if s.n.Load() == 0 {
-		return
-	}
-	s.mu.Lock()
-	s.cond.Broadcast()
-	s.mu.Unlock()
-}
+// spinFor is how long a waiting thread polls before parking (spin.For).
+const spinFor = spin.For
 
 // tickets deals out the chunks of a call's phases. Tickets are numbered
 // across the engine's life: the call's first phase owns tickets base..base+n0,
@@ -114,7 +43,7 @@ type tickets struct {
 	// last chunks before it parks (spinFor; benchmarks compare 0, parking
 	// at once, and pure spinning).
 	spin  atomic.Int64
-	sleep sleepers
+	sleep spin.Sleepers
 	// parks counts the caller's waits for a phase that ended parked: a
 	// helper held a chunk for longer than spinFor (contention). A
 	// helper's waits are not counted: they cost the caller nothing.
@@ -124,7 +53,6 @@ type tickets struct {
 func newTickets() *tickets {
 	tk := &tickets{}
 	tk.spin.Store(int64(spinFor))
-	tk.sleep.init()
 	return tk
 }
 
@@ -146,7 +74,7 @@ func (tk *tickets) claim(end uint64) (uint64, bool) {
 // the parked threads when it was the phase's last.
 func (tk *tickets) finish(end uint64) {
 	if tk.done.Add(1) == end {
-		tk.sleep.wake()
+		tk.sleep.Wake()
 	}
 }
 
@@ -158,10 +86,10 @@ func (tk *tickets) wait(end uint64) (parked bool) {
 	if tk.done.Load() >= end {
 		return false
 	}
-	s := spinner{budget: time.Duration(tk.spin.Load())}
+	s := spin.Spinner{Budget: time.Duration(tk.spin.Load())}
 	for tk.done.Load() < end {
-		if !s.more() {
-			tk.sleep.wait(func() bool { return tk.done.Load() >= end })
+		if !s.More() {
+			tk.sleep.Wait(func() bool { return tk.done.Load() >= end })
 			return true
 		}
 	}
@@ -179,7 +107,7 @@ type team struct {
 	done    atomic.Int32  // helpers finished with the current job
 	quit    atomic.Bool
 	// Helpers waiting for a job.
-	idleSleep sleepers
+	idleSleep spin.Sleepers
 	// idle is the polling budget (ns) of a helper waiting for the next
 	// job before it parks.
 	idle atomic.Int64
@@ -198,7 +126,6 @@ func newTeam(helpers int) *team {
 	t := &team{helpers: int32(helpers)}
 	t.done.Store(int32(helpers)) // no job outstanding
 	t.idle.Store(int64(spinFor))
-	t.idleSleep.init()
 	return t
 }
 
@@ -213,12 +140,12 @@ func (t *team) start() {
 	t.warm.Store(0) // the expected job, if any, has come
 	t.done.Store(0)
 	t.gen.Add(1)
-	t.idleSleep.wake()
+	t.idleSleep.Wake()
 }
 
 // parked reports whether a helper is parked (or about to park) waiting
 // for the next job.
-func (t *team) parked() bool { return t.idleSleep.n.Load() > 0 }
+func (t *team) parked() bool { return t.idleSleep.Waiting() > 0 }
 
 // report tells the caller that one helper is done with the current job
 // and will read its description no more.
@@ -229,7 +156,7 @@ func (t *team) report() { t.done.Add(1) }
 func (t *team) expect(until int64) {
 	t.fewPs.Store(runtime.GOMAXPROCS(0) <= int(t.helpers))
 	t.warm.Store(until)
-	t.idleSleep.wake()
+	t.idleSleep.Wake()
 }
 
 // warming reports whether the helpers are to poll for a job expected now.
@@ -245,7 +172,7 @@ func (t *team) warming() bool {
 // fewPs).
 // (Only one job is published at a time: start waits for ready.)
 func (t *team) next(seen uint32) uint32 {
-	s := spinner{budget: time.Duration(t.idle.Load())}
+	s := spin.Spinner{Budget: time.Duration(t.idle.Load())}
 	for t.gen.Load() == seen {
 		if t.warming() {
 			// Yield the core, and the P only where Ps are scarce: a
@@ -257,9 +184,9 @@ func (t *team) next(seen uint32) uint32 {
 			yieldThread()
 			continue
 		}
-		if !s.more() {
-			t.idleSleep.wait(func() bool { return t.gen.Load() != seen || t.warming() })
-			s = spinner{budget: time.Duration(t.idle.Load())}
+		if !s.More() {
+			t.idleSleep.Wait(func() bool { return t.gen.Load() != seen || t.warming() })
+			s = spin.Spinner{Budget: time.Duration(t.idle.Load())}
 		}
 	}
 	return t.gen.Load()

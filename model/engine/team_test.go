@@ -10,28 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"rgcpred/base/spin/spintest"
 	"rgcpred/rgc"
 )
-
-// watchdog fails the test with every goroutine's stack if stop is not
-// called within d: a lost wake-up shows as a test failure, not a hung CI.
-func watchdog(t *testing.T, d time.Duration) (stop func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-done:
-		case <-time.After(d):
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			// t.Fatal may not be called off the test goroutine, and the
-			// test goroutine is the one that hangs: panic ends the binary
-			// with the dump.
-			panic(fmt.Sprintf("%s: no progress after %v (hang):\n%s", t.Name(), d, buf))
-		}
-	}()
-	return func() { close(done) }
-}
 
 // jitter sometimes yields or sleeps briefly, to shuffle the interleavings
 // (a descheduled thread on a loaded machine).
@@ -57,7 +38,7 @@ func TestTicketsStress(t *testing.T) {
 			for _, spin := range []time.Duration{0, 2 * time.Microsecond, spinFor} {
 				t.Run(fmt.Sprintf("procs%d/threads%d/spin%v", procs, threads, spin), func(t *testing.T) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-					defer watchdog(t, 60*time.Second)()
+					defer spintest.Watchdog(t, 60*time.Second)()
 					const phases = 1500
 					rng := rand.New(rand.NewPCG(7, uint64(threads)))
 					sizes := make([]int, phases)
@@ -143,7 +124,7 @@ func TestTeamStress(t *testing.T) {
 			for _, spin := range []time.Duration{0, 2 * time.Microsecond, spinFor} {
 				t.Run(fmt.Sprintf("procs%d/helpers%d/spin%v", procs, helpers, spin), func(t *testing.T) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-					defer watchdog(t, 60*time.Second)()
+					defer spintest.Watchdog(t, 60*time.Second)()
 					const calls = 3000
 					tm := newTeam(helpers)
 					tm.idle.Store(int64(spin))
@@ -240,7 +221,7 @@ func TestEngineStress(t *testing.T) {
 			for _, threads := range []int{2, 3} {
 				t.Run(fmt.Sprintf("%s/procs%d/threads%d", name, procs, threads), func(t *testing.T) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-					defer watchdog(t, 120*time.Second)()
+					defer spintest.Watchdog(t, 120*time.Second)()
 					e, err := NewFromWeights(w, cellIDs, maxBatch, threads)
 					if err != nil {
 						t.Fatal(err)
@@ -288,40 +269,6 @@ func TestEngineStress(t *testing.T) {
 	}
 }
 
-// TestSleepersLateWake: wake-ups that do not release a parked waiter (a
-// late waker of an earlier event, which a flag-and-token design would
-// mistake for its own) leave it parked; the event followed by wake
-// releases it.
-func TestSleepersLateWake(t *testing.T) {
-	defer watchdog(t, 30*time.Second)()
-	var s sleepers
-	s.init()
-	var ev atomic.Bool
-	returned := make(chan struct{})
-	go func() {
-		s.wait(ev.Load)
-		close(returned)
-	}()
-	for s.n.Load() == 0 {
-		runtime.Gosched()
-	}
-	for range 100 {
-		s.wake()
-		runtime.Gosched()
-	}
-	select {
-	case <-returned:
-		t.Fatal("waiter released by wake-ups without its event")
-	case <-time.After(20 * time.Millisecond):
-	}
-	ev.Store(true)
-	s.wake()
-	<-returned
-	if n := s.n.Load(); n != 0 {
-		t.Errorf("%d sleepers after the waiter returned, want 0", n)
-	}
-}
-
 // TestExpect: Expect of a batch wakes the parked helper, which then polls
 // (not parked) until the announced time has passed, or the next call has
 // come, and parks again; a lone
@@ -329,7 +276,7 @@ func TestSleepersLateWake(t *testing.T) {
 // expected call are the one-thread engine's bit for bit; and Expect
 // allocates nothing.
 func TestExpect(t *testing.T) {
-	defer watchdog(t, 60*time.Second)()
+	defer spintest.Watchdog(t, 60*time.Second)()
 	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 31)
 	b := randomBatch(2, cellIDs, 32)
 	want := make([]float32, 2*rgc.NumClasses)
@@ -403,7 +350,7 @@ func TestExpect(t *testing.T) {
 // windows, then the split one); chunks of maxBatch keep counting across
 // the batch. It allocates nothing.
 func TestPredictEach(t *testing.T) {
-	defer watchdog(t, 60*time.Second)()
+	defer spintest.Watchdog(t, 60*time.Second)()
 	w := randomWeights(t, "gpt-a-cat-cpu", len(cellIDs), 41)
 	for _, tc := range []struct{ maxBatch, threads int }{{8, 1}, {3, 1}, {8, 2}, {3, 2}} {
 		solo, err := NewFromWeights(w, cellIDs, 8, 1)
