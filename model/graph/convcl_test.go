@@ -24,7 +24,7 @@ func TestChannelsLastConvMatchesDefinition(t *testing.T) {
 		{4, 16, 16, 512, 21, 1, 10}, {2, 5, 16, 1024, 21, 2, 10}, {2, 128, 128, 512, 7, 2, 3}, {3, 32, 32, 64, 7, 1, 3},
 	} {
 		t.Run(fmt.Sprintf("b%d_cin%d_cout%d_l%d_k%d_s%d_p%d", tc.b, tc.cin, tc.cout, tc.l, tc.k, tc.s, tc.pad), func(t *testing.T) {
-			c := &conv1d{stride: tc.s, pad: tc.pad, par: parallel{2}}
+			c := &conv1d{stride: tc.s, pad: tc.pad, par: testPar(t, 2)}
 			lout := (tc.l+2*tc.pad-tc.k)/tc.s + 1
 			ints := func(n int) []float32 {
 				v := make([]float32, n)

@@ -77,6 +77,7 @@ type Graph struct {
 	x, cell, tgt *tensor.Dense
 	out, loss    *G.Node
 	ex           *executor
+	team         *team // helpers of the parallel sections; nil for one thread
 }
 
 // New builds the graph for w's configuration and batch size batch. The
@@ -122,7 +123,9 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 	if opts.Profile {
 		gr.prof = &opTimes{m: map[string]time.Duration{}}
 	}
-	b := builder{gr: gr, par: parallel{opts.Threads}, gemm: newGemmTeam(parallel{opts.Threads}, opts.BF16)}
+	gr.team = teamFor(gr, opts.Threads)
+	par := parallel{n: opts.Threads, t: gr.team}
+	b := builder{gr: gr, par: par, gemm: newGemmTeam(par, opts.BF16)}
 	out := b.forward(xn, cn)
 	var nll *G.Node
 	switch {
@@ -436,6 +439,10 @@ func (gr *Graph) Profile() map[string]time.Duration {
 	return m
 }
 
-// Close releases the graph. It holds nothing but memory, so this only
-// serves callers that defer it.
-func (gr *Graph) Close() error { return nil }
+// Close stops the graph's helper goroutines (Options.Threads - 1, started
+// by its first parallel section). A closed graph still runs, on the
+// calling goroutine alone.
+func (gr *Graph) Close() error {
+	gr.team.close()
+	return nil
+}

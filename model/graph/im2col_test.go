@@ -18,7 +18,7 @@ func TestIm2colMatchesDefinition(t *testing.T) {
 		{512, 7, 2, 3}, {64, 7, 1, 3}, {5, 7, 1, 6}, {3, 5, 3, 4}, {9, 4, 2, 0}, {2, 3, 1, 1},
 	} {
 		t.Run(fmt.Sprintf("l%d_k%d_s%d_p%d", tc.l, tc.k, tc.s, tc.pad), func(t *testing.T) {
-			c := &conv1d{stride: tc.s, pad: tc.pad, par: parallel{1}}
+			c := &conv1d{stride: tc.s, pad: tc.pad, par: parallel{n: 1}}
 			const cin = 3
 			d := convDims{b: 1, cin: cin, l: tc.l, cout: 1, k: tc.k, lout: (tc.l+2*tc.pad-tc.k)/tc.s + 1}
 			x := make([]float32, cin*tc.l)

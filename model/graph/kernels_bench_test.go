@@ -14,7 +14,7 @@ import (
 // shared, so wall time is noisy).
 func BenchmarkKernels(b *testing.B) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	two := parallel{2}
+	two := testPar(b, 2)
 	bnIn := func(nb, c, l int) []*tensor.Dense {
 		v := randTensor(rng, 0.3, c)
 		for i, d := 0, f32(v); i < len(d); i++ {
@@ -82,7 +82,7 @@ func BenchmarkGELU(b *testing.B) {
 	rng := rand.New(rand.NewPCG(6, 7))
 	x := []*tensor.Dense{randTensor(rng, 1, 64*64, 256)}
 	out := make([]float32, 64*64*256)
-	g := &gelu{par: parallel{1}}
+	g := &gelu{par: parallel{n: 1}}
 	g.forward(x, out)
 	b.ResetTimer()
 	cpu0 := processCPU()

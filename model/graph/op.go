@@ -270,34 +270,6 @@ func apply(prof *opTimes, k kernel, name string, inputs ...*G.Node) (*G.Node, er
 	return n, nil
 }
 
-// parallel runs loops on a fixed number of goroutines.
-type parallel struct{ n int }
-
-// run splits [0, total) into up to p.n contiguous chunks and calls fn on each
-// (worker w in [0, p.n)), waiting for all. The calling goroutine takes the
-// first chunk itself: one hand-off fewer per call, and it does not sit idle.
-func (p parallel) run(total int, fn func(lo, hi, w int)) {
-	n := p.n
-	if n > total {
-		n = total
-	}
-	if n <= 1 {
-		fn(0, total, 0)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < n; w++ {
-		lo, hi := total*w/n, total*(w+1)/n
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi, w)
-		}()
-	}
-	fn(0, total/n, 0)
-	wg.Wait()
-}
-
 // gemmTeam runs a GEMM split over the workers of par, each with its own
 // packing space (sgemm.GemmWork: no pool, no allocation). Each worker packs
 // the whole of the operand it shares with the others, so the split is by
@@ -376,7 +348,7 @@ func (t *gemmTeam) run(transA, transB bool, m, n, k int, alpha float32, a []floa
 		workers = 1
 	}
 	t.reserve(workers)
-	parallel{workers}.run(blocks, func(lo, hi, w int) {
+	parallel{n: workers, t: t.par.t}.run(blocks, func(lo, hi, w int) {
 		i0, i1 := lo*align, min(hi*align, size)
 		if i0 >= i1 {
 			return
