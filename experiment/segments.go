@@ -167,7 +167,10 @@ func (x *exp) trainRun(ctx context.Context, i int, r *RunState) error {
 			Steps: x.plan.Budget.steps(x.plan.Batch), Batch: x.plan.Batch, LR: x.plan.LR,
 			ValEvery: x.plan.ValEvery, ValWindows: x.plan.ValWindows,
 			TimeBudget: time.Duration(x.plan.Budget.Time),
-			Seed:       r.Seed, Threads: x.plan.Threads, Out: f.best(), Resume: resume,
+			// One graph over the plan's threads, as every run of a plan
+			// had: replicas would change batch norm's statistics
+			// (Options.Replicas).
+			Seed: r.Seed, Threads: x.plan.Threads, Replicas: 1, Out: f.best(), Resume: resume,
 			Log: lw, ProgressEvery: time.Nanosecond,
 			Notes: fmt.Sprintf("trainer experiment %s, run %s", x.dir, r.Name),
 		}

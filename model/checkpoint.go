@@ -67,6 +67,10 @@ type Provenance struct {
 	// kernels) or "emulated" (operands rounded for the float32 kernels).
 	Precision     string `json:"precision,omitempty"`
 	PrecisionPath string `json:"precision_path,omitempty"`
+	// Replicas is the number of data-parallel replicas of the last
+	// session's training graph: batch norm took its training statistics
+	// over each replica's share of the batch (0 or 1: the whole batch).
+	Replicas int `json:"replicas,omitempty"`
 	// TrainedAt is when training ended, RFC 3339.
 	TrainedAt string `json:"trained_at"`
 	// Notes is free text (command line, seed, anything useful).

@@ -20,6 +20,7 @@ func runBench(ctx context.Context, args []string) (err error) {
 	configs := fs.String("configs", "gpt-a-cat-cpu,gpt-a-cat", "configurations to time, comma-separated")
 	batch := fs.Int("batch", 64, "batch size")
 	threads := fs.Int("threads", 2, "compute goroutines (and PyTorch threads)")
+	replicas := replicasFlag(fs)
 	cells := fs.Int("cells", 60, "cells (rows of the cell embedding)")
 	steps := fs.Int("steps", 10, "timed training steps per round, ours and PyTorch's")
 	rounds := fs.Int("rounds", 3, "rounds per configuration, ours and PyTorch's alternating")
@@ -38,6 +39,10 @@ func runBench(ctx context.Context, args []string) (err error) {
 	if *steps < 1 || *rounds < 1 || *batch < 1 || *threads < 1 {
 		return fmt.Errorf("--steps, --rounds, --batch and --threads must be at least 1")
 	}
+	nrep, err := train.Replicas(*replicas, *threads, *batch)
+	if err != nil {
+		return fmt.Errorf("--replicas: %w", err)
+	}
 	if p := precision.Resolve(); p == train.PrecisionBF16 {
 		fmt.Printf("training GEMMs in bf16 (%s)\n", p.Path())
 	}
@@ -46,10 +51,11 @@ func runBench(ctx context.Context, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		b, err := train.NewStepBench(c, *batch, *threads, 1, *precision)
+		b, err := train.NewStepBench(c, *batch, *threads, *replicas, 1, *precision)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}
+		defer b.Close()
 		// torchref.py has the paper CNN only.
 		peer := *torchref != "" && c.CNNPreset() == model.CNNPaper
 		var ours, cpuRates, cores, theirs, ratios []float64
@@ -73,8 +79,8 @@ func runBench(ctx context.Context, args []string) (err error) {
 			}
 			fmt.Println(line)
 		}
-		sum := fmt.Sprintf("%s: batch %d, %d threads, median of %d rounds of %d steps: ours %.1f samples/s (%.1f per CPU-second, %.2f cores busy)",
-			c.Name(), *batch, *threads, *rounds, *steps, median(ours), median(cpuRates), median(cores))
+		sum := fmt.Sprintf("%s: batch %d, %d threads, %d replica(s), median of %d rounds of %d steps: ours %.1f samples/s (%.1f per CPU-second, %.2f cores busy)",
+			c.Name(), *batch, *threads, nrep, *rounds, *steps, median(ours), median(cpuRates), median(cores))
 		if peer {
 			sum += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f (per round %.2f-%.2f)", median(theirs), median(ratios), floats.Min(ratios), floats.Max(ratios))
 		} else if *torchref != "" {

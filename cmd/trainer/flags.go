@@ -88,3 +88,10 @@ func startProfile(path string) (stop func() error, err error) {
 		return nil
 	}, nil
 }
+
+// replicasFlag registers --replicas, the data-parallel replicas of the
+// training graph (train.Replicas).
+func replicasFlag(fs *flag.FlagSet) *int {
+	return fs.Int("replicas", 0,
+		"data-parallel replicas sharing --threads, each with its share of the batch and its own batch-norm statistics (0: one per thread)")
+}

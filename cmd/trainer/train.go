@@ -75,6 +75,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
 	precision := precisionFlag(fs)
+	replicas := replicasFlag(fs)
 	profile := profileFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -88,7 +89,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	o.Precision = *precision
+	o.Precision, o.Replicas = *precision, *replicas
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
 	o.Init = *init
 	switch {

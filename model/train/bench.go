@@ -19,15 +19,17 @@ import (
 // model and a fixed batch of random windows (binary stimulus, sparse
 // spikes): the step's cost does not depend on the data.
 type StepBench struct {
-	g   *graph.Graph
-	w   *model.Weights
-	opt *AdamW
+	g     stepGraph
+	w     *model.Weights
+	opt   *AdamW
+	batch int
 }
 
 // NewStepBench builds the model of configuration c for batch windows on
-// threads compute goroutines, its GEMMs in arithmetic p (auto resolved as
+// threads compute goroutines shared by replicas data-parallel replicas (0:
+// auto, as Options.Replicas), its GEMMs in arithmetic p (auto resolved as
 // for a run), and runs one warm-up step.
-func NewStepBench(c model.Config, batch, threads int, seed uint64, p Precision) (*StepBench, error) {
+func NewStepBench(c model.Config, batch, threads, replicas int, seed uint64, p Precision) (*StepBench, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -36,7 +38,11 @@ func NewStepBench(c model.Config, batch, threads int, seed uint64, p Precision) 
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	w := model.InitWeights(c, rng)
-	g, err := graph.New(w, batch, graph.Options{Training: true, Threads: threads, BF16: p.Resolve() == PrecisionBF16})
+	replicas, err := Replicas(replicas, threads, batch)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	g, err := newStepGraph(w, batch, threads, replicas, graph.Options{Training: true, BF16: p.Resolve() == PrecisionBF16})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -55,12 +61,15 @@ func NewStepBench(c model.Config, batch, threads int, seed uint64, p Precision) 
 	if err := g.SetInputs(x, cells, targets); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	b := &StepBench{g: g, w: w, opt: NewAdamW()}
+	b := &StepBench{g: g, w: w, opt: NewAdamW(), batch: batch}
 	if err := b.Steps(1); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
+
+// Close releases the graph's helper goroutines.
+func (b *StepBench) Close() { b.g.Close() }
 
 // Steps takes n training steps (a small learning rate, so that the
 // weights stay in range however many steps are timed).
@@ -91,7 +100,7 @@ func (b *StepBench) Rate(n int) (Rate, error) {
 		return Rate{}, err
 	}
 	wall, cpu := m.Elapsed()
-	samples := float64(n * b.g.Batch())
+	samples := float64(n * b.batch)
 	r := Rate{PerSec: samples / wall.Seconds()}
 	if cpu > 0 {
 		r.PerCPUSec, r.Cores = samples/cpu.Seconds(), cpu.Seconds()/wall.Seconds()

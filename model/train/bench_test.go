@@ -16,10 +16,11 @@ import (
 // weights move) and reports a positive rate.
 func TestStepBench(t *testing.T) {
 	c := tinyConfig(model.HeadCat, 3)
-	b, err := NewStepBench(c, 4, 2, 1, PrecisionFP32)
+	b, err := NewStepBench(c, 4, 2, 1, 1, PrecisionFP32)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	before := append([]float32(nil), b.w.Tensors["head.weight"]...)
 	r, err := b.Rate(3)
 	if err != nil {
@@ -51,7 +52,7 @@ func TestStepBench(t *testing.T) {
 	if b.opt.Step != 4 {
 		t.Errorf("optimiser took %d steps, want 4 (warm-up + 3)", b.opt.Step)
 	}
-	if _, err := NewStepBench(model.Config{}, 4, 1, 1, PrecisionFP32); err == nil {
+	if _, err := NewStepBench(model.Config{}, 4, 1, 1, 1, PrecisionFP32); err == nil {
 		t.Error("an invalid configuration was accepted")
 	}
 }

@@ -22,7 +22,7 @@ type session struct {
 	o     *Options
 	w     *model.Weights
 	st    *state
-	tg    *graph.Graph
+	tg    stepGraph
 	ev    *evaluator
 	ld    *loader
 	stop  context.CancelFunc // stops the loader
@@ -47,7 +47,7 @@ type session struct {
 // zero-input models, starts a fresh model at the zero-input model, and
 // starts the batch loader.
 func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*session, error) {
-	tg, err := graph.New(w, o.Batch, graph.Options{Training: true, Threads: o.Threads, SoftTargets: o.Distill > 0,
+	tg, err := newStepGraph(w, o.Batch, o.Threads, o.Replicas, graph.Options{Training: true, SoftTargets: o.Distill > 0,
 		BF16: o.Precision == PrecisionBF16})
 	if err != nil {
 		return nil, err
@@ -72,6 +72,10 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
 	fmt.Fprintf(o.Log, "arithmetic: %s; validation in fp32\n", o.Precision.describe())
+	if o.Replicas > 1 {
+		fmt.Fprintf(o.Log, "data parallel: %d replicas of %d windows on %d thread(s) each; batch norm's training statistics per replica\n",
+			o.Replicas, o.Batch/o.Replicas, o.Threads/o.Replicas)
+	}
 	if st.Distill > 0 {
 		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
 	}

@@ -44,6 +44,10 @@ type Options struct {
 	Seed uint64
 	// Threads is the number of compute goroutines of the graph.
 	Threads int
+	// Replicas is the number of data-parallel replicas the threads are
+	// shared by, each taking an equal share of the batch (Replicas: 0 is
+	// auto, one per thread when they divide the batch).
+	Replicas int
 	// Precision is the arithmetic of the training GEMMs (empty: fp32). A
 	// resumed run keeps the one it started with.
 	Precision Precision
@@ -195,6 +199,11 @@ func (o *Options) check() error {
 		return err
 	}
 	o.Precision = o.Precision.Resolve()
+	r, err := Replicas(o.Replicas, o.Threads, o.Batch)
+	if err != nil {
+		return err
+	}
+	o.Replicas = r
 	return nil
 }
 
@@ -431,7 +440,7 @@ func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model
 		StimMode:   o.Rec.StimMode,
 		Provenance: model.Provenance{
 			Data: o.Data, Steps: st.Step, ValNLL: valNLL, ZeroInputNLL: st.ZeroPooled,
-			Precision: string(o.Precision), PrecisionPath: o.Precision.Path(),
+			Precision: string(o.Precision), PrecisionPath: o.Precision.Path(), Replicas: o.Replicas,
 			TrainedAt: time.Now().UTC().Format(time.RFC3339),
 			Notes: strings.TrimSpace(fmt.Sprintf("batch %d, peak lr %.3g, seed %d, %d of %d steps, val on %d windows, zero-input per-cell %.4f. %s",
 				st.Batch, st.LR, st.Seed, st.Step, st.Steps, o.ValWindows, st.ZeroCell, o.Notes)),
