@@ -16,11 +16,11 @@ func TestReplicasResolve(t *testing.T) {
 		want              int
 		err               string
 	}{
-		{0, 2, 64, 2, ""},  // auto: one per thread
-		{0, 1, 64, 1, ""},  // one thread, one graph
-		{0, 2, 63, 1, ""},  // the threads do not divide the batch
-		{1, 2, 64, 1, ""},  // one graph over both threads
-		{2, 4, 64, 2, ""},  // two threads each
+		{0, 2, 64, 2, ""}, // auto: one per thread
+		{0, 1, 64, 1, ""}, // one thread, one graph
+		{0, 2, 63, 1, ""}, // the threads do not divide the batch
+		{1, 2, 64, 1, ""}, // one graph over both threads
+		{2, 4, 64, 2, ""}, // two threads each
 		{3, 2, 64, 0, "divide"},
 		{2, 2, 63, 0, "divide"},
 		{-1, 2, 64, 0, ">= 0"},
