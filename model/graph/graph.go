@@ -389,6 +389,8 @@ func (gr *Graph) SetTargetDist(p []float32) error {
 // Run executes the graph once (forward, and backward in training) and
 // returns the mean loss over the batch.
 func (gr *Graph) Run() (float32, error) {
+	gr.team.hold() // the helpers poll through the step's serial stretches
+	defer gr.team.release()
 	if err := gr.ex.run(); err != nil {
 		return 0, fmt.Errorf("graph: run: %w", err)
 	}

@@ -45,9 +45,12 @@ func (p parallel) run(total int, fn func(lo, hi, w int)) {
 // helper may still read it.
 //
 // Waiting, for the next job (a helper) or for the reports (the caller),
-// polls for spin.For and then parks (spin.Sleepers): the graph's ops follow
-// each other within microseconds, and a parked thread takes 0.1-0.3 ms to
-// wake on a virtual machine, as long as a batch-norm chunk; an idle graph
+// polls, and parks (spin.Sleepers) only outside a run of the graph (hold)
+// once spin.For has passed: a parked thread takes 0.1-0.3 ms to wake on a
+// virtual machine, as long as a batch-norm chunk, and within a step the
+// serial stretches between parallel sections (gorgonia's own operations,
+// the executor, the one-thread kernels) often exceed spin.For, so a helper
+// that parked there would arrive late at the next section. An idle graph
 // burns no CPU.
 type team struct {
 	helpers int // goroutines 1..helpers
@@ -61,6 +64,10 @@ type team struct {
 
 	idle   spin.Sleepers // helpers waiting for a job
 	finish spin.Sleepers // the caller waiting for the reports
+
+	// hot is set while the graph runs (hold): waiting threads poll
+	// without parking.
+	hot atomic.Bool
 
 	mu      sync.Mutex // guards started, closed and the helpers' start
 	started bool
@@ -137,6 +144,10 @@ func (t *team) join(n int) {
 	s := spin.Spinner{Budget: spin.For}
 	for t.done.Load() < want {
 		if !s.More() {
+			if t.hot.Load() {
+				s = spin.Spinner{Budget: spin.For}
+				continue
+			}
 			t.finish.Wait(func() bool { return t.done.Load() >= want })
 		}
 	}
@@ -176,8 +187,8 @@ func (t *team) chunk(w, n int) {
 	t.fn(t.total*w/n, t.total*(w+1)/n, w)
 }
 
-// next returns the first job word other than seen: it polls for
-// spin.For, then parks until one is published.
+// next returns the first job word other than seen: it polls, and parks
+// once spin.For has passed outside a hold, until one is published.
 func (t *team) next(seen uint64) uint64 {
 	s := spin.Spinner{Budget: spin.For}
 	for {
@@ -185,9 +196,32 @@ func (t *team) next(seen uint64) uint64 {
 			return j
 		}
 		if !s.More() {
-			t.idle.Wait(func() bool { return t.job.Load() != seen })
+			if !t.hot.Load() {
+				t.idle.Wait(func() bool { return t.job.Load() != seen || t.hot.Load() })
+			}
 			s = spin.Spinner{Budget: spin.For}
 		}
+	}
+}
+
+// hold keeps the helpers (and the caller between sections' chunks)
+// polling instead of parking until release, waking the parked ones: the
+// graph's Run holds its team for a step. Past a few thousand polls a
+// poller yields its P to other goroutines (spin.Spinner), so the holder
+// progresses with fewer Ps than workers. Nil-safe.
+func (t *team) hold() {
+	if t == nil {
+		return
+	}
+	t.hot.Store(true)
+	t.idle.Wake()
+}
+
+// release ends a hold: waiting threads park again after spin.For.
+// Nil-safe.
+func (t *team) release() {
+	if t != nil {
+		t.hot.Store(false)
 	}
 }
 

@@ -21,7 +21,7 @@ func testPar(tb testing.TB, n int) parallel {
 }
 
 // TestParallelTeam runs jobs of several sizes on teams of several sizes
-// (and with fewer Ps than workers): every index is covered exactly once,
+// (and with fewer Ps than workers, and within a hold): every index is covered exactly once,
 // each worker takes the static chunk w of the contract, the worker indices
 // of a job are distinct and below its worker count, totals below the
 // worker count use that many workers, a job sees the writes of the one
@@ -31,14 +31,20 @@ func TestParallelTeam(t *testing.T) {
 	defer spintest.Watchdog(t, 120*time.Second)()
 	for _, tc := range []struct {
 		workers, procs int
+		hold           bool // within a hold: nobody parks
 	}{
-		{1, 0}, {2, 0}, {3, 0}, {4, 0}, {2, 1}, {4, 1}, {3, 2},
+		{1, 0, false}, {2, 0, false}, {3, 0, false}, {4, 0, false}, {2, 1, false}, {4, 1, false}, {3, 2, false},
+		{2, 0, true}, {3, 0, true}, {2, 1, true}, {4, 1, true},
 	} {
-		t.Run(fmt.Sprintf("workers=%d/procs=%d", tc.workers, tc.procs), func(t *testing.T) {
+		t.Run(fmt.Sprintf("workers=%d/procs=%d/hold=%v", tc.workers, tc.procs, tc.hold), func(t *testing.T) {
 			if tc.procs > 0 {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			}
 			p := testPar(t, tc.workers)
+			if tc.hold {
+				p.t.hold()
+				defer p.t.release()
+			}
 			const size = 1000
 			acc := make([]int, size)
 			for _, total := range []int{1, 2, 3, 5, 17, size, size - 1, 0} {
@@ -217,6 +223,44 @@ func TestTeamClose(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines after closing every team, want at most %d as before", runtime.NumGoroutine(), base)
 		}
+	}
+}
+
+// TestTeamHold: within a hold the helpers poll instead of parking, even
+// between jobs far apart, and the jobs run; after release they park again;
+// a hold on a one-thread graph's (nil) team is a no-op.
+func TestTeamHold(t *testing.T) {
+	defer spintest.Watchdog(t, 60*time.Second)()
+	var none *team
+	none.hold()
+	none.release()
+	p := testPar(t, 3)
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 5 s", what)
+			}
+		}
+	}
+	var sum atomic.Int64
+	job := func() { p.run(30, func(lo, hi, _ int) { sum.Add(int64(hi - lo)) }) }
+	job()
+	until("helpers parked", func() bool { return p.t.idle.Waiting() == 2 })
+	p.t.hold()
+	until("helpers polling", func() bool { return p.t.idle.Waiting() == 0 })
+	for range 3 {
+		time.Sleep(20 * time.Millisecond) // 200 x spin.For
+		if n := p.t.idle.Waiting(); n != 0 {
+			t.Fatalf("%d helpers parked within a hold", n)
+		}
+		job()
+	}
+	p.t.release()
+	until("helpers parked after release", func() bool { return p.t.idle.Waiting() == 2 })
+	job()
+	if got := sum.Load(); got != 5*30 {
+		t.Errorf("jobs covered %d indices, want %d", got, 5*30)
 	}
 }
 
