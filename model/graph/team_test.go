@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,12 +190,14 @@ func TestParallelPanic(t *testing.T) {
 // idempotent, and a closed team still runs jobs, on the caller alone.
 func TestTeamClose(t *testing.T) {
 	defer spintest.Watchdog(t, 60*time.Second)()
-	base := runtime.NumGoroutine()
+	// Helpers are counted by their function in the goroutines' stacks:
+	// other tests' goroutines may start or end meanwhile.
+	base := teamHelpers()
 	tm := newTeam(3)
 	p := parallel{n: 4, t: tm}
 	p.run(8, func(lo, hi, w int) {})
-	if g := runtime.NumGoroutine(); g < base+3 {
-		t.Fatalf("%d goroutines with a team of 3 helpers running, want at least %d", g, base+3)
+	if g := teamHelpers(); g != base+3 {
+		t.Fatalf("%d team helpers with a team of 3 running, want %d", g, base+3)
 	}
 	tm.close()
 	tm.close()
@@ -219,10 +222,22 @@ func TestTeamClose(t *testing.T) {
 		}
 		g.Close()
 	}
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > base; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); teamHelpers() > base; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after closing every team, want at most %d as before", runtime.NumGoroutine(), base)
+			t.Fatalf("%d team helpers after closing every team, want at most %d as before", teamHelpers(), base)
 		}
+	}
+}
+
+// teamHelpers counts the goroutines running a team's helper loop.
+func teamHelpers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "graph.(*team).helper(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
