@@ -39,10 +39,6 @@ func runBench(ctx context.Context, args []string) (err error) {
 	if *steps < 1 || *rounds < 1 || *batch < 1 || *threads < 1 {
 		return fmt.Errorf("--steps, --rounds, --batch and --threads must be at least 1")
 	}
-	nrep, err := train.Replicas(*replicas, *threads, *batch)
-	if err != nil {
-		return fmt.Errorf("--replicas: %w", err)
-	}
 	if p := precision.Resolve(); p == train.PrecisionBF16 {
 		fmt.Printf("training GEMMs in bf16 (%s)\n", p.Path())
 	}
@@ -80,7 +76,7 @@ func runBench(ctx context.Context, args []string) (err error) {
 			fmt.Println(line)
 		}
 		sum := fmt.Sprintf("%s: batch %d, %d threads, %d replica(s), median of %d rounds of %d steps: ours %.1f samples/s (%.1f per CPU-second, %.2f cores busy)",
-			c.Name(), *batch, *threads, nrep, *rounds, *steps, median(ours), median(cpuRates), median(cores))
+			c.Name(), *batch, *threads, b.Replicas, *rounds, *steps, median(ours), median(cpuRates), median(cores))
 		if peer {
 			sum += fmt.Sprintf(", pytorch %.1f samples/s, ratio %.2f (per round %.2f-%.2f)", median(theirs), median(ratios), floats.Min(ratios), floats.Max(ratios))
 		} else if *torchref != "" {

@@ -23,6 +23,8 @@ type StepBench struct {
 	w     *model.Weights
 	opt   *AdamW
 	batch int
+	// Replicas is the number of data-parallel replicas, resolved.
+	Replicas int
 }
 
 // NewStepBench builds the model of configuration c for batch windows on
@@ -61,7 +63,7 @@ func NewStepBench(c model.Config, batch, threads, replicas int, seed uint64, p P
 	if err := g.SetInputs(x, cells, targets); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	b := &StepBench{g: g, w: w, opt: NewAdamW(), batch: batch}
+	b := &StepBench{g: g, w: w, opt: NewAdamW(), batch: batch, Replicas: replicas}
 	if err := b.Steps(1); err != nil {
 		return nil, err
 	}
