@@ -41,6 +41,17 @@ func TestParseSpec(t *testing.T) {
 		{"glm:", "", "", 0, "want zero"},
 		{"zero:x", "", "", 0, "want zero"},
 		{"nope", "", "", 0, "want zero"},
+		{"mix:ckpt:a.ckpt+glm:g.json", "mix", "mix", 1, ""},
+		{"mix:ens=ckpt:a.ckpt+ckpt:b.ckpt+ckpt:c.ckpt", "ens", "mix", 1, ""},
+		{"mix:0.65*ckpt:a.ckpt+0.35*zero", "mix", "mix", 1, ""},
+		{"mix:ckpt:a.ckpt", "", "", 0, "at least two members"},
+		{"mix:ckpt:a.ckpt,b.ckpt+zero", "", "", 0, "has 2 repeats"},
+		{"mix:-1*zero+zero", "", "", 0, `weight "-1"`},
+		{"mix:x*zero+zero", "", "", 0, `weight "x"`},
+		{"mix:zero+mix:zero+zero", "", "", 0, "cannot be a mixture"},
+		{"mix:=zero+zero", "", "", 0, "empty name"},
+		{"mix:zero+nope", "", "", 0, "want zero"},
+		{"mix:", "", "", 0, "want zero"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			sp, err := ParseSpec(tc.spec, env)

@@ -57,9 +57,13 @@ type SpecEnv struct {
 //	oracle          the exact oracle of a synthetic recording (truth.json in env.Data)
 //	glm:PATH        the GLM fitted by `trainer glm`, evaluated exactly
 //	ckpt:P1[,P2...] a checkpoint; several files are repeats of one model
+//	mix:[NAME=][W*]SPEC+[W*]SPEC...
+//	                the mixture of single models (MixSpec)
 func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 	kind, arg, hasArg := strings.Cut(spec, ":")
 	switch {
+	case kind == "mix" && arg != "":
+		return MixSpec(arg, env)
 	case (kind == "zero" || kind == "zero-pooled") && !hasArg:
 		return ZeroSpec(env.Rec, env.Cells, kind == "zero-pooled"), nil
 	case kind == "oracle" && !hasArg:
@@ -80,7 +84,7 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		}
 		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision, env.Rec.StimMode), nil
 	}
-	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH or ckpt:PATH[,PATH...]", spec)
+	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH, ckpt:PATH[,PATH...] or mix:SPEC+SPEC...", spec)
 }
 
 // ZeroSpec is the zero-input baseline fitted on the training split of the

@@ -31,8 +31,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func runEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	data := fs.String("data", "", "recording directory (required)")
-	var ckpts, baselines, compares listFlag
+	var ckpts, mixes, baselines, compares listFlag
 	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeatable; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
+	fs.Var(&mixes, "mix",
+		"mixture of models, probabilities averaged: [NAME=][W*]SPEC+[W*]SPEC... with SPEC ckpt:FILE, glm:FILE or zero (e.g. ens=ckpt:a.ckpt+ckpt:b.ckpt); repeatable")
 	fs.Var(&baselines, "baseline",
 		"baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
@@ -64,7 +66,7 @@ func runEval(ctx context.Context, args []string) error {
 		"roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
 	stagger := fs.Bool("stagger", false, "staggered starts, as predictord's default (rollout.StartOffset; docs/evaluation.md)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --baseline zero | --oracle | --glm FILE) [flags]\n"+
+		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --mix SPEC | --baseline zero | --oracle | --glm FILE) [flags]\n"+
 			"\n"+
 			"Roll the models out autoregressively on a split and score them (NLL, Van Rossum,\n"+
 			"Schreiber, smoothed Pearson; IQM over cells with a 95% bootstrap CI).")
@@ -78,9 +80,9 @@ func runEval(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("--data is required")
 	}
-	if len(ckpts) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" {
+	if len(ckpts) == 0 && len(mixes) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" {
 		fs.Usage()
-		return errors.New("nothing to evaluate: give --ckpt, --baseline zero, --oracle or --glm")
+		return errors.New("nothing to evaluate: give --ckpt, --mix, --baseline zero, --oracle or --glm")
 	}
 	switch {
 	case *batch < 1:
@@ -117,7 +119,8 @@ func runEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The models in report order: baselines, oracle, GLM, checkpoints.
+	// The models in report order: baselines, oracle, GLM, checkpoints,
+	// mixtures.
 	var specs []string
 	for _, b := range baselines {
 		if b != "zero" && b != "zero-pooled" {
@@ -133,6 +136,9 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	for _, c := range ckpts {
 		specs = append(specs, "ckpt:"+c)
+	}
+	for _, m := range mixes {
+		specs = append(specs, "mix:"+m)
 	}
 	cfg := evaluation.Config{Options: evaluation.Options{Rec: rec, Cells: cells, Split: split, Metrics: metrics,
 		Batch: *batch, NLLStride: *nllStride, Stagger: *stagger, Policy: policy, MaxBins: int(*seconds * rgc.BinRateHz),

@@ -152,6 +152,8 @@ func TestEvalErrors(t *testing.T) {
 		{[]string{"--data", data, "--baseline", "zero", "--split", "dev"}, "split"},
 		{[]string{"--data", data, "--baseline", "zero", "--cells", "some"}, "quality or all"},
 		{[]string{"--data", data, "--ckpt", filepath.Join(t.TempDir(), "none.ckpt")}, "none.ckpt"},
+		{[]string{"--data", data, "--mix", "zero"}, "at least two members"},
+		{[]string{"--data", data, "--mix", "zero+ckpt:" + filepath.Join(t.TempDir(), "gone.ckpt")}, "mixture mix: load checkpoint"},
 		{[]string{"--data", filepath.Join(t.TempDir(), "nodata"), "--baseline", "zero"}, "nodata"},
 		{[]string{"--data", data, "--baseline", "zero", "--resamples", "10"}, "resamples"},
 		{[]string{"--data", data, "--baseline", "zero", "--plot", "eval.pdf"}, `extension ".pdf"`},
@@ -168,7 +170,8 @@ func TestEvalErrors(t *testing.T) {
 }
 
 // TestEvalCheckpoints runs eval on random-weight checkpoints: --ckpt
-// flags become models (FILE1,FILE2 one model of two repeats), --stagger
+// flags become models (FILE1,FILE2 one model of two repeats), --mix a
+// mixture named by its spec, --stagger
 // reaches the JSON, --plot draws every model, and a checkpoint lacking a
 // cell fails. The scores themselves are tested in package evaluation.
 func TestEvalCheckpoints(t *testing.T) {
@@ -196,7 +199,8 @@ func TestEvalCheckpoints(t *testing.T) {
 	jsonPath, plotPath := filepath.Join(dir, "eval.json"), filepath.Join(dir, "eval.svg")
 	out, err := captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", a, "--ckpt", b1 + "," + b2,
-			"--baseline", "zero", "--nll-stride", "50", "--threads", "1", "--stagger", "--compare", "a:zero", "--json", jsonPath, "--plot", plotPath})
+			"--mix", "ens=ckpt:" + a + "+ckpt:" + b1, "--baseline", "zero", "--nll-stride", "50", "--threads", "1", "--stagger",
+			"--compare", "a:zero", "--compare", "ens:a", "--json", jsonPath, "--plot", plotPath})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -209,16 +213,20 @@ func TestEvalCheckpoints(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Models) != 3 || res.Models[0].Name != "zero" || res.Models[1].Name != "a" || res.Models[2].Name != "b1 (x2)" {
+	if len(res.Models) != 4 || res.Models[0].Name != "zero" || res.Models[1].Name != "a" || res.Models[2].Name != "b1 (x2)" ||
+		res.Models[3].Name != "ens" || res.Models[3].Kind != "mix" {
 		t.Fatalf("models in %s:\n%s", jsonPath, out)
 	}
-	if rep := res.Models[2]; len(rep.Repeats) != 2 || len(rep.Cells) != 2 || rep.NLLStride != 50 || !res.Stagger || len(res.Comparisons) != 1 {
+	if rep := res.Models[2]; len(rep.Repeats) != 2 || len(rep.Cells) != 2 || rep.NLLStride != 50 || !res.Stagger || len(res.Comparisons) != 2 {
 		t.Fatalf("repeats model: %d repeats, %d cells, stride %d; stagger %v, %d comparisons", len(rep.Repeats), len(rep.Cells), rep.NLLStride, res.Stagger, len(res.Comparisons))
 	}
 	if !strings.Contains(out, "paired differences") || !strings.Contains(out, "a - zero") {
 		t.Errorf("table lacks the comparison:\n%s", out)
 	}
-	checkEvalPlot(t, plotPath, "zero", "a", "b1 (x2)")
+	if !strings.Contains(out, "ens - a") {
+		t.Errorf("table lacks the mixture's comparison:\n%s", out)
+	}
+	checkEvalPlot(t, plotPath, "zero", "a", "b1 (x2)", "ens")
 	_, err = captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--cells", "all", "--ckpt", partial, "--threads", "1"})
 	})

@@ -14,6 +14,7 @@ import (
 
 	"rgcpred/base/cli"
 	"rgcpred/base/plot"
+	"rgcpred/evaluation"
 	"rgcpred/model"
 	"rgcpred/model/train"
 	"rgcpred/rgc"
@@ -65,7 +66,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
 	teacher := fs.String("teacher", "",
-		"distil from this GLM (`trainer glm`'s JSON, same recording): the targets mix its distributions with the classes")
+		"distil from this `MODEL`: a GLM (trainer glm's JSON file, same recording) or a spec ckpt:FILE, glm:FILE or mix:... (as trainer eval's --mix); the targets mix its distributions with the classes")
 	distill := fs.Float64("distill", 0.8, "with --teacher: the teacher's share of the targets at the start")
 	distillEnd := fs.Float64("distill-end", 0.6,
 		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
@@ -103,10 +104,11 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	}
 	o.Out = *out
 	if *teacher != "" {
-		t, err := loadTeacher(*teacher, o.Rec, o.Cells)
+		t, release, err := loadTeacher(*teacher, o.Rec, o.Cells, o.Batch)
 		if err != nil {
 			return err
 		}
+		defer release()
 		o.Teacher, o.Distill, o.DistillEnd = t, *distill, *distillEnd
 	}
 	o.TimeBudget = *budget
@@ -126,12 +128,29 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	return nil
 }
 
-// loadTeacher builds the GLM predictor of path on rec, checking that it
-// knows every training cell.
-func loadTeacher(path string, rec *rgc.Recording, cells []int) (rgc.Predictor, error) {
-	tr, err := glm.LoadTruth(path)
+// loadTeacher builds the teacher a --teacher value names on rec, checking
+// that it knows every training cell: a model spec (ckpt:FILE, glm:FILE or
+// mix:..., as trainer eval's; a checkpoint runs on one engine thread of
+// batch windows) or, for any other value, the JSON file of a GLM fitted by
+// `trainer glm`. The returned function releases it.
+func loadTeacher(arg string, rec *rgc.Recording, cells []int, batch int) (rgc.Predictor, func(), error) {
+	if kind, _, ok := strings.Cut(arg, ":"); ok && (kind == "ckpt" || kind == "glm" || kind == "mix") {
+		sp, err := evaluation.ParseSpec(arg, evaluation.SpecEnv{Rec: rec, Cells: cells, Batch: batch, Threads: 1})
+		if err != nil {
+			return nil, nil, fmt.Errorf("teacher: %w", err)
+		}
+		if len(sp.Open) != 1 {
+			return nil, nil, fmt.Errorf("teacher %s: %d repeats; a teacher is one model (ensemble them with mix:)", arg, len(sp.Open))
+		}
+		p, release, err := sp.Open[0]()
+		if err != nil {
+			return nil, nil, fmt.Errorf("teacher: %w", err)
+		}
+		return p, release, nil
+	}
+	tr, err := glm.LoadTruth(arg)
 	if err != nil {
-		return nil, fmt.Errorf("teacher: %w", err)
+		return nil, nil, fmt.Errorf("teacher: %w", err)
 	}
 	known := make([]int, len(tr.Cells))
 	for i, c := range tr.Cells {
@@ -142,13 +161,13 @@ func loadTeacher(path string, rec *rgc.Recording, cells []int) (rgc.Predictor, e
 		ids[i] = rec.Cells[c].ClusterID
 	}
 	if missing := rollout.MissingCells(known, ids); len(missing) > 0 {
-		return nil, fmt.Errorf("teacher %s has no model of cell %d", path, missing[0])
+		return nil, nil, fmt.Errorf("teacher %s has no model of cell %d", arg, missing[0])
 	}
 	p, err := glm.NewPredictor(rec, tr)
 	if err != nil {
-		return nil, fmt.Errorf("teacher %s: %w", path, err)
+		return nil, nil, fmt.Errorf("teacher %s: %w", arg, err)
 	}
-	return p, nil
+	return p, func() {}, nil
 }
 
 func runLRFind(ctx context.Context, args []string) error {

@@ -45,6 +45,10 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"--data", data, "--teacher", filepath.Join(t.TempDir(), "nope.json"), "--out", out}, "nope.json"},
 		{[]string{"--data", data, "--config", "gpt-a-logmix-cpu", "--teacher", filepath.Join("..", "..", "models", "glm-chicken-17-08-21.json"), "--out", out}, "cat head"},
 		{[]string{"--data", data, "--init", filepath.Join(t.TempDir(), "nope.ckpt"), "--out", out}, "nope.ckpt"},
+		{[]string{"--data", data, "--cells", "all", "--teacher", "ckpt:" + shippedModel, "--out", out}, "does not know cells"},
+		{[]string{"--data", data, "--teacher", "ckpt:" + shippedModel + "," + shippedModel, "--out", out}, "2 repeats"},
+		{[]string{"--data", data, "--teacher", "mix:ckpt:" + shippedModel, "--out", out}, "at least two members"},
+		{[]string{"--data", data, "--stim", "zero-phase", "--teacher", "ckpt:" + shippedModel, "--out", out}, "zero-phase"},
 		{[]string{"--data", data, "--precision", "fp16", "--out", out}, `unknown precision "fp16"`},
 	} {
 		err := runTrain(context.Background(), tc.args)
@@ -54,5 +58,24 @@ func TestTrainCommandErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed run wrote a checkpoint")
+	}
+}
+
+// TestTrainMixtureTeacher distils a few steps from a mixture of the shipped
+// checkpoint and the GLM: the teacher spec is parsed, both members load on
+// the training cells, and the run writes a checkpoint.
+func TestTrainMixtureTeacher(t *testing.T) {
+	data := filepath.Join("..", "..", "data", "chicken-17-08-21")
+	out := filepath.Join(t.TempDir(), "m.ckpt")
+	teacher := "mix:0.65*ckpt:" + shippedModel + "+0.35*glm:" + filepath.Join("..", "..", "models", "glm-chicken-17-08-21.json")
+	_, err := captureStdout(t, func() error {
+		return runTrain(context.Background(), []string{"--data", data, "--teacher", teacher, "--batch", "8", "--steps", "2",
+			"--val-every", "2", "--val-windows", "16", "--threads", "1", "--out", out})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := model.LoadCheckpoint(out); err != nil {
+		t.Fatal(err)
 	}
 }
