@@ -29,6 +29,7 @@ func MixSpec(arg string, env SpecEnv) (ModelSpec, error) {
 	}
 	var members []ModelSpec
 	var weights []float64
+	var given []string
 	for _, part := range strings.Split(arg, "+") {
 		w := 1.0
 		if ws, rest, ok := strings.Cut(part, "*"); ok {
@@ -50,6 +51,7 @@ func MixSpec(arg string, env SpecEnv) (ModelSpec, error) {
 		}
 		members = append(members, sp)
 		weights = append(weights, w)
+		given = append(given, part)
 	}
 	if len(members) < 2 {
 		return ModelSpec{}, fmt.Errorf("mixture %q: want at least two members joined by '+'", arg)
@@ -78,5 +80,12 @@ func MixSpec(arg string, env SpecEnv) (ModelSpec, error) {
 		}
 		return m, closeAll, nil
 	}
-	return ModelSpec{Name: name, Kind: "mix", Open: []func() (rgc.Predictor, func(), error){open}}, nil
+	sum := 0.0
+	for _, w := range weights {
+		sum += w
+	}
+	for i := range given {
+		given[i] = strconv.FormatFloat(weights[i]/sum, 'g', 6, 64) + "*" + given[i]
+	}
+	return ModelSpec{Name: name, Kind: "mix", Members: given, Open: []func() (rgc.Predictor, func(), error){open}}, nil
 }

@@ -30,6 +30,9 @@ func TestEvaluateMixture(t *testing.T) {
 	if self.Name != "self" || self.Kind != "mix" || az.Name != "az" {
 		t.Fatalf("models %s", r.ModelNames())
 	}
+	if len(az.Members) != 2 || az.Members[0] != "0.5*ckpt:"+a || az.Members[1] != "0.5*zero" {
+		t.Errorf("mixture members %q", az.Members)
+	}
 	for i := range net.Cells {
 		for _, m := range MetricNames {
 			if got, want := self.Cells[i].Metric(m), net.Cells[i].Metric(m); got != want {

@@ -51,11 +51,14 @@ type Options struct {
 type ModelResult struct {
 	// Name labels the model (ModelSpec.Name).
 	Name string `json:"name"`
-	// Kind is "checkpoint", "zero", "zero-pooled", "oracle" or "glm".
+	// Kind is "checkpoint", "zero", "zero-pooled", "oracle", "glm" or "mix".
 	Kind string `json:"kind"`
 	// Checkpoints are the repeats of a checkpoint model; their per-cell
 	// scores are averaged before summarising.
 	Checkpoints []string `json:"checkpoints,omitempty"`
+	// Members are a mixture's members, each "weight*spec" with its
+	// normalised weight.
+	Members []string `json:"members,omitempty"`
 	// NLLStride is the window stride of the NLL.
 	NLLStride int `json:"nll_stride"`
 	// Summary maps each of MetricNames to the IQM over cells with its 95%
@@ -77,7 +80,7 @@ type ModelResult struct {
 // scores over the repeats and summarises them over cells.
 func EvaluateModel(ctx context.Context, sp ModelSpec, o Options) (*ModelResult, error) {
 	start := time.Now()
-	res := &ModelResult{Name: sp.Name, Kind: sp.Kind, Checkpoints: sp.Paths}
+	res := &ModelResult{Name: sp.Name, Kind: sp.Kind, Checkpoints: sp.Paths, Members: sp.Members}
 	var repeats [][]CellScores
 	for r, open := range sp.Open {
 		p, closeFn, err := open()

@@ -20,10 +20,12 @@ import (
 // repeat (e.g. checkpoints trained with different seeds).
 type ModelSpec struct {
 	// Name labels the model; Kind is "checkpoint", "zero" (per-cell
-	// zero-input baseline), "zero-pooled", "oracle" or "glm".
+	// zero-input baseline), "zero-pooled", "oracle", "glm" or "mix".
 	Name, Kind string
 	// Paths are the checkpoint files of a checkpoint model, one per repeat.
 	Paths []string
+	// Members is a mixture's members as given (weight*spec), for reports.
+	Members []string
 	// Open builds each repeat's predictor and the function that releases
 	// it.
 	Open []func() (rgc.Predictor, func(), error)
