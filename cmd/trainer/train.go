@@ -69,7 +69,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 		"distil from this `MODEL`: a GLM (trainer glm's JSON file, same recording) or a spec ckpt:FILE, glm:FILE or mix:... (as trainer eval's --mix); the targets mix its distributions with the classes")
 	distill := fs.Float64("distill", 0.8, "with --teacher: the teacher's share of the targets at the start")
 	distillEnd := fs.Float64("distill-end", 0.6,
-		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0")
+		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0 (above 1: still above 0 at the end; 1e9 holds it)")
 	init := fs.String("init", "",
 		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config, cells may differ)")
 	budget := fs.Duration("time", 0,

@@ -95,8 +95,8 @@ func (st *state) check(cfg model.Config, steps int) error {
 		return fmt.Errorf("elapsed time %v s, want a finite value >= 0", st.Elapsed)
 	case !(st.Distill >= 0 && st.Distill <= 1):
 		return fmt.Errorf("distillation weight %v, want 0..1", st.Distill)
-	case st.Distill > 0 && !(st.DistillEnd > 0 && st.DistillEnd <= 1):
-		return fmt.Errorf("distillation end %v, want (0, 1]", st.DistillEnd)
+	case st.Distill > 0 && (!(st.DistillEnd > 0) || math.IsInf(st.DistillEnd, 0)):
+		return fmt.Errorf("distillation end %v, want a positive fraction of the run", st.DistillEnd)
 	case st.BestStep < 0 || st.BestStep > st.Step:
 		return fmt.Errorf("best step %d outside the %d steps taken", st.BestStep, st.Step)
 	case math.IsNaN(st.BestVal) || math.IsInf(st.BestVal, -1) || (math.IsInf(st.BestVal, 1) && st.BestStep != 0):

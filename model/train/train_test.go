@@ -416,7 +416,7 @@ func TestLogMixInit(t *testing.T) {
 func TestDistillTargets(t *testing.T) {
 	for _, tc := range []struct {
 		w, end, f, want float64
-	}{{0.8, 0.6, 0, 0.8}, {0.8, 0.6, 0.3, 0.4}, {0.8, 0.6, 0.6, 0}, {0.8, 0.6, 0.9, 0}, {0, 0.6, 0, 0}, {1, 1, 0.5, 0.5}} {
+	}{{0.8, 0.6, 0, 0.8}, {0.8, 0.6, 0.3, 0.4}, {0.8, 0.6, 0.6, 0}, {0.8, 0.6, 0.9, 0}, {0, 0.6, 0, 0}, {1, 1, 0.5, 0.5}, {0.8, 2, 1, 0.4}, {0.5, 1e9, 1, 0.5 * (1 - 1e-9)}} {
 		if got := distillWeight(tc.w, tc.end, tc.f); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("distillWeight(%g, %g, %g) = %g, want %g", tc.w, tc.end, tc.f, got, tc.want)
 		}
@@ -453,7 +453,8 @@ func TestOptionsErrors(t *testing.T) {
 	}{
 		{"distill without teacher", func(o *Options) { o.Distill = 0.5 }},
 		{"distill weight above 1", func(o *Options) { o.Distill, o.Teacher = 1.5, teacher }},
-		{"distill end above 1", func(o *Options) { o.Distill, o.DistillEnd, o.Teacher = 0.5, 2, teacher }},
+		{"distill end negative", func(o *Options) { o.Distill, o.DistillEnd, o.Teacher = 0.5, -1, teacher }},
+		{"distill end infinite", func(o *Options) { o.Distill, o.DistillEnd, o.Teacher = 0.5, math.Inf(1), teacher }},
 		{"distill logmix", func(o *Options) { o.Distill, o.Teacher, o.Config = 0.5, teacher, tinyConfig(model.HeadLogMix, 2) }},
 		{"no learning rate", func(o *Options) { o.LR = 0 }},
 		{"cells mismatch", func(o *Options) { o.Config = tinyConfig(model.HeadCat, 3) }},

@@ -176,8 +176,8 @@ func (o *Options) check() error {
 		if o.DistillEnd == 0 {
 			o.DistillEnd = 0.6
 		}
-		if !(o.DistillEnd > 0 && o.DistillEnd <= 1) {
-			return fmt.Errorf("distillation end %v must be in (0, 1]", o.DistillEnd)
+		if !(o.DistillEnd > 0) || math.IsInf(o.DistillEnd, 0) {
+			return fmt.Errorf("distillation end %v must be a positive fraction of the run", o.DistillEnd)
 		}
 	}
 	if o.ValEvery < 1 {
@@ -398,7 +398,9 @@ func (o *Options) warmStart() (*model.Weights, error) {
 }
 
 // distillWeight is the teacher's share of the targets at fraction f of
-// the run: w at the start, falling linearly to 0 at fraction end.
+// the run: w at the start, falling linearly to 0 at fraction end. An end
+// past the run's (above 1) leaves w(1 - 1/end) at the end: a large one
+// keeps the share nearly constant, as ensemble distillation wants.
 func distillWeight(w, end, f float64) float64 {
 	if w <= 0 || f >= end {
 		return 0
