@@ -12,14 +12,14 @@ import (
 )
 
 // TestKernelsReuseBuffers checks that, after a warm-up call, the kernels'
-// forward and backward passes allocate no buffers: at most a few small
-// objects (the closures of parallel sections, which escape to the graph's
-// team of helpers), never memory that grows with the tensors. The GEMM kernels
-// have a team's packing space, as in a graph (sgemm's pool, used without
-// one, may allocate again after a garbage collection).
+// forward and backward passes allocate nothing, on two workers of a team
+// (where a parallel section's body is handed to a helper, so a closure
+// would escape): no buffer and no small object. The GEMM kernels have a
+// team's packing space, as in a graph (sgemm's pool, used without one,
+// may allocate again after a garbage collection).
 func TestKernelsReuseBuffers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
-	one := parallel{n: 1}
+	one := testPar(t, 2)
 	team := newGemmTeam(one, false)
 	pos := randTensor(rng, 0.1, 4)
 	for i, d := 0, f32(pos); i < len(d); i++ {
@@ -31,7 +31,7 @@ func TestKernelsReuseBuffers(t *testing.T) {
 			[]*tensor.Dense{randTensor(rng, 1, 2, 4, 64), randTensor(rng, 1, 4), randTensor(rng, 1, 4), randTensor(rng, 1, 4), pos}},
 		{"attention", &attention{t: 16, heads: 2, hd: 4, par: one, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
 		{"linear", linear{gemm: team}, []*tensor.Dense{randTensor(rng, 1, 16, 32), randTensor(rng, 1, 32, 32), randTensor(rng, 1, 32)}},
-		{"layernorm", &layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
+		{"layernorm", &layerNorm{eps: 1e-5, par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
 		{"gelu", &gelu{par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
 	}
@@ -63,74 +63,76 @@ func TestKernelsReuseBuffers(t *testing.T) {
 		if b := (m1.TotalAlloc - m0.TotalAlloc) / runs; b > 1024 {
 			t.Errorf("%s: %d bytes allocated per forward+backward, want <= 1024", tc.name, b)
 		}
-		if n := testing.AllocsPerRun(5, step); n > 8 {
-			t.Errorf("%s: %.0f allocations per forward+backward, want <= 8", tc.name, n)
+		if n := testing.AllocsPerRun(5, step); n != 0 {
+			t.Errorf("%s: %.1f allocations per forward+backward, want 0", tc.name, n)
 		}
 	}
 }
 
 // TestTrainStepReusesBuffers checks that a whole training step (forward,
-// backward, gradients) of gpt-a-cat-cpu allocates no tensor after the
-// warm-up run: what remains per step is a fixed number of small objects
-// (one closure per parallel section, handed to the graph's persistent
-// team, and gorgonia's own), so the bytes per step stay under 64 KiB and do
-// not grow with the batch (within 4 KiB from batch 8 to batch 32; one
-// activation of batch 32 is at least 8 KiB), and the objects stay under
-// 320 (238 measured; a goroutine or wait group per section would add
-// hundreds); in float32 and in bf16.
+// backward, gradients) of gpt-a-cat-cpu allocates nothing after the
+// warm-up run, on one thread and on two (a graph's team of helpers), in
+// float32 and in bf16: no tensor, and no small object either (the
+// parallel sections hand the team bodies kept by their kernels, not
+// closures). Tolerance: 0 objects in the least of several rounds of
+// steps; the runtime allocates for itself now and then (more on a loaded
+// machine), while an allocation of the step shows in every round.
 func TestTrainStepReusesBuffers(t *testing.T) {
-	for _, bf16 := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bf16=%v", bf16), func(t *testing.T) { checkStepReusesBuffers(t, bf16) })
-	}
-}
-
-func checkStepReusesBuffers(t *testing.T, bf16 bool) {
 	c, err := model.NewConfig(model.StemGPTA, model.HeadCat, model.CNNCPU, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perStep := map[int]uint64{}
-	for _, batch := range []int{8, 32} {
-		w := randomWeights(t, c, 1)
-		g, err := New(w, batch, Options{Training: true, Threads: 2, BF16: bf16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { g.Close() })
-		x, cells, tg := randomBatch(c, batch, 1)
-		if err := g.SetInputs(x, cells, tg); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.Run(); err != nil {
-			t.Fatal(err)
-		}
-		// The least of several measurements: a reallocated buffer shows in
-		// every step, the runtime's occasional own allocations (more on a
-		// loaded machine) do not.
-		const runs, rounds = 2, 5
-		var objects uint64
-		for k := 0; k < rounds; k++ {
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			for r := 0; r < runs; r++ {
-				if _, err := g.Run(); err != nil {
-					t.Fatal(err)
-				}
+	for _, tc := range []struct {
+		threads, batch int
+		bf16           bool
+	}{
+		{1, 8, false},
+		{1, 8, true},
+		{2, 32, false},
+		{2, 32, true},
+	} {
+		t.Run(fmt.Sprintf("threads=%d/batch=%d/bf16=%v", tc.threads, tc.batch, tc.bf16), func(t *testing.T) {
+			w := randomWeights(t, c, 1)
+			g, err := New(w, tc.batch, Options{Training: true, Threads: tc.threads, BF16: tc.bf16})
+			if err != nil {
+				t.Fatal(err)
 			}
-			runtime.ReadMemStats(&m1)
-			if b := (m1.TotalAlloc - m0.TotalAlloc) / runs; k == 0 || b < perStep[batch] {
-				perStep[batch], objects = b, (m1.Mallocs-m0.Mallocs)/runs
+			t.Cleanup(func() { g.Close() })
+			x, cells, tg := randomBatch(c, tc.batch, 1)
+			if err := g.SetInputs(x, cells, tg); err != nil {
+				t.Fatal(err)
+			}
+			objects, bytes := leastAllocs(t, 5, 2, func() error {
+				_, err := g.Run()
+				return err
+			})
+			if objects != 0 {
+				t.Errorf("%d objects (%d bytes) allocated in 2 training steps after warm-up (least of 5 rounds), want 0", objects, bytes)
+			}
+		})
+	}
+}
+
+// leastAllocs runs step once to warm up, then rounds times runs steps, and
+// returns the objects and bytes allocated by the round that allocated the
+// fewest objects.
+func leastAllocs(tb testing.TB, rounds, runs int, step func() error) (objects, bytes uint64) {
+	tb.Helper()
+	if err := step(); err != nil {
+		tb.Fatal(err)
+	}
+	for k := 0; k < rounds; k++ {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for r := 0; r < runs; r++ {
+			if err := step(); err != nil {
+				tb.Fatal(err)
 			}
 		}
-		t.Logf("batch %d: %d bytes in %d objects per step", batch, perStep[batch], objects)
-		if objects > 320 {
-			t.Errorf("batch %d: %d objects allocated per training step, want <= 320", batch, objects)
-		}
-		if perStep[batch] > 64<<10 {
-			t.Errorf("batch %d: %d bytes allocated per training step, want <= 64 KiB", batch, perStep[batch])
+		runtime.ReadMemStats(&m1)
+		if o := m1.Mallocs - m0.Mallocs; k == 0 || o < objects {
+			objects, bytes = o, m1.TotalAlloc-m0.TotalAlloc
 		}
 	}
-	if d := int64(perStep[32]) - int64(perStep[8]); d > 4<<10 {
-		t.Errorf("a step of batch 32 allocates %d bytes more than one of batch 8: a buffer is reallocated", d)
-	}
+	return objects, bytes
 }

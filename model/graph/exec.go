@@ -23,6 +23,7 @@ type executor struct {
 	vals  []G.Value // by position in the topological order
 	index map[*G.Node]int
 	par   parallel
+	add   addRows // the parallel section of addTo32
 }
 
 // execStep is one op node of the graph.
@@ -102,7 +103,7 @@ func (e *executor) run() error {
 			if !ok1 || !ok2 {
 				return fmt.Errorf("graph: %s: operands are %T and %T", s.n.Name(), s.args[0], s.args[1])
 			}
-			addTo32(e.par, f32(s.sum), f32(x), f32(y))
+			addTo32(e.par, &e.add, f32(s.sum), f32(x), f32(y))
 			e.vals[s.out] = s.sum
 			continue
 		}
@@ -126,11 +127,17 @@ func (e *executor) value(n *G.Node) G.Value {
 }
 
 // addTo32 sets d = x + y, split over the workers when long enough to pay for
-// the hand-off.
-func addTo32(par parallel, d, x, y []float32) {
+// the hand-off; a is the section's body, set here (see body).
+func addTo32(par parallel, a *addRows, d, x, y []float32) {
 	if len(d) < 1<<15 {
 		vec.Add(d, x, y)
 		return
 	}
-	par.run(len(d), func(lo, hi, _ int) { vec.Add(d[lo:hi], x[lo:hi], y[lo:hi]) })
+	*a = addRows{d: d, x: x, y: y}
+	par.run(len(d), a)
 }
+
+// addRows is addTo32's parallel section: d = x + y.
+type addRows struct{ d, x, y []float32 }
+
+func (a *addRows) chunk(lo, hi, _ int) { vec.Add(a.d[lo:hi], a.x[lo:hi], a.y[lo:hi]) }

@@ -199,7 +199,7 @@ func (b *builder) relu(x *G.Node) *G.Node {
 	if b.gr.opts.smooth {
 		return b.op(softplus{}, "softplus", x)
 	}
-	return b.op(relu{par: b.par}, "relu", x)
+	return b.op(&relu{par: b.par}, "relu", x)
 }
 
 func (b *builder) add(x, y *G.Node) *G.Node {
@@ -308,7 +308,7 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	sq = b.relu(b.linear(sq, p.Sub("se.fc1")))
 	sq = b.linear(sq, p.Sub("se.fc2"))
 	sq = b.op(sigmoid{}, string(p.Sub("se.gate")), sq)
-	h = b.op(chanScale{par: b.par}, string(p.Sub("se.scale")), h, sq)
+	h = b.op(&chanScale{par: b.par}, string(p.Sub("se.scale")), h, sq)
 	sc := x
 	if c.BlockHasShortcut(i) {
 		sc = b.bn(b.conv(x, p.Sub("shortcut.conv"), s, 0), p.Sub("shortcut.bn"))
@@ -394,14 +394,24 @@ func (gr *Graph) Run() (float32, error) {
 	if err := gr.ex.run(); err != nil {
 		return 0, fmt.Errorf("graph: run: %w", err)
 	}
-	return gr.ex.value(gr.loss).Data().([]float32)[0], nil
+	return floats(gr.ex.value(gr.loss))[0], nil
+}
+
+// floats returns the float32 values of v, a float32 *tensor.Dense, in
+// place (nil otherwise). Dense.Data would box them, an allocation per call.
+func floats(v G.Value) []float32 {
+	d, ok := v.(*tensor.Dense)
+	if !ok || d.Dtype() != tensor.Float32 {
+		return nil
+	}
+	return f32(d)
 }
 
 // Output returns the head's outputs of the last run, [B][HeadOut] (logits
 // for cat; mixture logits, means and log standard deviations for logmix).
 // The slice is overwritten by the next run.
 func (gr *Graph) Output() []float32 {
-	return gr.ex.value(gr.out).Data().([]float32)
+	return floats(gr.ex.value(gr.out))
 }
 
 // TrainableNames lists the trainable parameters (all but batch-norm
@@ -416,11 +426,7 @@ func (gr *Graph) Grad(name string) []float32 {
 	if !ok {
 		return nil
 	}
-	v := gr.ex.value(n)
-	if v == nil {
-		return nil
-	}
-	return v.Data().([]float32)
+	return floats(gr.ex.value(n))
 }
 
 // Profile returns the wall time spent in each kernel kind and direction

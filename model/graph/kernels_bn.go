@@ -31,6 +31,12 @@ type batchNorm struct {
 
 	scale, shift []float32 // per-channel affine map of the last forward pass
 	rowA, rowB   []float32 // per-row partial sums
+
+	// The bodies of the parallel sections (see body).
+	statRows bnStatRows
+	normRows bnNormRows
+	sumRows  bnSumRows
+	dxRows   bnDxRows
 }
 
 func (bn *batchNorm) name() string {
@@ -67,13 +73,8 @@ func (bn *batchNorm) batchStats(x, rm, rv []float32, nb, c, l int) {
 		bn.rowA, bn.rowB = make([]float32, nb*c), make([]float32, nb*c)
 	}
 	ra, rb := bn.rowA, bn.rowB
-	bn.par.run(nb*c, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			xr := x[r*l : (r+1)*l]
-			s := vec.Sum(xr)
-			ra[r], rb[r] = s, vec.SumSqDev(xr, s/float32(l))
-		}
-	})
+	bn.statRows = bnStatRows{x: x, ra: ra, rb: rb, l: l}
+	bn.par.run(nb*c, &bn.statRows)
 	n := float64(nb * l)
 	for ch := 0; ch < c; ch++ {
 		var s float64
@@ -127,16 +128,45 @@ func (bn *batchNorm) forwardAct(in []*tensor.Dense, out []float32, relu bool) {
 		sc := float32(bn.invstd[ch]) * g[ch]
 		bn.scale[ch], bn.shift[ch] = sc, be[ch]-float32(bn.mean[ch])*sc
 	}
-	bn.par.run(nb*c, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			sc, sh := bn.scale[r%c], bn.shift[r%c]
-			if relu {
-				vec.AffineReLU(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
-			} else {
-				vec.Affine(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
-			}
+	bn.normRows = bnNormRows{bn: bn, x: x, out: out, c: c, l: l, relu: relu}
+	bn.par.run(nb*c, &bn.normRows)
+}
+
+// bnStatRows is the parallel section of batchStats: each row's sum and sum
+// of squares about its mean.
+type bnStatRows struct {
+	x, ra, rb []float32
+	l         int
+}
+
+func (j *bnStatRows) chunk(lo, hi, _ int) {
+	x, ra, rb, l := j.x, j.ra, j.rb, j.l
+	for r := lo; r < hi; r++ {
+		xr := x[r*l : (r+1)*l]
+		s := vec.Sum(xr)
+		ra[r], rb[r] = s, vec.SumSqDev(xr, s/float32(l))
+	}
+}
+
+// bnNormRows is the parallel section of forwardAct: each row through its
+// channel's affine map, and ReLU when relu is set.
+type bnNormRows struct {
+	bn     *batchNorm
+	x, out []float32
+	c, l   int
+	relu   bool
+}
+
+func (j *bnNormRows) chunk(lo, hi, _ int) {
+	bn, x, out, c, l := j.bn, j.x, j.out, j.c, j.l
+	for r := lo; r < hi; r++ {
+		sc, sh := bn.scale[r%c], bn.shift[r%c]
+		if j.relu {
+			vec.AffineReLU(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
+		} else {
+			vec.Affine(out[r*l:(r+1)*l], x[r*l:(r+1)*l], sc, sh)
 		}
-	})
+	}
 }
 
 func (bn *batchNorm) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
@@ -159,17 +189,8 @@ func (bn *batchNorm) sums(x, out, gout []float32, nb, c, l int, relu bool) {
 		bn.rowA, bn.rowB = make([]float32, nb*c), make([]float32, nb*c)
 	}
 	ra, rb := bn.rowA, bn.rowB
-	bn.par.run(nb*c, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			m := float32(bn.mean[r%c])
-			gr, xr := gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
-			if relu {
-				ra[r], rb[r] = vec.GradSumsPos(gr, xr, out[r*l:(r+1)*l], m)
-			} else {
-				ra[r], rb[r] = vec.GradSums(gr, xr, m)
-			}
-		}
-	})
+	bn.sumRows = bnSumRows{bn: bn, x: x, out: out, gout: gout, ra: ra, rb: rb, c: c, l: l, relu: relu}
+	bn.par.run(nb*c, &bn.sumRows)
 	for ch := 0; ch < c; ch++ {
 		var sdy, sdyx float64
 		is := bn.invstd[ch]
@@ -207,34 +228,70 @@ func (bn *batchNorm) backwardAct(i int, in []*tensor.Dense, out, gout, gin []flo
 	// Training: dx = gamma*invstd/N * (N dy - sum dy - xhat sum(dy xhat));
 	// otherwise the running statistics are constants: dx = gamma*invstd dy.
 	n := float64(nb * l)
-	train := bn.training
-	bn.par.run(nb*c, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			ch := r % c
-			m, is := float32(bn.mean[ch]), float32(bn.invstd[ch])
-			k := g[ch] * is
-			var a, bb float32
-			if train {
-				a, bb = float32(bn.sdy[ch]/n), float32(bn.sdyx[ch]/n)
-			}
-			var or []float32
-			if relu {
-				or = out[r*l : (r+1)*l]
-			}
-			d, dy, xr := gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
-			switch {
-			case train && relu:
-				vec.BNDxPos(d, dy, xr, or, k, a, m, is*bb)
-			case train:
-				vec.BNDx(d, dy, xr, k, a, m, is*bb)
-			case relu:
-				vec.MaskPos(d, dy, or)
-				vec.Affine(d, d, k, 0)
-			default:
-				vec.Affine(d, dy, k, 0)
-			}
+	bn.dxRows = bnDxRows{bn: bn, x: x, g: g, out: out, gout: gout, gin: gin, c: c, l: l, n: n, relu: relu}
+	bn.par.run(nb*c, &bn.dxRows)
+}
+
+// bnSumRows is the parallel section of sums: each row's sums of dy and of
+// dy (x - mean), dy masked where out is not positive when relu is set.
+type bnSumRows struct {
+	bn                   *batchNorm
+	x, out, gout, ra, rb []float32
+	c, l                 int
+	relu                 bool
+}
+
+func (j *bnSumRows) chunk(lo, hi, _ int) {
+	bn, x, out, gout, ra, rb, c, l := j.bn, j.x, j.out, j.gout, j.ra, j.rb, j.c, j.l
+	for r := lo; r < hi; r++ {
+		m := float32(bn.mean[r%c])
+		gr, xr := gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
+		if j.relu {
+			ra[r], rb[r] = vec.GradSumsPos(gr, xr, out[r*l:(r+1)*l], m)
+		} else {
+			ra[r], rb[r] = vec.GradSums(gr, xr, m)
 		}
-	})
+	}
+}
+
+// bnDxRows is the parallel section of backwardAct: each row's input
+// gradient.
+type bnDxRows struct {
+	bn                   *batchNorm
+	x, g, out, gout, gin []float32
+	c, l                 int
+	n                    float64 // values per channel
+	relu                 bool
+}
+
+func (j *bnDxRows) chunk(lo, hi, _ int) {
+	bn, x, g, out, gout, gin, c, l, n, relu := j.bn, j.x, j.g, j.out, j.gout, j.gin, j.c, j.l, j.n, j.relu
+	train := bn.training
+	for r := lo; r < hi; r++ {
+		ch := r % c
+		m, is := float32(bn.mean[ch]), float32(bn.invstd[ch])
+		k := g[ch] * is
+		var a, bb float32
+		if train {
+			a, bb = float32(bn.sdy[ch]/n), float32(bn.sdyx[ch]/n)
+		}
+		var or []float32
+		if relu {
+			or = out[r*l : (r+1)*l]
+		}
+		d, dy, xr := gin[r*l:(r+1)*l], gout[r*l:(r+1)*l], x[r*l:(r+1)*l]
+		switch {
+		case train && relu:
+			vec.BNDxPos(d, dy, xr, or, k, a, m, is*bb)
+		case train:
+			vec.BNDx(d, dy, xr, k, a, m, is*bb)
+		case relu:
+			vec.MaskPos(d, dy, or)
+			vec.Affine(d, d, k, 0)
+		default:
+			vec.Affine(d, dy, k, 0)
+		}
+	}
 }
 
 // bnReLU is ReLU(batchNorm(x)) in one pass over memory: the two are

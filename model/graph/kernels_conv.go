@@ -27,6 +27,13 @@ type conv1d struct {
 	work        [][]float32      // per-worker packing space of the channels-last passes
 	pf          *sgemm.PackedB   // the forward pass's packed weights (channels-last)
 	pd          []*sgemm.PackedB // the data gradient's packed taps, per stride residue
+
+	// The bodies of the parallel sections (see body).
+	fwdRows convFwdRows
+	dxRows  convDxRows
+	dwRows  convDwRows
+	fwdCL   convFwdCL
+	dxCL    convDxCL
 }
 
 func (c *conv1d) name() string { return fmt.Sprintf("conv1d(s%d,p%d)", c.stride, c.pad) }
@@ -258,17 +265,30 @@ func (c *conv1d) forward(in []*tensor.Dense, out []float32) {
 		c.scratch(&c.phs, c.stride*c.phaseLen(d))
 	}
 	c.gemm.reserve(c.par.n)
-	c.par.run(d.b, func(lo, hi, wk int) {
-		for b := lo; b < hi; b++ {
-			xb := x[b*d.cin*d.l : (b+1)*d.cin*d.l]
-			col := xb
-			if !c.direct(d) {
-				col = c.cols[wk][:ck*d.lout]
-				c.im2col(d, xb, col, c.phs[wk])
-			}
-			c.gemm.on(wk, false, false, d.cout, d.lout, ck, 1, w, ck, col, d.lout, 0, out[b*d.cout*d.lout:], d.lout)
+	c.fwdRows = convFwdRows{c: c, d: d, x: x, w: w, out: out}
+	c.par.run(d.b, &c.fwdRows)
+}
+
+// convFwdRows is the parallel section of the forward pass by im2col: y =
+// W col per window.
+type convFwdRows struct {
+	c         *conv1d
+	d         convDims
+	x, w, out []float32
+}
+
+func (j *convFwdRows) chunk(lo, hi, wk int) {
+	c, d, x, w, out := j.c, j.d, j.x, j.w, j.out
+	ck := d.cin * d.k
+	for b := lo; b < hi; b++ {
+		xb := x[b*d.cin*d.l : (b+1)*d.cin*d.l]
+		col := xb
+		if !c.direct(d) {
+			col = c.cols[wk][:ck*d.lout]
+			c.im2col(d, xb, col, c.phs[wk])
 		}
-	})
+		c.gemm.on(wk, false, false, d.cout, d.lout, ck, 1, w, ck, col, d.lout, 0, out[b*d.cout*d.lout:], d.lout)
+	}
 }
 
 // backward computes, per window, dx = col2im(W^T gy) with W^T transposed
@@ -296,19 +316,8 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 		wt := c.wt[:ck*d.cout]
 		sgemm.Transpose(d.cout, ck, w, ck, wt, d.cout)
 		c.gemm.reserve(c.par.n)
-		c.par.run(d.b, func(lo, hi, wk int) {
-			for b := lo; b < hi; b++ {
-				gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
-				dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
-				if direct {
-					c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, dx, d.lout)
-					continue
-				}
-				col := c.cols[wk][:ck*d.lout]
-				c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
-				c.col2im(d, col, dx, c.phs[wk])
-			}
-		})
+		c.dxRows = convDxRows{c: c, d: d, wt: wt, gout: gout, gin: gin, direct: direct}
+		c.par.run(d.b, &c.dxRows)
 		return
 	}
 	// dW^T = sum over windows of col gy^T, when gy is the smaller matrix to
@@ -317,24 +326,8 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	nw := min(max(c.par.n, 1), d.b)
 	tr := d.cout <= ck
 	c.gemm.reserve(c.par.n)
-	c.par.run(d.b, func(lo, hi, wk int) {
-		dw := c.dws[wk][:d.cout*ck]
-		clear(dw)
-		for b := lo; b < hi; b++ {
-			xb := x[b*d.cin*d.l : (b+1)*d.cin*d.l]
-			col := xb
-			if !direct {
-				col = c.cols[wk][:ck*d.lout]
-				c.im2col(d, xb, col, c.phs[wk])
-			}
-			gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
-			if tr {
-				c.gemm.on(wk, false, true, ck, d.cout, d.lout, 1, col, d.lout, gy, d.lout, 1, dw, d.cout)
-			} else {
-				c.gemm.on(wk, false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
-			}
-		}
-	})
+	c.dwRows = convDwRows{c: c, d: d, x: x, gout: gout, direct: direct, tr: tr}
+	c.par.run(d.b, &c.dwRows)
 	if !tr {
 		copy(gin, c.dws[0][:d.cout*ck])
 		for wk := 1; wk < nw; wk++ {
@@ -347,4 +340,59 @@ func (c *conv1d) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 		add32(dw, c.dws[wk])
 	}
 	sgemm.Transpose(ck, d.cout, dw, d.cout, gin, ck)
+}
+
+// convDxRows is the parallel section of the data gradient by im2col: dx =
+// col2im(W^T gy) per window, W^T in wt.
+type convDxRows struct {
+	c             *conv1d
+	d             convDims
+	wt, gout, gin []float32
+	direct        bool
+}
+
+func (j *convDxRows) chunk(lo, hi, wk int) {
+	c, d, wt, gout, gin := j.c, j.d, j.wt, j.gout, j.gin
+	ck := d.cin * d.k
+	for b := lo; b < hi; b++ {
+		gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
+		dx := gin[b*d.cin*d.l : (b+1)*d.cin*d.l]
+		if j.direct {
+			c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, dx, d.lout)
+			continue
+		}
+		col := c.cols[wk][:ck*d.lout]
+		c.gemm.on(wk, false, false, ck, d.lout, d.cout, 1, wt, d.cout, gy, d.lout, 0, col, d.lout)
+		c.col2im(d, col, dx, c.phs[wk])
+	}
+}
+
+// convDwRows is the parallel section of the weight gradient: worker wk
+// sums its windows' col gy^T (tr) or gy col^T into its accumulator.
+type convDwRows struct {
+	c          *conv1d
+	d          convDims
+	x, gout    []float32
+	direct, tr bool
+}
+
+func (j *convDwRows) chunk(lo, hi, wk int) {
+	c, d, x, gout := j.c, j.d, j.x, j.gout
+	ck := d.cin * d.k
+	dw := c.dws[wk][:d.cout*ck]
+	clear(dw)
+	for b := lo; b < hi; b++ {
+		xb := x[b*d.cin*d.l : (b+1)*d.cin*d.l]
+		col := xb
+		if !j.direct {
+			col = c.cols[wk][:ck*d.lout]
+			c.im2col(d, xb, col, c.phs[wk])
+		}
+		gy := gout[b*d.cout*d.lout : (b+1)*d.cout*d.lout]
+		if j.tr {
+			c.gemm.on(wk, false, true, ck, d.cout, d.lout, 1, col, d.lout, gy, d.lout, 1, dw, d.cout)
+		} else {
+			c.gemm.on(wk, false, true, d.cout, ck, d.lout, 1, gy, d.lout, col, d.lout, 1, dw, ck)
+		}
+	}
 }

@@ -41,16 +41,29 @@ func (c *conv1d) forwardCL(d convDims, x, w, out []float32) {
 	c.pf = c.gemm.pack(c.pf, true, kc, d.cout, wr, kc)
 	rows := c.clRows(d)
 	c.clWork(rows*d.cin, d.lout*d.cout)
-	c.par.run(d.b, func(lo, hi, wk int) {
-		xp := c.cols[wk][:rows*d.cin]
-		yt := c.phs[wk][:d.lout*d.cout]
-		for b := lo; b < hi; b++ {
-			toRows(xp, x[b*d.cin*d.l:(b+1)*d.cin*d.l], d.cin, d.l, c.pad, rows)
-			c.gemm.scratchA(xp)
-			c.gemm.packedA(d.lout, xp, c.stride*d.cin, c.pf, 0, yt, d.cout, c.work[wk])
-			fromRows(out[b*d.cout*d.lout:(b+1)*d.cout*d.lout], yt, d.cout, d.lout)
-		}
-	})
+	c.fwdCL = convFwdCL{c: c, d: d, x: x, out: out, rows: rows}
+	c.par.run(d.b, &c.fwdCL)
+}
+
+// convFwdCL is the parallel section of forwardCL: per window, the padded
+// window channels-last times the packed weights.
+type convFwdCL struct {
+	c      *conv1d
+	d      convDims
+	x, out []float32
+	rows   int
+}
+
+func (j *convFwdCL) chunk(lo, hi, wk int) {
+	c, d, x, out, rows := j.c, j.d, j.x, j.out, j.rows
+	xp := c.cols[wk][:rows*d.cin]
+	yt := c.phs[wk][:d.lout*d.cout]
+	for b := lo; b < hi; b++ {
+		toRows(xp, x[b*d.cin*d.l:(b+1)*d.cin*d.l], d.cin, d.l, c.pad, rows)
+		c.gemm.scratchA(xp)
+		c.gemm.packedA(d.lout, xp, c.stride*d.cin, c.pf, 0, yt, d.cout, c.work[wk])
+		fromRows(out[b*d.cout*d.lout:(b+1)*d.cout*d.lout], yt, d.cout, d.lout)
+	}
 }
 
 // toRows writes x [C, L] channels-last into xp [rows, C] starting at row
@@ -119,24 +132,38 @@ func (c *conv1d) backwardDataCL(d convDims, w, gout, gin []float32) {
 	rows := front + end
 	lr := (d.l + s - 1) / s
 	c.clWork(rows*d.cout, lr*s*d.cin)
-	c.par.run(d.b, func(lo, hi, wk int) {
-		gp := c.cols[wk][:rows*d.cout]
-		dt := c.phs[wk][:lr*s*d.cin] // dx channels-last
-		for b := lo; b < hi; b++ {
-			toRows(gp, gout[b*d.cout*d.lout:(b+1)*d.cout*d.lout], d.cout, d.lout, front, rows)
-			c.gemm.scratchA(gp)
-			for r := 0; r < s; r++ {
-				rs := c.residue(d, r)
-				if rs.q == 0 {
-					for m := 0; m < rs.lr; m++ {
-						clear(dt[(m*s+r)*d.cin : (m*s+r+1)*d.cin])
-					}
-					continue
+	c.dxCL = convDxCL{c: c, d: d, gout: gout, gin: gin, front: front, rows: rows, lr: lr}
+	c.par.run(d.b, &c.dxCL)
+}
+
+// convDxCL is the parallel section of backwardDataCL: per window, each
+// stride residue's dx_r, then one transpose into dx.
+type convDxCL struct {
+	c               *conv1d
+	d               convDims
+	gout, gin       []float32
+	front, rows, lr int
+}
+
+func (j *convDxCL) chunk(lo, hi, wk int) {
+	c, d, gout, gin, front, rows, lr := j.c, j.d, j.gout, j.gin, j.front, j.rows, j.lr
+	s := c.stride
+	gp := c.cols[wk][:rows*d.cout]
+	dt := c.phs[wk][:lr*s*d.cin] // dx channels-last
+	for b := lo; b < hi; b++ {
+		toRows(gp, gout[b*d.cout*d.lout:(b+1)*d.cout*d.lout], d.cout, d.lout, front, rows)
+		c.gemm.scratchA(gp)
+		for r := 0; r < s; r++ {
+			rs := c.residue(d, r)
+			if rs.q == 0 {
+				for m := 0; m < rs.lr; m++ {
+					clear(dt[(m*s+r)*d.cin : (m*s+r+1)*d.cin])
 				}
-				a := gp[(front+rs.c0-rs.q+1)*d.cout:]
-				c.gemm.packedA(rs.lr, a, d.cout, c.pd[r], 0, dt[r*d.cin:], s*d.cin, c.work[wk])
+				continue
 			}
-			sgemm.Transpose(d.l, d.cin, dt, d.cin, gin[b*d.cin*d.l:(b+1)*d.cin*d.l], d.l)
+			a := gp[(front+rs.c0-rs.q+1)*d.cout:]
+			c.gemm.packedA(rs.lr, a, d.cout, c.pd[r], 0, dt[r*d.cin:], s*d.cin, c.work[wk])
 		}
-	})
+		sgemm.Transpose(d.l, d.cin, dt, d.cin, gin[b*d.cin*d.l:(b+1)*d.cin*d.l], d.l)
+	}
 }

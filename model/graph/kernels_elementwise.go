@@ -44,33 +44,57 @@ func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 
 // chanScale multiplies x [B, C, L] by a per-window, per-channel scale s
 // [B, C] (the excite of squeeze-and-excite), rows split over the workers.
-type chanScale struct{ par parallel }
+type chanScale struct {
+	par  parallel
+	rows scaleRows // the body of the scaling sections (see body)
+	dots rowDots   // the body of the scale's gradient
+}
 
-func (chanScale) name() string    { return "chanscale" }
-func (chanScale) diffWRT() []bool { return []bool{true, true} }
-func (chanScale) outShape(in []tensor.Shape) (tensor.Shape, error) {
+func (*chanScale) name() string    { return "chanscale" }
+func (*chanScale) diffWRT() []bool { return []bool{true, true} }
+func (*chanScale) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 2 || len(in[0]) != 3 || len(in[1]) != 2 || in[0][0] != in[1][0] || in[0][1] != in[1][1] {
 		return nil, fmt.Errorf("want x [B,C,L] and s [B,C], got %v", in)
 	}
 	return in[0].Clone(), nil
 }
-func (cs chanScale) forward(in []*tensor.Dense, out []float32) {
+func (cs *chanScale) forward(in []*tensor.Dense, out []float32) {
 	l := in[0].Shape()[2]
 	x, s := f32(in[0]), f32(in[1])
-	cs.par.run(len(s), func(lo, hi, _ int) { scaleRows32(out, x, s[lo:hi], lo, l) })
+	cs.rows = scaleRows{d: out, x: x, s: s, l: l}
+	cs.par.run(len(s), &cs.rows)
 }
-func (cs chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
+func (cs *chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	l := in[0].Shape()[2]
 	x, s := f32(in[0]), f32(in[1])
 	if i == 0 {
-		cs.par.run(len(s), func(lo, hi, _ int) { scaleRows32(gin, gout, s[lo:hi], lo, l) })
+		cs.rows = scaleRows{d: gin, x: gout, s: s, l: l}
+		cs.par.run(len(s), &cs.rows)
 		return
 	}
-	cs.par.run(len(s), func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			gin[r] = vec.Dot(gout[r*l:(r+1)*l], x[r*l:(r+1)*l])
-		}
-	})
+	cs.dots = rowDots{d: gin, x: gout, y: x, l: l}
+	cs.par.run(len(s), &cs.dots)
+}
+
+// scaleRows sets rows r of d (length l) to those of x times s[r].
+type scaleRows struct {
+	d, x, s []float32
+	l       int
+}
+
+func (j *scaleRows) chunk(lo, hi, _ int) { scaleRows32(j.d, j.x, j.s[lo:hi], lo, j.l) }
+
+// rowDots sets d[r] to the dot product of rows r of x and y (length l).
+type rowDots struct {
+	d, x, y []float32
+	l       int
+}
+
+func (j *rowDots) chunk(lo, hi, _ int) {
+	d, x, y, l := j.d, j.x, j.y, j.l
+	for r := lo; r < hi; r++ {
+		d[r] = vec.Dot(x[r*l:(r+1)*l], y[r*l:(r+1)*l])
+	}
 }
 
 // scaleRows32 sets rows r0, r0+1, ... (length l) of d to those of x times
@@ -106,29 +130,40 @@ func (softplus) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 }
 
 // relu is max(x, 0); the gradient passes where the input is positive.
-type relu struct{ par parallel }
+type relu struct {
+	par parallel
+	fwd reluRange // the bodies of the parallel sections (see body)
+	bwd maskRange
+}
 
-func (relu) name() string    { return "relu" }
-func (relu) diffWRT() []bool { return []bool{true} }
-func (relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
+func (*relu) name() string    { return "relu" }
+func (*relu) diffWRT() []bool { return []bool{true} }
+func (*relu) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("want one input, got %v", in)
 	}
 	return in[0].Clone(), nil
 }
-func (r relu) forward(in []*tensor.Dense, out []float32) {
-	x := f32(in[0])
-	r.par.run(len(x), func(lo, hi, _ int) {
-		vec.AffineReLU(out[lo:hi], x[lo:hi], 1, 0)
-	})
+func (r *relu) forward(in []*tensor.Dense, out []float32) {
+	r.fwd = reluRange{d: out, x: f32(in[0])}
+	r.par.run(len(r.fwd.x), &r.fwd)
 }
 
 // backward passes the gradient where the forward output is positive.
-func (r relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
-	r.par.run(len(gin), func(lo, hi, _ int) {
-		vec.MaskPos(gin[lo:hi], gout[lo:hi], out[lo:hi])
-	})
+func (r *relu) backward(_ int, in []*tensor.Dense, out, gout, gin []float32) {
+	r.bwd = maskRange{d: gin, x: gout, y: out}
+	r.par.run(len(gin), &r.bwd)
 }
+
+// reluRange sets d = max(x, 0).
+type reluRange struct{ d, x []float32 }
+
+func (j *reluRange) chunk(lo, hi, _ int) { vec.AffineReLU(j.d[lo:hi], j.x[lo:hi], 1, 0) }
+
+// maskRange sets d = x where y is positive, else 0.
+type maskRange struct{ d, x, y []float32 }
+
+func (j *maskRange) chunk(lo, hi, _ int) { vec.MaskPos(j.d[lo:hi], j.x[lo:hi], j.y[lo:hi]) }
 
 // sigmoid is 1/(1 + e^-x) (the gate of squeeze-and-excite); the backward
 // pass takes the derivative y (1 - y) from the forward output.

@@ -159,6 +159,10 @@ type layerNorm struct {
 	// passes of the same run.
 	mean, istd []float32
 	tmp        [][]float32 // a row of scratch per worker
+
+	// The bodies of the parallel sections (see body).
+	fwdRows lnFwdRows
+	dxRows  lnDxRows
 }
 
 func (*layerNorm) name() string    { return "layernorm" }
@@ -204,14 +208,26 @@ func (ln *layerNorm) forward(in []*tensor.Dense, out []float32) {
 	if len(ln.mean) != n {
 		ln.mean, ln.istd = make([]float32, n), make([]float32, n)
 	}
-	ln.par.run(n, func(lo, hi, _ int) {
-		for r := lo; r < hi; r++ {
-			xr := x[r*d : (r+1)*d]
-			m, is := ln.rowStats(xr)
-			ln.mean[r], ln.istd[r] = m, is
-			vec.Norm(out[r*d:(r+1)*d], xr, g, b, m, is)
-		}
-	})
+	ln.fwdRows = lnFwdRows{ln: ln, x: x, g: g, b: b, out: out, d: d}
+	ln.par.run(n, &ln.fwdRows)
+}
+
+// lnFwdRows is the parallel section of layerNorm's forward pass: each row's
+// statistics, saved, and its normalised output.
+type lnFwdRows struct {
+	ln           *layerNorm
+	x, g, b, out []float32
+	d            int
+}
+
+func (j *lnFwdRows) chunk(lo, hi, _ int) {
+	ln, x, g, b, out, d := j.ln, j.x, j.g, j.b, j.out, j.d
+	for r := lo; r < hi; r++ {
+		xr := x[r*d : (r+1)*d]
+		m, is := ln.rowStats(xr)
+		ln.mean[r], ln.istd[r] = m, is
+		vec.Norm(out[r*d:(r+1)*d], xr, g, b, m, is)
+	}
 }
 
 // backward: dbeta = sum over rows of dy; dgamma = sum of dy xhat; dx = is
@@ -238,17 +254,29 @@ func (ln *layerNorm) backward(i int, in []*tensor.Dense, _, gout, gin []float32)
 			vec.Add(gin, gin, xh)
 		}
 	case 0:
-		ln.par.run(n, func(lo, hi, w int) {
-			dxh := ln.tmp[w]
-			for r := lo; r < hi; r++ {
-				xr := x[r*d : (r+1)*d]
-				m, is := ln.stats(x, r, d)
-				vec.Mul(dxh, gout[r*d:(r+1)*d], g)
-				a, bb := vec.GradSums(dxh, xr, m)
-				fd := float32(d)
-				vec.BNDx(gin[r*d:(r+1)*d], dxh, xr, is, a/fd, m, is*is*bb/fd)
-			}
-		})
+		ln.dxRows = lnDxRows{ln: ln, x: x, g: g, gout: gout, gin: gin, d: d}
+		ln.par.run(n, &ln.dxRows)
+	}
+}
+
+// lnDxRows is the parallel section of layerNorm's input gradient, row by
+// row, worker w's scratch row holding dy gamma.
+type lnDxRows struct {
+	ln              *layerNorm
+	x, g, gout, gin []float32
+	d               int
+}
+
+func (j *lnDxRows) chunk(lo, hi, w int) {
+	ln, x, g, gout, gin, d := j.ln, j.x, j.g, j.gout, j.gin, j.d
+	dxh := ln.tmp[w]
+	for r := lo; r < hi; r++ {
+		xr := x[r*d : (r+1)*d]
+		m, is := ln.stats(x, r, d)
+		vec.Mul(dxh, gout[r*d:(r+1)*d], g)
+		a, bb := vec.GradSums(dxh, xr, m)
+		fd := float32(d)
+		vec.BNDx(gin[r*d:(r+1)*d], dxh, xr, is, a/fd, m, is*is*bb/fd)
 	}
 }
 
@@ -268,6 +296,10 @@ type attention struct {
 	// pass, which the backward pass of the same run reuses instead of
 	// recomputing them.
 	saved []float32
+
+	// The bodies of the parallel sections (see body).
+	fwdWin attnFwdWindows
+	bwdWin attnBwdWindows
 }
 
 func (a *attention) name() string {
@@ -321,16 +353,29 @@ func (a *attention) forward(in []*tensor.Dense, out []float32) {
 		a.saved = make([]float32, nb*a.heads*tt)
 	}
 	a.gemm.reserve(a.par.n)
-	a.par.run(nb, func(lo, hi, w int) {
-		for b := lo; b < hi; b++ {
-			for h := 0; h < a.heads; h++ {
-				p := a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
-				a.probsOf(w, qkv, b, h, p)
-				// O = P V
-				a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
-			}
+	a.fwdWin = attnFwdWindows{a: a, qkv: qkv, out: out}
+	a.par.run(nb, &a.fwdWin)
+}
+
+// attnFwdWindows is the parallel section of attention's forward pass, by
+// windows: each head's probabilities, saved, and its output P V.
+type attnFwdWindows struct {
+	a        *attention
+	qkv, out []float32
+}
+
+func (j *attnFwdWindows) chunk(lo, hi, w int) {
+	a, qkv, out := j.a, j.qkv, j.out
+	d := a.heads * a.hd
+	tt := a.t * a.t
+	for b := lo; b < hi; b++ {
+		for h := 0; h < a.heads; h++ {
+			p := a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
+			a.probsOf(w, qkv, b, h, p)
+			// O = P V
+			a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
 		}
-	})
+	}
 }
 
 func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
@@ -342,36 +387,52 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 	tt := a.t * a.t
 	saved := len(a.saved) == nb*a.heads*tt // else no forward pass yet
 	a.gemm.reserve(a.par.n)
-	a.par.run(nb, func(lo, hi, w int) {
-		dp := a.dprobs[w]
-		for b := lo; b < hi; b++ {
-			base, obase := b*a.t*3*d, b*a.t*d
-			for h := 0; h < a.heads; h++ {
-				q, k, v := base+h*a.hd, base+d+h*a.hd, base+2*d+h*a.hd
-				do := gout[obase+h*a.hd:]
-				p := a.probs[w]
-				if saved {
-					p = a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
-				} else {
-					a.probsOf(w, qkv, b, h, p)
-				}
-				// dV = P^T dO; dP = dO V^T
-				a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
-				a.gemm.on(w, false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
-				// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
-				for i := 0; i < a.t; i++ {
-					pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
-					pi, di := pr[:i+1], dr[:i+1]
-					vec.Affine(di, di, scale, -vec.Dot(pi, di)*scale)
-					vec.Mul(di, pi, di)
-					clear(dr[i+1:])
-				}
-				// dQ = dS K; dK = dS^T Q
-				a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
-				a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
+	a.bwdWin = attnBwdWindows{a: a, qkv: qkv, gout: gout, gin: gin, scale: scale, saved: saved}
+	a.par.run(nb, &a.bwdWin)
+}
+
+// attnBwdWindows is the parallel section of attention's backward pass, by
+// windows; saved tells whether the forward pass's probabilities are there
+// to reuse.
+type attnBwdWindows struct {
+	a              *attention
+	qkv, gout, gin []float32
+	scale          float32
+	saved          bool
+}
+
+func (j *attnBwdWindows) chunk(lo, hi, w int) {
+	a, qkv, gout, gin, scale := j.a, j.qkv, j.gout, j.gin, j.scale
+	d := a.heads * a.hd
+	tt := a.t * a.t
+	dp := a.dprobs[w]
+	for b := lo; b < hi; b++ {
+		base, obase := b*a.t*3*d, b*a.t*d
+		for h := 0; h < a.heads; h++ {
+			q, k, v := base+h*a.hd, base+d+h*a.hd, base+2*d+h*a.hd
+			do := gout[obase+h*a.hd:]
+			p := a.probs[w]
+			if j.saved {
+				p = a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
+			} else {
+				a.probsOf(w, qkv, b, h, p)
 			}
+			// dV = P^T dO; dP = dO V^T
+			a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
+			a.gemm.on(w, false, true, a.t, a.t, a.hd, 1, do, d, qkv[v:], 3*d, 0, dp, a.t)
+			// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
+			for i := 0; i < a.t; i++ {
+				pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
+				pi, di := pr[:i+1], dr[:i+1]
+				vec.Affine(di, di, scale, -vec.Dot(pi, di)*scale)
+				vec.Mul(di, pi, di)
+				clear(dr[i+1:])
+			}
+			// dQ = dS K; dK = dS^T Q
+			a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
+			a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
 		}
-	})
+	}
 }
 
 // gelu is the tanh approximation of the Gaussian error linear unit
@@ -382,6 +443,10 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 type gelu struct {
 	par parallel
 	dy  []float32 // dy/dx of the last forward pass
+
+	// The bodies of the parallel sections (see body).
+	fwd geluRange
+	bwd mulRange
 }
 
 func (*gelu) name() string    { return "gelu" }
@@ -397,10 +462,8 @@ func (g *gelu) forward(in []*tensor.Dense, out []float32) {
 	if len(g.dy) != len(x) {
 		g.dy = make([]float32, len(x))
 	}
-	dy := g.dy
-	g.par.run(len(x), func(lo, hi, _ int) {
-		vec.GeluDeriv(out[lo:hi], dy[lo:hi], x[lo:hi])
-	})
+	g.fwd = geluRange{d: out, dy: g.dy, x: x}
+	g.par.run(len(x), &g.fwd)
 }
 
 func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
@@ -409,11 +472,19 @@ func (g *gelu) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 		g.dy = make([]float32, len(x))
 		vec.GeluDeriv(gin, g.dy, x)
 	}
-	dy := g.dy
-	g.par.run(len(x), func(lo, hi, _ int) {
-		vec.Mul(gin[lo:hi], dy[lo:hi], gout[lo:hi])
-	})
+	g.bwd = mulRange{d: gin, x: g.dy, y: gout}
+	g.par.run(len(x), &g.bwd)
 }
+
+// geluRange sets d = gelu(x) and dy = gelu'(x).
+type geluRange struct{ d, dy, x []float32 }
+
+func (j *geluRange) chunk(lo, hi, _ int) { vec.GeluDeriv(j.d[lo:hi], j.dy[lo:hi], j.x[lo:hi]) }
+
+// mulRange sets d = x y element-wise.
+type mulRange struct{ d, x, y []float32 }
+
+func (j *mulRange) chunk(lo, hi, _ int) { vec.Mul(j.d[lo:hi], j.x[lo:hi], j.y[lo:hi]) }
 
 // lastToken picks the last of every window's T tokens: [B*T, D] -> [B, D].
 type lastToken struct{ t int }

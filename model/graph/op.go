@@ -281,6 +281,9 @@ type gemmTeam struct {
 	par  parallel
 	bf16 bool
 	work [][]float32 // per worker, allocated on first use
+	// blocks is the body of run's parallel section (see body); the
+	// kernels call run between parallel sections, never inside one.
+	blocks gemmBlocks
 }
 
 func newGemmTeam(par parallel, bf16 bool) *gemmTeam { return &gemmTeam{par: par, bf16: bf16} }
@@ -348,25 +351,41 @@ func (t *gemmTeam) run(transA, transB bool, m, n, k int, alpha float32, a []floa
 		workers = 1
 	}
 	t.reserve(workers)
-	parallel{n: workers, t: t.par.t}.run(blocks, func(lo, hi, w int) {
-		i0, i1 := lo*align, min(hi*align, size)
-		if i0 >= i1 {
-			return
+	t.blocks = gemmBlocks{t: t, transA: transA, transB: transB, rows: rows, m: m, n: n, k: k, align: align, size: size,
+		alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	parallel{n: workers, t: t.par.t}.run(blocks, &t.blocks)
+}
+
+// gemmBlocks is the parallel section of gemmTeam.run: blocks [lo, hi) of
+// align rows (rows) or columns of C.
+type gemmBlocks struct {
+	t                    *gemmTeam
+	transA, transB, rows bool
+	m, n, k, align, size int
+	alpha, beta          float32
+	a, b, c              []float32
+	lda, ldb, ldc        int
+}
+
+func (j *gemmBlocks) chunk(lo, hi, w int) {
+	t, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc := j.t, j.transA, j.transB, j.m, j.n, j.k, j.alpha, j.a, j.lda, j.b, j.ldb, j.beta, j.c, j.ldc
+	i0, i1 := lo*j.align, min(hi*j.align, j.size)
+	if i0 >= i1 {
+		return
+	}
+	if j.rows {
+		aoff := i0 * lda
+		if transA {
+			aoff = i0
 		}
-		if rows {
-			aoff := i0 * lda
-			if transA {
-				aoff = i0
-			}
-			t.gemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
-			return
-		}
-		boff := i0
-		if transB {
-			boff = i0 * ldb
-		}
-		t.gemmWork(t.work[w], transA, transB, m, i1-i0, k, alpha, a, lda, b[boff:], ldb, beta, c[i0:], ldc)
-	})
+		t.gemmWork(t.work[w], transA, transB, i1-i0, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+		return
+	}
+	boff := i0
+	if transB {
+		boff = i0 * ldb
+	}
+	t.gemmWork(t.work[w], transA, transB, m, i1-i0, k, alpha, a, lda, b[boff:], ldb, beta, c[i0:], ldc)
 }
 
 // reserve makes sure workers 0..n-1 have packing space; call it before a

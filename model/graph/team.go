@@ -15,30 +15,46 @@ type parallel struct {
 	t *team
 }
 
-// run splits [0, total) into min(p.n, total) contiguous chunks and calls fn
-// once per chunk, worker w taking chunk w, and returns once all are done.
-// The caller takes chunk 0 itself: one hand-off fewer per call, and it
-// does not sit idle. Without a team (or with a closed one) the chunks run
-// on the caller one after another. A panic in fn reaches the caller once
-// every chunk has returned.
-func (p parallel) run(total int, fn func(lo, hi, w int)) {
+// body is the loop of a parallel section: chunk runs iterations [lo, hi)
+// on worker w.
+//
+// A kernel keeps one body value per parallel section, a field of the
+// kernel holding the call's arguments, which it sets before each run: the
+// team keeps the body it runs where its helpers read it, so a closure
+// passed instead would escape to the heap on every call, while a pointer
+// to a field of the kernel allocates nothing. The fields are rewritten by
+// the next call of the same section, which is safe because a graph runs
+// one op at a time and no section of a kernel starts another section of
+// the same kernel from inside a chunk (the chunks call the serial
+// gemmTeam.on, never gemmTeam.run).
+type body interface {
+	chunk(lo, hi, w int)
+}
+
+// run splits [0, total) into min(p.n, total) contiguous chunks and calls
+// b.chunk once per chunk, worker w taking chunk w, and returns once all
+// are done. The caller takes chunk 0 itself: one hand-off fewer per call,
+// and it does not sit idle. Without a team (or with a closed one) the
+// chunks run on the caller one after another. A panic in a chunk reaches
+// the caller once every chunk has returned.
+func (p parallel) run(total int, b body) {
 	n := min(p.n, total)
 	if n <= 1 {
-		fn(0, total, 0)
+		b.chunk(0, total, 0)
 		return
 	}
 	if p.t == nil || !p.t.open(n) {
 		for w := range n {
-			fn(total*w/n, total*(w+1)/n, w)
+			b.chunk(total*w/n, total*(w+1)/n, w)
 		}
 		return
 	}
-	p.t.run(n, total, fn)
+	p.t.run(n, total, b)
 }
 
 // team is a graph's helper goroutines, alive from its first parallel
 // section to Graph.Close. A job is published by writing its description
-// (fn, total) and then storing the job word (a generation and the job's
+// (body, total) and then storing the job word (a generation and the job's
 // worker count n); helper w < n runs chunk w and reports, the others go
 // back to waiting having read only the word. The caller waits for the n-1
 // reports before it returns, so a description is never rewritten while a
@@ -56,7 +72,7 @@ type team struct {
 	helpers int // goroutines 1..helpers
 
 	job   atomic.Uint64 // generation<<16 | n; generation 0: none yet
-	fn    func(lo, hi, w int)
+	body  body
 	total int
 	done  atomic.Int32 // helpers finished with the current job
 	// caught is the first panic of a helper in the current job.
@@ -121,8 +137,8 @@ func (t *team) open(n int) bool {
 // run publishes a job on n workers, runs chunk 0, and waits for the
 // helpers' reports; a helper's panic is raised again here, unless the
 // caller's own chunk panicked.
-func (t *team) run(n, total int, fn func(lo, hi, w int)) {
-	t.fn, t.total = fn, total
+func (t *team) run(n, total int, b body) {
+	t.body, t.total = b, total
 	t.done.Store(0)
 	gen := t.job.Load()>>16 + 1
 	t.job.Store(gen<<16 | uint64(n))
@@ -134,7 +150,7 @@ func (t *team) run(n, total int, fn func(lo, hi, w int)) {
 			panic(p.v)
 		}
 	}()
-	fn(0, total/n, 0)
+	b.chunk(0, total/n, 0)
 	ok = true
 }
 
@@ -151,7 +167,7 @@ func (t *team) join(n int) {
 			t.finish.Wait(func() bool { return t.done.Load() >= want })
 		}
 	}
-	t.fn = nil // the kernels' closures are not kept past the call
+	t.body = nil // the team keeps no kernel past the call
 }
 
 // helper is helper w's loop: wait for a job after the last one seen, run
@@ -184,7 +200,7 @@ func (t *team) chunk(w, n int) {
 			t.caught.CompareAndSwap(nil, &caughtPanic{v})
 		}
 	}()
-	t.fn(t.total*w/n, t.total*(w+1)/n, w)
+	t.body.chunk(t.total*w/n, t.total*(w+1)/n, w)
 }
 
 // next returns the first job word other than seen: it polls, and parks

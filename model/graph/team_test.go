@@ -13,6 +13,12 @@ import (
 	"rgcpred/model"
 )
 
+// chunkFunc is a function as a body, for the tests' one-off sections (a
+// closure allocates when it escapes; the kernels use fields of their own).
+type chunkFunc func(lo, hi, w int)
+
+func (f chunkFunc) chunk(lo, hi, w int) { f(lo, hi, w) }
+
 // testPar returns a parallel of n workers on a team closed at the end of
 // the test.
 func testPar(tb testing.TB, n int) parallel {
@@ -54,7 +60,7 @@ func TestParallelTeam(t *testing.T) {
 					n := min(sub, total)
 					hits := make([]atomic.Int32, max(total, 1))
 					seen := make([]atomic.Int32, tc.workers+1)
-					q.run(total, func(lo, hi, w int) {
+					q.run(total, chunkFunc(func(lo, hi, w int) {
 						seen[min(max(w, 0), tc.workers)].Add(1)
 						if want := total * w / max(n, 1); lo != want || hi != total*(w+1)/max(n, 1) {
 							t.Errorf("total %d on %d: worker %d got [%d, %d), want the static chunk from %d", total, sub, w, lo, hi, want)
@@ -66,7 +72,7 @@ func TestParallelTeam(t *testing.T) {
 							// count, visible here.
 							acc[i]++
 						}
-					})
+					}))
 					for i := range total {
 						if h := hits[i].Load(); h != 1 {
 							t.Fatalf("total %d on %d workers: index %d run %d times, want 1", total, sub, i, h)
@@ -113,7 +119,7 @@ func TestParallelSequentialJobs(t *testing.T) {
 			src, dst := make([]int, size), make([]int, size)
 			var bad atomic.Int32
 			for j := 1; j <= jobs; j++ {
-				p.run(size, func(lo, hi, _ int) {
+				p.run(size, chunkFunc(func(lo, hi, _ int) {
 					for i := lo; i < hi; i++ {
 						// src[(i+1)%size] is in another worker's chunk
 						// at this chunk's end.
@@ -122,7 +128,7 @@ func TestParallelSequentialJobs(t *testing.T) {
 						}
 						dst[i] = j
 					}
-				})
+				}))
 				src, dst = dst, src
 				if j%997 == 0 {
 					time.Sleep(2 * time.Millisecond) // let the helpers park
@@ -156,7 +162,7 @@ func TestParallelPanic(t *testing.T) {
 			var done atomic.Int32
 			got := func() (v any) {
 				defer func() { v = recover() }()
-				p.run(10, func(lo, hi, w int) {
+				p.run(10, chunkFunc(func(lo, hi, w int) {
 					if slices.Contains(tc.fails, w) {
 						if w == 0 {
 							time.Sleep(time.Millisecond) // the helper finishes first
@@ -165,7 +171,7 @@ func TestParallelPanic(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 					done.Add(1)
-				})
+				}))
 				return nil
 			}()
 			if got == nil {
@@ -178,7 +184,7 @@ func TestParallelPanic(t *testing.T) {
 				t.Errorf("%d chunks finished before the panic reached the caller, want %d", d, want)
 			}
 			var n atomic.Int32
-			p.run(10, func(lo, hi, _ int) { n.Add(int32(hi - lo)) })
+			p.run(10, chunkFunc(func(lo, hi, _ int) { n.Add(int32(hi - lo)) }))
 			if n.Load() != 10 {
 				t.Errorf("next job covered %d of 10 indices", n.Load())
 			}
@@ -195,14 +201,14 @@ func TestTeamClose(t *testing.T) {
 	base := teamHelpers()
 	tm := newTeam(3)
 	p := parallel{n: 4, t: tm}
-	p.run(8, func(lo, hi, w int) {})
+	p.run(8, chunkFunc(func(lo, hi, w int) {}))
 	if g := teamHelpers(); g != base+3 {
 		t.Fatalf("%d team helpers with a team of 3 running, want %d", g, base+3)
 	}
 	tm.close()
 	tm.close()
 	var ws []int
-	p.run(8, func(lo, hi, w int) { ws = append(ws, w) }) // plain append: only the caller runs
+	p.run(8, chunkFunc(func(lo, hi, w int) { ws = append(ws, w) })) // plain append: only the caller runs
 	if !slices.Equal(ws, []int{0, 1, 2, 3}) {
 		t.Errorf("closed team ran workers %v, want 0 1 2 3 in order on the caller", ws)
 	}
@@ -259,7 +265,7 @@ func TestTeamHold(t *testing.T) {
 		}
 	}
 	var sum atomic.Int64
-	job := func() { p.run(30, func(lo, hi, _ int) { sum.Add(int64(hi - lo)) }) }
+	job := func() { p.run(30, chunkFunc(func(lo, hi, _ int) { sum.Add(int64(hi - lo)) })) }
 	job()
 	until("helpers parked", func() bool { return p.t.idle.Waiting() == 2 })
 	p.t.hold()
@@ -286,11 +292,11 @@ func TestParallelAllocs(t *testing.T) {
 	p := testPar(t, 2)
 	d := make([]float32, 4096)
 	run := func() {
-		p.run(len(d), func(lo, hi, _ int) {
+		p.run(len(d), chunkFunc(func(lo, hi, _ int) {
 			for i := lo; i < hi; i++ {
 				d[i]++
 			}
-		})
+		}))
 	}
 	run()
 	if n := testing.AllocsPerRun(100, run); n > 1 {
