@@ -3,7 +3,9 @@ package train
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
+	"rgcpred/base/spin"
 	"rgcpred/base/vec"
 	"rgcpred/model"
 	"rgcpred/model/graph"
@@ -69,6 +71,15 @@ func newStepGraph(w *model.Weights, batch, threads, replicas int, opts graph.Opt
 // without synchronising inside the step: one goroutine per replica keeps
 // each core busy with the work it has, where one graph split over the
 // cores waits at every layer for its slowest worker.
+//
+// Replica 0 runs on the caller of Run, replicas 1..n-1 on workers of their
+// own, started by the first Run and stopped by Close, so that a step
+// starts no goroutine and allocates nothing. A step is published by
+// incrementing step; each worker runs its replica and counts itself in
+// done. Waiting threads (a worker for the next step, Run for the workers)
+// poll for spin.For and then park (spin.Sleepers): a worker's replica
+// ends about when replica 0 does, while the gap between steps (the
+// optimiser, the next batch) is long enough to park in.
 type replicated struct {
 	gs     []*graph.Graph
 	stats  [][][]float32 // per replica, the batch-norm statistics tensors
@@ -79,7 +90,18 @@ type replicated struct {
 	class  int
 	losses []float32
 	errs   []error
+
+	step    atomic.Uint64 // generation of the current step; stopStep: return
+	done    atomic.Int32  // workers finished with the current step
+	idle    spin.Sleepers // workers waiting for a step
+	finish  spin.Sleepers // Run waiting for the workers
+	started bool          // the workers are running
+	closed  bool          // Close was called: Run runs the replicas in turn
+	wg      sync.WaitGroup
 }
+
+// stopStep is the step word that tells the workers to return.
+const stopStep = ^uint64(0)
 
 func newReplicated(w *model.Weights, batch, threads, replicas int, opts graph.Options) (*replicated, error) {
 	if batch%replicas != 0 || threads%replicas != 0 {
@@ -155,20 +177,31 @@ func (r *replicated) SetTargetDist(p []float32) error {
 	return nil
 }
 
-// Run runs the replicas concurrently (the first on the calling goroutine),
-// averages their batch-norm statistics and gradients, and returns the
-// batch's mean loss.
+// Run runs the replicas concurrently (the first on the calling goroutine,
+// the others on the workers), averages their batch-norm statistics and
+// gradients, and returns the batch's mean loss. It must not overlap
+// another Run or Close. After Close the replicas run one after another on
+// the caller.
 func (r *replicated) Run() (float32, error) {
-	var wg sync.WaitGroup
-	for i := 1; i < len(r.gs); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.losses[i], r.errs[i] = r.gs[i].Run()
-		}()
+	switch {
+	case r.closed:
+		for i, g := range r.gs {
+			r.losses[i], r.errs[i] = g.Run()
+		}
+	default:
+		if !r.started {
+			r.started = true
+			for i := 1; i < len(r.gs); i++ {
+				r.wg.Add(1)
+				go r.work(i)
+			}
+		}
+		r.done.Store(0)
+		r.step.Add(1)
+		r.idle.Wake()
+		r.losses[0], r.errs[0] = r.gs[0].Run()
+		await(&r.finish, r.workersDone)
 	}
-	r.losses[0], r.errs[0] = r.gs[0].Run()
-	wg.Wait()
 	var loss float32
 	for i, err := range r.errs {
 		if err != nil {
@@ -205,8 +238,51 @@ func (r *replicated) Run() (float32, error) {
 // after Run (nil for other names); overwritten by the next Run.
 func (r *replicated) Grad(name string) []float32 { return r.grads[name] }
 
-// Close releases the replicas' graphs.
+// workersDone reports whether every worker has finished the current step.
+func (r *replicated) workersDone() bool { return int(r.done.Load()) == len(r.gs)-1 }
+
+// work is the loop of replica i's worker: wait for a step after the last
+// one seen, run the replica, report; return at stopStep.
+func (r *replicated) work(i int) {
+	defer r.wg.Done()
+	var seen uint64
+	published := func() bool { return r.step.Load() != seen }
+	for {
+		await(&r.idle, published)
+		s := r.step.Load()
+		if s == stopStep {
+			return
+		}
+		seen = s
+		r.losses[i], r.errs[i] = r.gs[i].Run()
+		if r.done.Add(1) == int32(len(r.gs)-1) {
+			r.finish.Wake()
+		}
+	}
+}
+
+// await returns once cond holds: it polls for spin.For, then parks on s
+// (whoever makes cond hold wakes s afterwards).
+func await(s *spin.Sleepers, cond func() bool) {
+	sp := spin.Spinner{Budget: spin.For}
+	for !cond() {
+		if !sp.More() {
+			s.Wait(cond)
+			return
+		}
+	}
+}
+
+// Close stops the workers and releases the replicas' graphs. It must not
+// overlap a Run; a second Close does nothing more.
 func (r *replicated) Close() error {
+	r.closed = true
+	if r.started {
+		r.started = false
+		r.step.Store(stopStep)
+		r.idle.Wake()
+		r.wg.Wait()
+	}
 	for _, g := range r.gs {
 		g.Close()
 	}

@@ -3,8 +3,10 @@ package train
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"rgcpred/model"
 	"rgcpred/model/graph"
@@ -165,5 +167,67 @@ func TestReplicatedIsMeanOfShares(t *testing.T) {
 	}
 	if err := g.SetTargetDist(soft[1:]); err == nil {
 		t.Error("short target distributions were accepted")
+	}
+}
+
+// TestReplicatedWorkersStopAtClose checks the replicas' workers: started
+// by the first Run (one per replica after the first; a one-thread graph
+// has no helpers of its own), gone once Close returns, and a Run after
+// Close still computes the step, on the caller alone: the same loss, bit
+// for bit (training batch norm uses the batch's statistics, and each
+// replica's arithmetic does not depend on the goroutine it runs on).
+func TestReplicatedWorkersStopAtClose(t *testing.T) {
+	c := tinyConfig(model.HeadCat, 3)
+	const batch, replicas = 6, 3
+	w := model.InitWeights(c, rand.New(rand.NewPCG(9, 1)))
+	x := make([]float32, batch*c.InRows*c.InBins)
+	for i := range x {
+		x[i] = float32(i % 2)
+	}
+	cells, targets := []int{0, 1, 2, 0, 1, 2}, []int{1, 5, 0, 80, 3, 3}
+	g, err := newStepGraph(w, batch, replicas, replicas, graph.Options{Training: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetInputs(x, cells, targets); err != nil {
+		t.Fatal(err)
+	}
+	l0, err := g.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := workers(); n != replicas-1 {
+		t.Errorf("%d workers after a run, want %d (one per replica but the first)", n, replicas-1)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A worker is past its last step once Close returns, but its goroutine
+	// may still be leaving: allow it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for workers() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := workers(); n > 0 {
+		t.Errorf("%d workers 5 s after Close, want 0", n)
+	}
+	l1, err := g.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l1 != l0 {
+		t.Errorf("loss %v after Close, %v before: want the same", l1, l0)
+	}
+}
+
+// workers counts the goroutines running a replica's worker loop.
+func workers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "(*replicated).work(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
