@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,16 +235,7 @@ func TestTeamClose(t *testing.T) {
 }
 
 // teamHelpers counts the goroutines running a team's helper loop.
-func teamHelpers() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "graph.(*team).helper(")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
+func teamHelpers() int { return spintest.Running("graph.(*team).helper(") }
 
 // TestTeamHold: within a hold the helpers poll instead of parking, even
 // between jobs far apart, and the jobs run; after release they park again;

@@ -3,11 +3,11 @@ package train
 import (
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"rgcpred/base/spin/spintest"
 	"rgcpred/model"
 	"rgcpred/model/graph"
 )
@@ -221,13 +221,4 @@ func TestReplicatedWorkersStopAtClose(t *testing.T) {
 }
 
 // workers counts the goroutines running a replica's worker loop.
-func workers() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "(*replicated).work(")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
+func workers() int { return spintest.Running("train.(*replicated).work(") }

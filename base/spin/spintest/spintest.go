@@ -1,10 +1,12 @@
 // Package spintest helps test thread teams: a watchdog that turns a hang
-// into a failure with every goroutine's stack.
+// into a failure with every goroutine's stack, and a count of a team's
+// live threads.
 package spintest
 
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,4 +31,18 @@ func Watchdog(t testing.TB, d time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// Running counts the goroutines whose stacks hold call, a function as a
+// stack trace names it with its opening parenthesis (for example
+// "graph.(*team).helper("): the threads of a team alive at the moment.
+func Running(call string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), call)
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
