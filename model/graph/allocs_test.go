@@ -19,20 +19,23 @@ import (
 // may allocate again after a garbage collection).
 func TestKernelsReuseBuffers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
-	one := testPar(t, 2)
-	team := newGemmTeam(one, false)
+	two := testPar(t, 2)
+	team := newGemmTeam(two, false)
 	pos := randTensor(rng, 0.1, 4)
 	for i, d := 0, f32(pos); i < len(d); i++ {
 		d[i] = 1 + float32(i)
 	}
 	cases := []kernelCase{
-		{"conv", &conv1d{stride: 2, pad: 3, par: one, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 256), randTensor(rng, 1, 4, 3, 7)}},
-		{"batchnorm+relu", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: one}},
+		{"conv", &conv1d{stride: 2, pad: 3, par: two, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 256), randTensor(rng, 1, 4, 3, 7)}},
+		{"batchnorm+relu", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: two}},
 			[]*tensor.Dense{randTensor(rng, 1, 2, 4, 64), randTensor(rng, 1, 4), randTensor(rng, 1, 4), randTensor(rng, 1, 4), pos}},
-		{"attention", &attention{t: 16, heads: 2, hd: 4, par: one, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
-		{"linear", linear{gemm: team}, []*tensor.Dense{randTensor(rng, 1, 16, 32), randTensor(rng, 1, 32, 32), randTensor(rng, 1, 32)}},
-		{"layernorm", &layerNorm{eps: 1e-5, par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
-		{"gelu", &gelu{par: one}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
+		{"attention", &attention{t: 16, heads: 2, hd: 4, par: two, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
+		// Large enough for gemmTeam.run to split the GEMMs (m n k >= 1<<16).
+		{"linear", linear{gemm: team}, []*tensor.Dense{randTensor(rng, 1, 64, 64), randTensor(rng, 1, 64, 64), randTensor(rng, 1, 64)}},
+		{"layernorm", &layerNorm{eps: 1e-5, par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
+		{"gelu", &gelu{par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
+		{"relu", &relu{par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
+		{"chanscale", &chanScale{par: two}, []*tensor.Dense{randTensor(rng, 1, 2, 4, 128), randTensor(rng, 1, 2, 4)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
 	}
 	for _, tc := range cases {
