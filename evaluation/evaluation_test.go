@@ -34,6 +34,8 @@ func TestParseSpec(t *testing.T) {
 		{"zero-pooled", "zero-pooled", "zero-pooled", 1, ""},
 		{"oracle", "oracle", "oracle", 1, ""},
 		{"glm:fit.json", "glm", "glm", 1, ""},
+		{"glm-bins:fit.json", "glm-bins", "glm-bins", 1, ""},
+		{"glm-bins:", "", "", 0, "want zero"},
 		{"ckpt:runs/a.ckpt", "a", "checkpoint", 1, ""},
 		{"ckpt:b1.ckpt,b2.ckpt", "b1 (x2)", "checkpoint", 2, ""},
 		{"ckpt:a.ckpt,", "", "", 0, "empty file name"},

@@ -58,6 +58,7 @@ type SpecEnv struct {
 //	zero-pooled     the same, pooled over the cells
 //	oracle          the exact oracle of a synthetic recording (truth.json in env.Data)
 //	glm:PATH        the GLM fitted by `trainer glm`, evaluated exactly
+//	glm-bins:PATH   the same GLM reading only the windows (causal bins)
 //	ckpt:P1[,P2...] a checkpoint; several files are repeats of one model
 //	mix:[NAME=][W*]SPEC+[W*]SPEC...
 //	                the mixture of single models (MixSpec)
@@ -72,6 +73,8 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		return OracleSpec(env.Data, env.Rec.StimMode), nil
 	case kind == "glm" && arg != "":
 		return GLMSpec(env.Rec, arg), nil
+	case kind == "glm-bins" && arg != "":
+		return GLMBinsSpec(env.Rec.StimMode, arg), nil
 	case kind == "ckpt" && hasArg:
 		paths := strings.Split(arg, ",")
 		if slices.Contains(paths, "") {
@@ -86,7 +89,7 @@ func ParseSpec(spec string, env SpecEnv) (ModelSpec, error) {
 		}
 		return CheckpointSpec(paths, ids, env.Batch, env.Threads, env.Precision, env.Rec.StimMode), nil
 	}
-	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH, ckpt:PATH[,PATH...] or mix:SPEC+SPEC...", spec)
+	return ModelSpec{}, fmt.Errorf("model %q: want zero, zero-pooled, oracle, glm:PATH, glm-bins:PATH, ckpt:PATH[,PATH...] or mix:SPEC+SPEC...", spec)
 }
 
 // ZeroSpec is the zero-input baseline fitted on the training split of the
@@ -129,6 +132,28 @@ func GLMSpec(rec *rgc.Recording, path string) ModelSpec {
 			p, err := glm.NewPredictor(rec, tr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("glm %s: %w", path, err)
+			}
+			return p, func() {}, nil
+		}}}
+}
+
+// GLMBinsSpec is the GLM fitted by `trainer glm` (its JSON file at path)
+// reading only the windows it is given (glm.NewWindowPredictor), as a
+// daemon could run it; input is the stimulus mode of the windows, which
+// must be causal.
+func GLMBinsSpec(input rgc.StimMode, path string) ModelSpec {
+	return ModelSpec{Name: "glm-bins", Kind: "glm-bins", Open: []func() (rgc.Predictor, func(), error){
+		func() (rgc.Predictor, func(), error) {
+			if input != rgc.StimCausal {
+				return nil, nil, fmt.Errorf("glm-bins %s reads causal bins, but the windows are binned %s", path, input)
+			}
+			tr, err := glm.LoadTruth(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := glm.NewWindowPredictor(tr)
+			if err != nil {
+				return nil, nil, fmt.Errorf("glm-bins %s: %w", path, err)
 			}
 			return p, func() {}, nil
 		}}}

@@ -39,6 +39,8 @@ func runEval(ctx context.Context, args []string) error {
 		"baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
 	glmPath := fs.String("glm", "", "evaluate the GLM fitted by `trainer glm` (its JSON file), exactly, named glm")
+	glmBins := fs.String("glm-bins", "",
+		"evaluate the same GLM reading only the windows' causal bins, as a daemon could run it, named glm-bins (docs/evaluation.md)")
 	splitName := fs.String("split", "test", "split to evaluate: train, val or test")
 	jsonOut := fs.String("json", "", "write per-cell results as JSON to this file")
 	plotOut := fs.String("plot", "",
@@ -80,7 +82,7 @@ func runEval(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("--data is required")
 	}
-	if len(ckpts) == 0 && len(mixes) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" {
+	if len(ckpts) == 0 && len(mixes) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" && *glmBins == "" {
 		fs.Usage()
 		return errors.New("nothing to evaluate: give --ckpt, --mix, --baseline zero, --oracle or --glm")
 	}
@@ -133,6 +135,9 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	if *glmPath != "" {
 		specs = append(specs, "glm:"+*glmPath)
+	}
+	if *glmBins != "" {
+		specs = append(specs, "glm-bins:"+*glmBins)
 	}
 	for _, c := range ckpts {
 		specs = append(specs, "ckpt:"+c)

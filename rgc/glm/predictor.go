@@ -97,6 +97,21 @@ func (p *Predictor) Predict(b *rgc.Batch, out []float32) error {
 	return nil
 }
 
+// NewWindowPredictor builds the fitted GLM's predictor that reads
+// everything from the windows, as a deployed model must: the stimulus
+// frames decoded from the window's causal bins, the current frame's start
+// marginalised where a switch to the same pattern may have hidden it
+// (synth.NewWindowOracle). It needs no recording and ignores b.Ends; it
+// equals Predictor wherever no such switch can have fallen in the current
+// frame, and windows binned otherwise than rgc.StimCausal are refused.
+func NewWindowPredictor(truth *synth.Truth) (rgc.Predictor, error) {
+	o, err := synth.NewWindowOracle(truth)
+	if err != nil {
+		return nil, fmt.Errorf("glm window predictor: %w", err)
+	}
+	return o, nil
+}
+
 // SaveTruth writes a fitted truth as indented JSON (the format of
 // rgc/synth's truth.json) to path.
 func SaveTruth(path string, tr *synth.Truth) error {

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -29,6 +30,7 @@ type Oracle struct {
 	ahead   int                         // look-ahead: frames starting up to t+ahead are known
 	stim    [rgc.StimChannels][]float32 // the model's binned stimulus, for checks
 	raw     *rgc.Raw                    // the stimulus source, to rebin in another mode
+	win     *windowScratch              // set by NewWindowOracle: read the stimulus from the windows
 
 	// Scratch, reused across calls.
 	lam   [][]float64 // per tree depth: lambda of bins t+1..t+Horizon
@@ -57,8 +59,19 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 			return nil, fmt.Errorf("synth oracle: recording %s cell %d is cluster %d but the truth's is %d", raw.Name, i, raw.Cells[i].ClusterID, tr.Cells[i].ClusterID)
 		}
 	}
-	o := &Oracle{fr: fr, byID: map[int]int{}, raw: raw}
+	o, err := newTables(tr)
+	if err != nil {
+		return nil, fmt.Errorf("synth oracle: %w", err)
+	}
+	o.fr, o.raw = fr, raw
 	o.stim = rgc.BinStimulus(rgc.StimCausal, raw.Pattern, raw.Triggers, raw.NumSamples)
+	return o, nil
+}
+
+// newTables builds an oracle's per-cell models, frame-length tables and
+// scratch from a validated truth, without a stimulus.
+func newTables(tr *Truth) (*Oracle, error) {
+	o := &Oracle{byID: map[int]int{}}
 	for _, l := range tr.FrameLengths {
 		if l.Prob > 0 {
 			o.lengths = append(o.lengths, l)
@@ -95,7 +108,7 @@ func NewOracle(raw *rgc.Raw, tr *Truth) (*Oracle, error) {
 		nodes += level
 	}
 	if nodes > maxTreeNodes {
-		return nil, fmt.Errorf("synth oracle: up to %d new frames (of %d lengths) can affect the next %d bins (shortest frame %d bins, shortest latency %d bins): %.3g futures exceed the limit of %d",
+		return nil, fmt.Errorf("up to %d new frames (of %d lengths) can affect the next %d bins (shortest frame %d bins, shortest latency %d bins): %.3g futures exceed the limit of %d",
 			o.maxNew, len(o.lengths), rgc.Horizon, minLen, minLat, nodes, maxTreeNodes)
 	}
 	o.alloc()
@@ -119,8 +132,12 @@ const stimTolerance = 1e-3
 
 // SetStimMode sets the stimulus mode of the windows Predict is given (their
 // last stimulus column is checked against the recording binned in that
-// mode); the prediction itself reads the frames, not the window.
+// mode); the prediction itself reads the frames, not the window. A window
+// oracle (NewWindowOracle) reads causal windows only and ignores it.
 func (o *Oracle) SetStimMode(m rgc.StimMode) {
+	if o.raw == nil {
+		return
+	}
 	o.stim = rgc.BinStimulus(m, o.raw.Pattern, o.raw.Triggers, o.raw.NumSamples)
 }
 
@@ -152,6 +169,9 @@ const ModelLookahead = rgc.StimFilterHalfTaps / rgc.Decimation
 func (o *Oracle) Clone() *Oracle {
 	c := *o
 	c.alloc()
+	if o.win != nil {
+		c.win = &windowScratch{}
+	}
 	return &c
 }
 
@@ -190,7 +210,8 @@ func (o *Oracle) CellIndex(clusterID int) (int, bool) {
 // in the recording by b.Ends, which must therefore be recording bins: each
 // window's last stimulus column is checked against the recording's binned
 // stimulus (rgc.BinStimulus in the oracle's mode, SetStimMode) at
-// b.Ends[i], and a mismatch is an error.
+// b.Ends[i], and a mismatch is an error. A window oracle (NewWindowOracle)
+// reads the stimulus from the window instead and ignores b.Ends.
 func (o *Oracle) Predict(b *rgc.Batch, out []float32) error {
 	if err := b.Check(); err != nil {
 		return fmt.Errorf("synth oracle: %w", err)
@@ -204,8 +225,18 @@ func (o *Oracle) Predict(b *rgc.Batch, out []float32) error {
 		if !ok {
 			return fmt.Errorf("synth oracle: window %d: unknown cell (cluster id %d)", i, b.Cells[i])
 		}
-		t := b.Ends[i]
 		win := b.Inputs[i*rgc.WindowLen:][:rgc.WindowLen]
+		if o.win != nil {
+			if err := o.predictWindow(ci, win); err != nil {
+				return fmt.Errorf("synth window oracle: window %d (cluster %d): %w", i, b.Cells[i], err)
+			}
+			dst := out[i*rgc.NumClasses:][:rgc.NumClasses]
+			for k, p := range o.probs {
+				dst[k] = float32(p)
+			}
+			continue
+		}
+		t := b.Ends[i]
 		if t >= 0 && t < len(o.stim[0]) {
 			for c := range o.stim {
 				got, want := win[c*rgc.WindowBins+rgc.WindowBins-1], o.stim[c][t]
@@ -258,6 +289,9 @@ func (o *Oracle) Probs(cellIdx, t int, spikes []int32, out []float64) error {
 // (ascending, <= t) that the history filter can reach.
 func (o *Oracle) probsAt(ci, t int, spikes []int32) error {
 	fr := o.fr
+	if fr == nil {
+		return errors.New("a window oracle reads its stimulus from windows (Predict), not from recording bins")
+	}
 	if t < 0 || t >= fr.end() {
 		return fmt.Errorf("end bin %d outside the recording's stimulus [0, %d)", t, fr.end())
 	}
@@ -273,8 +307,18 @@ func (o *Oracle) probsAt(ci, t int, spikes []int32) error {
 		return fmt.Errorf("the frame covering it started %d bins earlier, longer than any frame length of the truth", age-1)
 	}
 
-	// Drive of bins t+1..t+Horizon with no further spike and the current
-	// frame continuing.
+	o.baseIntensity(m, fr, f, t, spikes)
+	for k := range o.probs {
+		o.probs[k] = 0
+	}
+	o.node(m, t, 0, 0, 1, 1, e0, int(fr.pat[f]), age)
+	return nil
+}
+
+// baseIntensity fills o.lam[0] with lambda of bins t+1..t+Horizon with no
+// further spike and frame f (covering t) continuing, given the spike bins
+// (ascending, <= t) the history filter can reach.
+func (o *Oracle) baseIntensity(m *cellModel, fr *frames, f, t int, spikes []int32) {
 	lam := o.lam[0]
 	for i := range lam {
 		lam[i] = m.bias + m.stimDrive(fr, t+1+i, f)
@@ -292,11 +336,6 @@ func (o *Oracle) probsAt(ci, t int, spikes []int32) error {
 	for i, v := range lam {
 		lam[i] = math.Exp(v)
 	}
-	for k := range o.probs {
-		o.probs[k] = 0
-	}
-	o.node(m, t, 0, 0, 1, 1, e0, int(fr.pat[f]), age)
-	return nil
 }
 
 // node adds to o.probs the contribution of one node of the tree of futures:
