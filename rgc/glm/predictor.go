@@ -103,7 +103,7 @@ func (p *Predictor) Predict(b *rgc.Batch, out []float32) error {
 // marginalised where a switch to the same pattern may have hidden it
 // (synth.NewWindowOracle). It needs no recording and ignores b.Ends; it
 // equals Predictor wherever no such switch can have fallen in the current
-// frame, and windows binned otherwise than rgc.StimCausal are refused.
+// frame. The windows must be binned rgc.StimCausal; the caller checks.
 func NewWindowPredictor(truth *synth.Truth) (rgc.Predictor, error) {
 	o, err := synth.NewWindowOracle(truth)
 	if err != nil {
