@@ -62,6 +62,8 @@ type options struct {
 	tls                                    natsauth.TLS
 	name                                   string
 	devices, modelPath, cells, shard       string
+	glmMix                                 string
+	glmWeight                              float64
 	policy                                 string
 	queueBytes                             int64
 	threads, maxBatch, queueLen, maxPings  int
@@ -99,6 +101,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.devices, "device", "dev0", "device name(s) to serve, comma-separated")
 	fs.StringVar(&o.modelPath, "model", DefaultModel,
 		"checkpoint to serve; a relative path is tried from the working directory, then the repository root")
+	fs.StringVar(&o.glmMix, "glm-mix", "",
+		"mix the model with this GLM (`trainer glm`'s JSON file), the GLM reading the windows alone (docs/operations.md)")
+	fs.Float64Var(&o.glmWeight, "glm-weight", 0.35, "with --glm-mix: the GLM's share of each distribution, in (0, 1)")
 	fs.StringVar(&o.cells, "cells", "", "serve only these cluster ids (comma-separated; default every cell of the checkpoint)")
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "inference threads")
@@ -225,6 +230,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	if o.threads < 1 {
 		return fmt.Errorf("--threads %d: want at least 1", o.threads)
 	}
+	if o.glmMix != "" && !(o.glmWeight > 0 && o.glmWeight < 1) {
+		return fmt.Errorf("--glm-weight %v: want a value in (0, 1)", o.glmWeight)
+	}
 	auth, err := natsauth.Resolve(o.auth, os.Getenv)
 	if err != nil {
 		return err
@@ -250,6 +258,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 			}
 			loader = modelload.GPU(gopts)
 		}
+	}
+	if o.glmMix != "" {
+		loader = modelload.WithGLM(loader, o.glmMix, o.glmWeight)
 	}
 	policy, err := rollout.ParsePolicy(o.policy)
 	if err != nil {

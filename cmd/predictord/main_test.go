@@ -34,6 +34,8 @@ func TestFlagErrors(t *testing.T) {
 		{"--nats-user", "u"}, {"--nats-tls-cert", "c.pem"}, {"--nats-creds", "/nonexistent.creds"},
 		{"--log-level", "loud"}, {"--log-format", "xml"}, {"extra"}, {"--device", "a.b"},
 		{"--model", "/nonexistent/model.ckpt"},
+		{"--glm-mix", "g.json", "--glm-weight", "1"}, {"--glm-mix", "g.json", "--glm-weight", "0"},
+		{"--glm-mix", "/nonexistent/glm.json"},
 	} {
 		var buf bytes.Buffer
 		err := run(context.Background(), args, &buf, nil, nil)

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"rgcpred/rgc"
 )
@@ -126,9 +127,11 @@ func (w *windowScratch) decodeWindow(win []float32) error {
 func (o *Oracle) ageWeights(e, t int, visible bool) bool {
 	w := o.win
 	r := t - e + 1 // bins of the current run
-	w.ages = append(w.ages[:0], make([]float64, r)...)
+	w.ages = slices.Grow(w.ages[:0], r)[:r]
+	clear(w.ages)
 	if visible {
-		w.g = append(w.g[:0], make([]float64, r)...)
+		w.g = slices.Grow(w.g[:0], r)[:r]
+		clear(w.g)
 		w.g[0] = 1
 		sum := 0.0
 		for x := 0; x < r; x++ {

@@ -146,3 +146,28 @@ func TestWindowOracleDecoding(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowOracleAllocatesNothing checks that predicting a window
+// allocates nothing once the oracle's scratch has grown (the daemon's hot
+// path).
+func TestWindowOracleAllocatesNothing(t *testing.T) {
+	_, tr, rec, _ := generate(t, Config{Cells: 2, Minutes: 1, Seed: 9})
+	wo, err := NewWindowOracle(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b rgc.Batch
+	refs := []rgc.WindowRef{{Cell: 0, T: rgc.WindowBins + 300}, {Cell: 1, T: rgc.WindowBins + 2000}}
+	rec.FillBatch(refs, &b, make([]int, len(refs)))
+	out := make([]float32, len(refs)*rgc.NumClasses)
+	if err := wo.Predict(&b, out); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if err := wo.Predict(&b, out); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per call, want 0", n)
+	}
+}
