@@ -21,6 +21,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	data := fs.String("data", "data/chicken-17-08-21", "recording directory")
 	ckpt := fs.String("ckpt", "", "checkpoint (or --glm, --oracle)")
 	glmPath := fs.String("glm", "", "fit for the GLM fitted by `trainer glm` (its JSON) instead of a checkpoint")
+	mix := fs.String("mix", "", "fit for a mixture of models, [NAME=][W*]SPEC+[W*]SPEC... as trainer eval's --mix")
 	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
 	out := fs.String("out", "", "threshold policy JSON to write (required)")
 	cellsSel := fs.String("cells", "quality", "cells: quality, all or comma-separated cluster ids")
@@ -29,7 +30,7 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	iters := fs.Int("iterations", 10, "bisection steps per cell (one rollout of all cells each)")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --oracle --out FILE [flags]\n"+
+		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --mix SPEC | --oracle --out FILE [flags]\n"+
 			"\n"+
 			"Choose each cell's threshold on P(spike within the horizon) so that its autoregressive\n"+
 			"rollout on the training split fires as often as the recorded cell (threshold policy).")
@@ -39,9 +40,9 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if given := btoi(*ckpt != "") + btoi(*glmPath != "") + btoi(*oracle); given != 1 || *out == "" {
+	if given := btoi(*ckpt != "") + btoi(*glmPath != "") + btoi(*mix != "") + btoi(*oracle); given != 1 || *out == "" {
 		fs.Usage()
-		return errors.New("--out and one of --ckpt, --glm or --oracle are required")
+		return errors.New("--out and one of --ckpt, --glm, --mix or --oracle are required")
 	}
 	if *seconds < 0 || *iters < 1 {
 		return fmt.Errorf("--seconds %v, --iterations %d: want >= 0 and >= 1", *seconds, *iters)
@@ -75,6 +76,17 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		}
 		defer closeFn()
 		p, source = g, "glm "+*glmPath
+	case *mix != "":
+		sp, err := evaluation.MixSpec(*mix, evaluation.SpecEnv{Rec: rec, Data: *data, Cells: cells, Batch: len(cells), Threads: *threads})
+		if err != nil {
+			return err
+		}
+		m, closeFn, err := sp.Open[0]()
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		p, source = m, "mix "+*mix
 	default:
 		e, closeFn, err := evaluation.OpenCheckpoint(*ckpt, ids, len(cells), *threads, "", rec.StimMode)
 		if err != nil {

@@ -96,3 +96,32 @@ func r0(t *testing.T, path string) evaluation.Report {
 	}
 	return r
 }
+
+// TestFitThresholdMix fits thresholds for a mixture (the synthetic oracle
+// with the zero-input model) and names the mixture as their source; two
+// models at once are refused.
+func TestFitThresholdMix(t *testing.T) {
+	dir := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 1, Seed: 4})
+	thPath := filepath.Join(dir, "th-mix.json")
+	out, err := captureStdout(t, func() error {
+		return runFitThreshold(context.Background(), []string{"--data", dir, "--mix", "0.7*oracle+0.3*zero", "--cells", "all",
+			"--out", thPath, "--seconds", "10", "--iterations", "4"})
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	th, err := rollout.LoadThreshold(thPath)
+	if err != nil || len(th.Thresholds) != 2 {
+		t.Fatalf("threshold file: %+v, %v", th, err)
+	}
+	data, err := os.ReadFile(thPath)
+	if err != nil || !strings.Contains(string(data), "mix 0.7*oracle+0.3*zero") {
+		t.Errorf("threshold file does not name the mixture: %s", data)
+	}
+	_, err = captureStdout(t, func() error {
+		return runFitThreshold(context.Background(), []string{"--data", dir, "--mix", "oracle+zero", "--oracle", "--out", thPath})
+	})
+	if err == nil || !strings.Contains(err.Error(), "one of --ckpt, --glm, --mix or --oracle") {
+		t.Errorf("two models at once: %v", err)
+	}
+}
