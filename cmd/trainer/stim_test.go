@@ -85,7 +85,7 @@ func TestFitThresholdGLM(t *testing.T) {
 	}
 	if _, err := captureStdout(t, func() error {
 		return runFitThreshold(context.Background(), []string{"--data", dir, "--glm", "x.json", "--oracle", "--out", out})
-	}); err == nil || !strings.Contains(err.Error(), "one of --ckpt, --glm or --oracle") {
+	}); err == nil || !strings.Contains(err.Error(), "one of --ckpt, --glm, --mix or --oracle") {
 		t.Errorf("--glm with --oracle: %v", err)
 	}
 }

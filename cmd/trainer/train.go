@@ -66,10 +66,10 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	valWindows := fs.Int("val-windows", 2048, "validation windows (fixed subset)")
 	resume := fs.String("resume", "", "resume checkpoint to continue from")
 	teacher := fs.String("teacher", "",
-		"distil from this `MODEL`: a GLM (trainer glm's JSON file, same recording) or a spec ckpt:FILE, glm:FILE or mix:... (as trainer eval's --mix); the targets mix its distributions with the classes")
+		"distil from this `MODEL`: a GLM JSON file (trainer glm) or a spec ckpt:FILE, glm:FILE or mix:... (trainer eval's --mix); targets mix in its distributions")
 	distill := fs.Float64("distill", 0.8, "with --teacher: the teacher's share of the targets at the start")
 	distillEnd := fs.Float64("distill-end", 0.6,
-		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0 (above 1: still above 0 at the end; 1e9 holds it)")
+		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0 (1e9: held)")
 	init := fs.String("init", "",
 		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config, cells may differ)")
 	budget := fs.Duration("time", 0,
