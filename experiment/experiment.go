@@ -190,11 +190,7 @@ func (x *exp) checkBaselines() error {
 		if err != nil {
 			return fmt.Errorf("experiment: --glm: %w", err)
 		}
-		known := make([]int, len(tr.Cells))
-		for i, c := range tr.Cells {
-			known[i] = c.ClusterID
-		}
-		if missing := rollout.MissingCells(known, x.ids); len(missing) > 0 {
+		if missing := rollout.MissingCells(tr.ClusterIDs(), x.ids); len(missing) > 0 {
 			return fmt.Errorf("experiment: GLM %s has no model of cells %v (give --glm none, or --cells quality)", x.evs.GLM, missing)
 		}
 		names = append(names, "glm")

@@ -152,15 +152,11 @@ func loadTeacher(arg string, rec *rgc.Recording, cells []int, batch int) (rgc.Pr
 	if err != nil {
 		return nil, nil, fmt.Errorf("teacher: %w", err)
 	}
-	known := make([]int, len(tr.Cells))
-	for i, c := range tr.Cells {
-		known[i] = c.ClusterID
-	}
 	ids := make([]int, len(cells))
 	for i, c := range cells {
 		ids[i] = rec.Cells[c].ClusterID
 	}
-	if missing := rollout.MissingCells(known, ids); len(missing) > 0 {
+	if missing := rollout.MissingCells(tr.ClusterIDs(), ids); len(missing) > 0 {
 		return nil, nil, fmt.Errorf("teacher %s has no model of cell %d", arg, missing[0])
 	}
 	p, err := glm.NewPredictor(rec, tr)

@@ -37,11 +37,7 @@ func NewPredictor(rec *rgc.Recording, truth *synth.Truth) (*Predictor, error) {
 	if rec.Raw == nil {
 		return nil, fmt.Errorf("glm predictor: recording %s has no raw stimulus", rec.Name)
 	}
-	ids := make([]int, len(truth.Cells))
-	for i, c := range truth.Cells {
-		ids[i] = c.ClusterID
-	}
-	al, err := AlignedRaw(rec.Raw, ids)
+	al, err := AlignedRaw(rec.Raw, truth.ClusterIDs())
 	if err != nil {
 		return nil, fmt.Errorf("glm predictor: %w", err)
 	}

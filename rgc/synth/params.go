@@ -106,6 +106,15 @@ type Truth struct {
 	Cells []CellParams `json:"cells"`
 }
 
+// ClusterIDs returns the cluster id of every cell of the truth, in order.
+func (tr *Truth) ClusterIDs() []int {
+	ids := make([]int, len(tr.Cells))
+	for i, c := range tr.Cells {
+		ids[i] = c.ClusterID
+	}
+	return ids
+}
+
 // Validate checks that the truth is usable: a proper frame-length
 // distribution of lengths in 1..MaxFrameLengthBins, a positive, finite bin
 // rate, and for every cell finite parameters, four equally long non-empty

@@ -59,11 +59,7 @@ func glmFor(m *service.Model, path string) (rgc.Predictor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GLM mixture: %w", err)
 	}
-	known := make([]int, len(tr.Cells))
-	for i, c := range tr.Cells {
-		known[i] = c.ClusterID
-	}
-	if missing := rollout.MissingCells(known, m.Cells); len(missing) > 0 {
+	if missing := rollout.MissingCells(tr.ClusterIDs(), m.Cells); len(missing) > 0 {
 		return nil, fmt.Errorf("GLM mixture: %s has no model of cells %v that the checkpoint serves", path, missing)
 	}
 	p, err := glm.NewWindowPredictor(tr)
