@@ -62,7 +62,7 @@ type options struct {
 	tls                                    natsauth.TLS
 	name                                   string
 	devices, modelPath, cells, shard       string
-	glmMix                                 string
+	glmMix, ensemble                       string
 	glmWeight                              float64
 	policy                                 string
 	queueBytes                             int64
@@ -101,6 +101,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.devices, "device", "dev0", "device name(s) to serve, comma-separated")
 	fs.StringVar(&o.modelPath, "model", DefaultModel,
 		"checkpoint to serve; a relative path is tried from the working directory, then the repository root")
+	fs.StringVar(&o.ensemble, "ensemble", "",
+		"more checkpoints (comma-separated) whose probabilities are averaged with --model's: an ensemble of seeds (docs/operations.md)")
 	fs.StringVar(&o.glmMix, "glm-mix", "",
 		"mix the model with this GLM (`trainer glm`'s JSON file), the GLM reading the windows alone (docs/operations.md)")
 	fs.Float64Var(&o.glmWeight, "glm-weight", 0.35, "with --glm-mix: the GLM's share of each distribution, in (0, 1)")
@@ -258,6 +260,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 			}
 			loader = modelload.GPU(gopts)
 		}
+	}
+	if o.ensemble != "" {
+		var others []string
+		for _, p := range cli.List(o.ensemble) {
+			r, err := modelload.Resolve(p)
+			if err != nil {
+				return fmt.Errorf("--ensemble: %w", err)
+			}
+			others = append(others, r)
+		}
+		loader = modelload.Ensemble(loader, others)
 	}
 	if o.glmMix != "" {
 		loader = modelload.WithGLM(loader, o.glmMix, o.glmWeight)

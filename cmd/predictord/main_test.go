@@ -35,7 +35,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--log-level", "loud"}, {"--log-format", "xml"}, {"extra"}, {"--device", "a.b"},
 		{"--model", "/nonexistent/model.ckpt"},
 		{"--glm-mix", "g.json", "--glm-weight", "1"}, {"--glm-mix", "g.json", "--glm-weight", "0"},
-		{"--glm-mix", "/nonexistent/glm.json"},
+		{"--glm-mix", "/nonexistent/glm.json"}, {"--ensemble", "/nonexistent/seed2.ckpt"},
 	} {
 		var buf bytes.Buffer
 		err := run(context.Background(), args, &buf, nil, nil)
