@@ -62,7 +62,7 @@ func Ensemble(load service.Loader, others []string) service.Loader {
 			closeAll()
 			return nil, fmt.Errorf("ensemble: %w", err)
 		}
-		first.Predictor = &ensembled{Mixture: mix, members: preds}
+		first.Predictor = &mixServed{Mixture: mix, members: preds}
 		first.Name = fmt.Sprintf("ensemble of %d, probabilities averaged: %s", len(members), strings.Join(names, "; "))
 		first.Close = func() error {
 			var errs []error
@@ -93,30 +93,32 @@ func sameFooting(first, m *service.Model, path string) error {
 	return nil
 }
 
-// ensembled is the served ensemble: the first member's counters and
-// arithmetic describe it, and every member hears of coming batches.
-type ensembled struct {
+// mixServed is a mixture as predictord serves it: the first member's engine
+// counters and arithmetic describe it, and every member that can prepare
+// for a coming batch (rgc.Expecter) hears of it.
+type mixServed struct {
 	*rgc.Mixture
 	members []rgc.Predictor
 }
 
 // Stats returns the first member's engine counters (zero when it has none).
-func (e *ensembled) Stats() engine.Stats {
-	if s, ok := e.members[0].(interface{ Stats() engine.Stats }); ok {
-		return s.Stats()
+func (s *mixServed) Stats() engine.Stats {
+	if st, ok := s.members[0].(interface{ Stats() engine.Stats }); ok {
+		return st.Stats()
 	}
 	return engine.Stats{}
 }
 
 // Precision returns the first member's arithmetic.
-func (e *ensembled) Precision() engine.Precision { return engine.PrecisionOf(e.members[0]) }
+func (s *mixServed) Precision() engine.Precision { return engine.PrecisionOf(s.members[0]) }
 
 // Arithmetic names the first member's arithmetic (engine.ArithmeticOf).
-func (e *ensembled) Arithmetic() string { return engine.ArithmeticOf(e.members[0]) }
+func (s *mixServed) Arithmetic() string { return engine.ArithmeticOf(s.members[0]) }
 
-// Expect implements rgc.Expecter: every member prepares for the batch.
-func (e *ensembled) Expect(n int, d time.Duration) {
-	for _, m := range e.members {
+// Expect implements rgc.Expecter: every member that prepares for batches
+// is told of this one.
+func (s *mixServed) Expect(n int, d time.Duration) {
+	for _, m := range s.members {
 		if x, ok := m.(rgc.Expecter); ok {
 			x.Expect(n, d)
 		}

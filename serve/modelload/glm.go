@@ -2,9 +2,7 @@ package modelload
 
 import (
 	"fmt"
-	"time"
 
-	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/rgc/glm"
 	"rgcpred/rollout"
@@ -36,7 +34,8 @@ func WithGLM(load service.Loader, glmPath string, weight float64) service.Loader
 			}
 			return nil, err
 		}
-		mix, err := rgc.NewMixture([]rgc.Predictor{m.Predictor, p}, []float64{1 - weight, weight})
+		members := []rgc.Predictor{m.Predictor, p}
+		mix, err := rgc.NewMixture(members, []float64{1 - weight, weight})
 		if err != nil {
 			if m.Close != nil {
 				_ = m.Close()
@@ -44,7 +43,7 @@ func WithGLM(load service.Loader, glmPath string, weight float64) service.Loader
 			return nil, fmt.Errorf("GLM mixture: %w", err)
 		}
 		mixed := *m
-		mixed.Predictor = &glmMixed{Mixture: mix, base: m.Predictor}
+		mixed.Predictor = &mixServed{Mixture: mix, members: members}
 		mixed.Name = fmt.Sprintf("%s, mixed with the GLM %s at weight %g (the GLM reading the windows)", m.Name, glmPath, weight)
 		return &mixed, nil
 	}
@@ -67,33 +66,4 @@ func glmFor(m *service.Model, path string) (rgc.Predictor, error) {
 		return nil, fmt.Errorf("GLM mixture %s: %w", path, err)
 	}
 	return p, nil
-}
-
-// glmMixed is the served mixture: the engine's counters (Stats) and the
-// announcements of coming batches (Expect) reach the model under it.
-type glmMixed struct {
-	*rgc.Mixture
-	base rgc.Predictor
-}
-
-// Stats returns the engine's counters (zero when the model has none).
-func (g *glmMixed) Stats() engine.Stats {
-	if s, ok := g.base.(interface{ Stats() engine.Stats }); ok {
-		return s.Stats()
-	}
-	return engine.Stats{}
-}
-
-// Precision returns the arithmetic of the model under the mixture.
-func (g *glmMixed) Precision() engine.Precision { return engine.PrecisionOf(g.base) }
-
-// Arithmetic names the arithmetic of the model under the mixture, as the
-// flight recorder stores it (engine.ArithmeticOf).
-func (g *glmMixed) Arithmetic() string { return engine.ArithmeticOf(g.base) }
-
-// Expect implements rgc.Expecter for the model under the mixture.
-func (g *glmMixed) Expect(n int, d time.Duration) {
-	if e, ok := g.base.(rgc.Expecter); ok {
-		e.Expect(n, d)
-	}
 }
