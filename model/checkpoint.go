@@ -71,6 +71,11 @@ type Provenance struct {
 	// session's training graph: batch norm took its training statistics
 	// over each replica's share of the batch (0 or 1: the whole batch).
 	Replicas int `json:"replicas,omitempty"`
+	// EMA is the decay of the run's exponential moving average of the
+	// weights (0: none). A best checkpoint of such a run holds the average;
+	// a resume checkpoint holds the raw weights, the average in its
+	// training state.
+	EMA float64 `json:"ema,omitempty"`
 	// TrainedAt is when training ended, RFC 3339.
 	TrainedAt string `json:"trained_at"`
 	// Notes is free text (command line, seed, anything useful).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 
 	"rgcpred/base/cli"
 	"rgcpred/model/train"
@@ -58,6 +59,26 @@ func precisionFlag(fs *flag.FlagSet) *train.Precision {
 			return err
 		})
 	return p
+}
+
+// emaFlag registers --ema, the decay of the moving average of the weights
+// (train.Options.EMA), checked as it is parsed.
+func emaFlag(fs *flag.FlagSet) *float64 {
+	d := new(float64)
+	fs.Func("ema",
+		"average the weights with this `DECAY` in (0, 1), e.g. 0.999; validation, early stopping and the best checkpoint use the average (0: off)",
+		func(v string) error {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("EMA decay %q is not a number", v)
+			}
+			if err := train.CheckEMADecay(x); err != nil {
+				return err
+			}
+			*d = x
+			return nil
+		})
+	return d
 }
 
 // profileFlag registers --cpuprofile: a Go CPU profile of the command

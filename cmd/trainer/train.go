@@ -77,6 +77,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
 	precision := precisionFlag(fs)
 	replicas := replicasFlag(fs)
+	ema := emaFlag(fs)
 	profile := profileFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -90,7 +91,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	o.Precision, o.Replicas = *precision, *replicas
+	o.Precision, o.Replicas, o.EMA = *precision, *replicas, *ema
 	o.Steps, o.LR, o.Out, o.ValEvery, o.ValWindows, o.Resume, o.ProgressEvery = *steps, *lr, *out, *valEvery, *valWindows, *resume, *progress
 	o.Init = *init
 	switch {
@@ -245,6 +246,9 @@ func scoreCheckpoint(ctx context.Context, path, data, splitName string, n, threa
 		p.Data, ck.StimMode, p.Steps, p.ValNLL, p.ZeroInputNLL, p.TrainedAt, p.Notes)
 	if p.Precision != "" {
 		fmt.Printf("training GEMMs in %s %s\n", p.Precision, p.PrecisionPath)
+	}
+	if p.EMA != 0 {
+		fmt.Printf("weights averaged during training (EMA decay %g)\n", p.EMA)
 	}
 	split, err := rgc.ParseSplit(splitName)
 	if err != nil {

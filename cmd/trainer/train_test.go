@@ -50,6 +50,11 @@ func TestTrainCommandErrors(t *testing.T) {
 		{[]string{"--data", data, "--teacher", "mix:ckpt:" + shippedModel, "--out", out}, "at least two members"},
 		{[]string{"--data", data, "--stim", "zero-phase", "--teacher", "ckpt:" + shippedModel, "--out", out}, "zero-phase"},
 		{[]string{"--data", data, "--precision", "fp16", "--out", out}, `unknown precision "fp16"`},
+		{[]string{"--data", data, "--ema", "1", "--out", out}, "EMA decay 1 must be within (0, 1)"},
+		{[]string{"--data", data, "--ema", "-0.5", "--out", out}, "EMA decay -0.5 must be within (0, 1)"},
+		{[]string{"--data", data, "--ema", "1.5", "--out", out}, "EMA decay 1.5 must be within (0, 1)"},
+		{[]string{"--data", data, "--ema", "NaN", "--out", out}, "EMA decay NaN must be within (0, 1)"},
+		{[]string{"--data", data, "--ema", "high", "--out", out}, `EMA decay "high" is not a number`},
 	} {
 		err := runTrain(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -77,5 +82,30 @@ func TestTrainMixtureTeacher(t *testing.T) {
 	}
 	if _, err := model.LoadCheckpoint(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTrainEMA trains a few steps with --ema: the best checkpoint records
+// the decay, and resuming the run with another decay is refused.
+func TestTrainEMA(t *testing.T) {
+	data := filepath.Join("..", "..", "data", "chicken-17-08-21")
+	out := filepath.Join(t.TempDir(), "m.ckpt")
+	args := []string{"--data", data, "--config", "gpt-a-cat-cpu", "--batch", "8", "--steps", "2", "--val-every", "2",
+		"--val-windows", "16", "--threads", "1", "--out", out}
+	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), append(args, "--ema", "0.99")) }); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.LoadCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Provenance.EMA != 0.99 {
+		t.Errorf("checkpoint records EMA %v, want 0.99", ck.Provenance.EMA)
+	}
+	_, err = captureStdout(t, func() error {
+		return runTrain(context.Background(), []string{"--data", data, "--resume", out + ".resume", "--ema", "0.999"})
+	})
+	if err == nil || !strings.Contains(err.Error(), "averages the weights with decay 0.99, not 0.999") {
+		t.Errorf("resume with another decay: error %v, want a refusal naming both decays", err)
 	}
 }

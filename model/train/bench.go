@@ -22,6 +22,7 @@ type StepBench struct {
 	g     stepGraph
 	w     *model.Weights
 	opt   *AdamW
+	ema   *EMA // nil unless AverageWeights
 	batch int
 	// Replicas is the number of data-parallel replicas, resolved.
 	Replicas int
@@ -81,9 +82,17 @@ func (b *StepBench) Steps(n int) error {
 			return fmt.Errorf("bench: %w", err)
 		}
 		b.opt.Update(b.w, b.g.Grad, 1e-5)
+		if b.ema != nil {
+			b.ema.Update(b.w)
+		}
 	}
 	return nil
 }
+
+// AverageWeights makes the steps that follow also update an exponential
+// moving average of the weights of the given decay, as a run with
+// Options.EMA does.
+func (b *StepBench) AverageWeights(decay float64) { b.ema = NewEMA(b.w, decay) }
 
 // Rate is the speed of timed steps: samples per second of wall time and
 // per second of the process's CPU time, and the cores the process kept

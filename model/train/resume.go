@@ -35,10 +35,15 @@ func decodeState(data []byte, cfg model.Config, steps int) (*state, error) {
 	// The optimiser's maps are created here, empty: gob fills an existing
 	// map entry by entry as the input provides them, whereas it creates a
 	// nil map with the entry count the input claims before reading any.
-	st := &state{Opt: &AdamW{M: map[string][]float32{}, V: map[string][]float32{}}}
+	// So is the average's: a state without one leaves it empty, and it is
+	// dropped.
+	st := &state{Opt: &AdamW{M: map[string][]float32{}, V: map[string][]float32{}}, EMA: &EMA{Tensors: map[string][]float32{}}}
 	r := bytes.NewReader(data)
 	if err := gob.NewDecoder(r).Decode(st); err != nil {
 		return nil, fmt.Errorf("decode training state: %w", err)
+	}
+	if e := st.EMA; e.Decay == 0 && e.Step == 0 && len(e.Tensors) == 0 {
+		st.EMA = nil
 	}
 	if r.Len() != 0 {
 		return nil, fmt.Errorf("training state: %d trailing bytes", r.Len())
@@ -74,8 +79,8 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // range; a best validation loss that is finite (or +Inf before the first
 // validation) at a step already taken; the optimiser's hyper-parameters in
 // range and its moments exactly the trainable tensors of cfg, finite (the
-// second moments non-negative); the early-stopping state consistent; and a
-// history of at most one point per step, ascending, with finite training
+// second moments non-negative); the early-stopping state consistent; a
+// weight average, if any, valid (EMA.check); and a history of at most one point per step, ascending, with finite training
 // losses, rates and times (a validation loss is NaN between validations).
 func (st *state) check(cfg model.Config, steps int) error {
 	switch {
@@ -109,6 +114,11 @@ func (st *state) check(cfg model.Config, steps int) error {
 	}
 	if err := st.Stop.check(st.Step); err != nil {
 		return fmt.Errorf("early stopping: %w", err)
+	}
+	if st.EMA != nil {
+		if err := st.EMA.check(cfg, st.Step); err != nil {
+			return fmt.Errorf("weight average: %w", err)
+		}
 	}
 	if len(st.History) > st.Step {
 		return fmt.Errorf("history of %d points for %d steps", len(st.History), st.Step)
@@ -210,9 +220,10 @@ func (e *EarlyStop) check(step int) error {
 // replaces a better best checkpoint by a worse one, whenever the previous
 // session stopped. A validation that improves saves the resume checkpoint
 // (recording the new best) before the best checkpoint; when the session
-// stopped between the two, the resume checkpoint's weights are the best
-// weights (st.BestStep == st.Step) and better than those on disk, and they
-// are written to o.Out here. Otherwise the best on disk is authoritative:
+// stopped between the two, the resume checkpoint's weights (or, in a run
+// that averages them, its state's average) are the best weights
+// (st.BestStep == st.Step) and better than those on disk, and they are
+// written to o.Out here. Otherwise the best on disk is authoritative:
 // st takes its loss and step (+Inf and 0 when there is none, or it is
 // unreadable or of another model). resume is the resume checkpoint.
 func (o *Options) reconcileBest(st *state, resume *model.Checkpoint) error {
@@ -228,7 +239,11 @@ func (o *Options) reconcileBest(st *state, resume *model.Checkpoint) error {
 		fmt.Fprintf(o.Log, "resume: ignoring the best checkpoint: %v\n", err)
 	}
 	if st.BestStep == st.Step && st.BestVal < diskVal {
-		ck := o.checkpoint(resume.Weights, st, st.BestVal)
+		w := resume.Weights
+		if st.EMA != nil {
+			w = st.EMA.Weights(w.Config)
+		}
+		ck := o.checkpoint(w, st, st.BestVal)
 		if err := ck.Save(o.Out); err != nil {
 			return fmt.Errorf("restore best checkpoint: %w", err)
 		}

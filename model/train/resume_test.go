@@ -18,8 +18,8 @@ import (
 )
 
 // validState returns a consistent training state of the tiny 2-cell model
-// after 3 optimiser steps (moments of every trainable tensor), one
-// validation and a 3-point history.
+// after 3 optimiser steps (moments of every trainable tensor, a weight
+// average), one validation and a 3-point history.
 func validState(t testing.TB) (*state, model.Config) {
 	t.Helper()
 	cfg := tinyConfig(model.HeadCat, 2)
@@ -33,8 +33,10 @@ func validState(t testing.TB) (*state, model.Config) {
 		}
 		return g
 	}
+	st.EMA = NewEMA(w, 0.9)
 	for s := 1; s <= 3; s++ {
 		st.Opt.Update(w, grad, 1e-3)
+		st.EMA.Update(w)
 		st.Step = s
 		val := math.NaN()
 		if s == 2 {
@@ -101,6 +103,15 @@ func TestDecodeStateErrors(t *testing.T) {
 		{"infinite best at a step", func(st *state) { st.BestVal = math.Inf(1) }, nil, 0, "best validation loss +Inf at step 2"},
 		{"unknown precision", func(st *state) { st.Precision = "fp16" }, nil, 0, `precision "fp16", want "fp32" or "bf16"`},
 		{"bf16", func(st *state) { st.Precision = PrecisionBF16 }, nil, 0, ""},
+		{"no weight average", func(st *state) { st.EMA = nil }, nil, 0, ""},
+		{"average decay 1", func(st *state) { st.EMA.Decay = 1 }, nil, 0, "weight average: decay 1, want within (0, 1)"},
+		{"average decay 0", func(st *state) { st.EMA.Decay = 0 }, nil, 0, "weight average: decay 0"},
+		{"average updates", func(st *state) { st.EMA.Step = 2 }, nil, 0, "weight average: 2 updates for 3 training steps"},
+		{"average tensor missing", func(st *state) { delete(st.EMA.Tensors, head) }, nil, 0, "weight average: weights:"},
+		{"average tensor short", func(st *state) { st.EMA.Tensors[head] = st.EMA.Tensors[head][:2] }, nil, 0,
+			"weight average: weights: tensor head.weight has 2 values"},
+		{"average NaN", func(st *state) { st.EMA.Tensors["cnn.bn1.running_var"][0] = float32(math.NaN()) }, nil, 0,
+			"weight average: weights: tensor cnn.bn1.running_var[0] is NaN"},
 		{"patience 0", func(st *state) { st.Stop.Patience = 0 }, nil, 0, "early stopping: patience 0"},
 		{"evaluations ahead", func(st *state) { st.Stop.N = 50 }, nil, 0, "early stopping: 50 evaluations after 3 steps"},
 		{"since ahead", func(st *state) { st.Stop.Since = 2 }, nil, 0, "early stopping: 2 evaluations since the best of 1"},
@@ -354,6 +365,8 @@ func FuzzDecodeState(f *testing.F) {
 		func(st *state) { st.Batch = math.MaxInt },
 		func(st *state) { st.Step, st.Opt.Step = -5, -5 },
 		func(st *state) { st.History = nil; st.Opt.M = nil; st.Opt.V = nil },
+		func(st *state) { st.EMA.Tensors["head.bias"] = nil },
+		func(st *state) { st.EMA = nil },
 	}
 	for _, m := range mutations {
 		s, _ := validState(f)
@@ -372,5 +385,8 @@ func FuzzDecodeState(f *testing.F) {
 		st.Opt.Update(w, func(name string) []float32 { return make([]float32, len(w.Tensors[name])) }, st.LR)
 		NewOneCycle(st.LR, st.Steps).Rate(st.Step)
 		st.Stop.Observe(1, true)
+		if st.EMA != nil {
+			st.EMA.Update(w)
+		}
 	})
 }

@@ -21,6 +21,7 @@ type session struct {
 	ctx   context.Context
 	o     *Options
 	w     *model.Weights
+	vw    *model.Weights // the weights validated and saved as best: w, or the average (st.EMA)
 	st    *state
 	tg    stepGraph
 	ev    *evaluator
@@ -44,8 +45,11 @@ type session struct {
 }
 
 // newSession builds the graphs and the validation set, scores the
-// zero-input models, starts a fresh model at the zero-input model, and
-// starts the batch loader.
+// zero-input models, starts a fresh model at the zero-input model, starts
+// the weight average (Options.EMA) of a new run there, and starts the
+// batch loader. The evaluation graph is built on the average when there
+// is one: validation reads it in place, and a step allocates nothing for
+// it.
 func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*session, error) {
 	tg, err := newStepGraph(w, o.Batch, o.Threads, o.Replicas, graph.Options{Training: true, SoftTargets: o.Distill > 0,
 		BF16: o.Precision == PrecisionBF16})
@@ -57,11 +61,6 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 		tg.Close()
 		return nil, fmt.Errorf("validation set: %w", err)
 	}
-	ev, err := newEvaluator(w, val, o.Batch, o.Threads)
-	if err != nil {
-		tg.Close()
-		return nil, err
-	}
 	// The zero-input models, scored on this run's validation set (which a
 	// resumed run may draw at another size).
 	pooled, perCell := ClassFrequencies(o.Rec, rgc.Train, o.Cells)
@@ -69,12 +68,28 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	if o.Resume == "" && o.Init == "" {
 		initHeadBias(w, pooled)
 	}
+	if o.EMA != 0 && st.EMA == nil {
+		st.EMA = NewEMA(w, o.EMA)
+	}
+	vw := w
+	if st.EMA != nil {
+		vw = st.EMA.Weights(w.Config)
+	}
+	ev, err := newEvaluator(vw, val, o.Batch, o.Threads)
+	if err != nil {
+		tg.Close()
+		return nil, err
+	}
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
 	fmt.Fprintf(o.Log, "arithmetic: %s; validation in fp32\n", o.Precision.describe())
 	if o.Replicas > 1 {
 		fmt.Fprintf(o.Log, "data parallel: %d replicas of %d windows on %d thread(s) each; batch norm's training statistics per replica\n",
 			o.Replicas, o.Batch/o.Replicas, o.Threads/o.Replicas)
+	}
+	if st.EMA != nil {
+		fmt.Fprintf(o.Log, "weight average: decay min(%g, (1+t)/(10+t)) at step t; validation, early stopping and the best checkpoint use it\n",
+			st.EMA.Decay)
 	}
 	if st.Distill > 0 {
 		fmt.Fprintf(o.Log, "distilling: the teacher's share of the targets falls from %.2f to 0 at %.0f%% of the run\n", st.Distill, 100*st.DistillEnd)
@@ -87,7 +102,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	}
 	now := time.Now()
 	return &session{
-		ctx: ctx, o: o, w: w, st: st, tg: tg, ev: ev, stop: stop,
+		ctx: ctx, o: o, w: w, vw: vw, st: st, tg: tg, ev: ev, stop: stop,
 		ld:    newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher),
 		soft:  make([]float32, o.Batch*o.Config.Classes),
 		sched: NewOneCycle(o.LR, o.Steps),
@@ -180,6 +195,9 @@ func (s *session) step(b *batch) (loss float32, lr float64, err error) {
 		lr = s.sched.RateAt(s.frac())
 	}
 	st.Opt.Update(s.w, s.tg.Grad, lr)
+	if st.EMA != nil {
+		st.EMA.Update(s.w)
+	}
 	st.Step++
 	st.History = append(st.History, Point{Step: st.Step, TrainLoss: float64(loss), Val: math.NaN(), LR: lr,
 		ElapsedSecs: s.elapsed()})
@@ -209,7 +227,8 @@ func (s *session) progress(loss float32, lr float64) {
 
 // validate scores the validation set, records the result, saves the
 // resume checkpoint and, when the loss improved, the best checkpoint; it
-// reports whether early stopping says to stop.
+// reports whether early stopping says to stop. With a weight average all
+// three are the average's.
 func (s *session) validate() (stop bool, err error) {
 	o, st := s.o, s.st
 	v, err := s.ev.nll(s.ctx)
@@ -239,7 +258,7 @@ func (s *session) validate() (stop bool, err error) {
 		}
 	}
 	if improved {
-		ck := o.checkpoint(s.w, st, v)
+		ck := o.checkpoint(s.vw, st, v)
 		if err := ck.Save(o.Out); err != nil {
 			return false, fmt.Errorf("save best checkpoint: %w", err)
 		}
@@ -247,8 +266,8 @@ func (s *session) validate() (stop bool, err error) {
 	return stop, nil
 }
 
-// saveResume writes the resume checkpoint: the current weights and the
-// gob-encoded training state.
+// saveResume writes the resume checkpoint: the current (raw) weights and
+// the gob-encoded training state, which holds the weight average if any.
 func (s *session) saveResume() error {
 	o, st := s.o, s.st
 	st.Elapsed = s.elapsed()
@@ -256,8 +275,9 @@ func (s *session) saveResume() error {
 	if err := gob.NewEncoder(&buf).Encode(st); err != nil {
 		return fmt.Errorf("encode training state: %w", err)
 	}
-	// The current weights' validation NLL is that of the last validation,
-	// when it was at this step.
+	// The validation NLL is that of the last validation, when it was at
+	// this step (of the average, when the run keeps one): its presence
+	// marks a resume checkpoint written right after a validation.
 	ck := o.checkpoint(s.w, st, 0)
 	if n := len(st.History); n > 0 && !math.IsNaN(st.History[n-1].Val) {
 		ck.Provenance.ValNLL = st.History[n-1].Val

@@ -37,8 +37,8 @@ func TestAdamWUpdateAllocatesNothing(t *testing.T) {
 // data-parallel replicas (the trainer's default on two threads: both
 // graphs' forward and backward, the averaging of gradients and batch-norm
 // statistics, and the AdamW update) allocates nothing after the warm-up
-// step, in float32 and in bf16: the replicas' workers persist from step
-// to step. Tolerance: 0 objects in the least of 5 rounds of 2 steps; the
+// step, in float32 and in bf16, and with the weight average (Options.EMA)
+// updated after it: the replicas' workers persist from step to step. Tolerance: 0 objects in the least of 5 rounds of 2 steps; the
 // runtime allocates for itself now and then, an allocation of the step
 // shows in every round.
 func TestReplicatedStepAllocatesNothing(t *testing.T) {
@@ -46,13 +46,24 @@ func TestReplicatedStepAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []Precision{PrecisionFP32, PrecisionBF16} {
-		t.Run(string(p), func(t *testing.T) {
-			b, err := NewStepBench(c, 16, 2, 2, 1, p) // and its warm-up step
+	for _, tc := range []struct {
+		name string
+		p    Precision
+		ema  float64 // decay of the weight average; 0: none
+	}{
+		{"fp32", PrecisionFP32, 0},
+		{"bf16", PrecisionBF16, 0},
+		{"fp32 with EMA", PrecisionFP32, 0.999},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewStepBench(c, 16, 2, 2, 1, tc.p) // and its warm-up step
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			if tc.ema != 0 {
+				b.AverageWeights(tc.ema)
+			}
 			if _, ok := b.g.(*replicated); !ok || b.Replicas != 2 {
 				t.Fatalf("%d replicas in a %T, want 2 replicated", b.Replicas, b.g)
 			}
@@ -71,6 +82,9 @@ func TestReplicatedStepAllocatesNothing(t *testing.T) {
 			}
 			if least != 0 {
 				t.Errorf("%d objects allocated in %d replicated training steps after warm-up (least of %d rounds), want 0", least, runs, rounds)
+			}
+			if tc.ema != 0 && b.ema.Step != rounds*runs {
+				t.Errorf("%d updates of the weight average in %d steps", b.ema.Step, rounds*runs)
 			}
 		})
 	}

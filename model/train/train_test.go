@@ -459,6 +459,9 @@ func TestOptionsErrors(t *testing.T) {
 		{"no learning rate", func(o *Options) { o.LR = 0 }},
 		{"cells mismatch", func(o *Options) { o.Config = tinyConfig(model.HeadCat, 3) }},
 		{"batch too large", func(o *Options) { o.Batch = maxBatch + 1 }},
+		{"EMA decay 1", func(o *Options) { o.EMA = 1 }},
+		{"EMA decay negative", func(o *Options) { o.EMA = -0.5 }},
+		{"EMA decay NaN", func(o *Options) { o.EMA = math.NaN() }},
 	} {
 		o := base
 		tc.mod(&o)

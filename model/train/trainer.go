@@ -51,6 +51,12 @@ type Options struct {
 	// Precision is the arithmetic of the training GEMMs (empty: fp32). A
 	// resumed run keeps the one it started with.
 	Precision Precision
+	// EMA, if not 0, is the decay of an exponential moving average of the
+	// weights (EMA; within (0, 1), e.g. 0.999): validation, early stopping
+	// and the best checkpoint use the average, and the best checkpoint holds
+	// it; training continues from the raw weights. A resumed run keeps the
+	// decay it started with: 0 takes it, another value is an error.
+	EMA float64
 	// Out is the path of the best checkpoint; the resume checkpoint is
 	// Out+".resume" and the loss curve Out without extension + "-loss.svg"
 	// and "-loss.png".
@@ -126,6 +132,9 @@ type state struct {
 	// Precision is the run's arithmetic, resolved: fp32 or bf16 (empty in
 	// states written before it was kept: those runs were fp32).
 	Precision Precision
+	// EMA is the average of the weights (Options.EMA); nil when the run
+	// keeps none.
+	EMA *EMA
 }
 
 // Result summarises a finished (or interrupted) run.
@@ -194,6 +203,9 @@ func (o *Options) check() error {
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 10 * time.Second
+	}
+	if err := CheckEMADecay(o.EMA); err != nil {
+		return err
 	}
 	if _, err := ParsePrecision(string(o.Precision)); err != nil && o.Precision != "" {
 		return err
@@ -349,6 +361,16 @@ func (o *Options) resume() (*model.Weights, *state, error) {
 	}
 	o.Precision, st.Precision = kept, kept
 	switch {
+	case st.EMA == nil && o.EMA != 0:
+		return nil, nil, fmt.Errorf("%s was trained without a weight average: its best checkpoint and early stopping "+
+			"followed the raw weights; leave --ema out, or average in a new run (--init)", o.Resume)
+	case st.EMA != nil && o.EMA != 0 && o.EMA != st.EMA.Decay:
+		return nil, nil, fmt.Errorf("%s averages the weights with decay %v, not %v: a resumed run keeps its decay (leave --ema out)",
+			o.Resume, st.EMA.Decay, o.EMA)
+	case st.EMA != nil:
+		o.EMA = st.EMA.Decay
+	}
+	switch {
 	case st.ValWindows > 0:
 		o.ValEvery, o.ValWindows = st.ValEvery, st.ValWindows
 	default:
@@ -442,7 +464,7 @@ func (o *Options) checkpoint(w *model.Weights, st *state, valNLL float64) *model
 		StimMode:   o.Rec.StimMode,
 		Provenance: model.Provenance{
 			Data: o.Data, Steps: st.Step, ValNLL: valNLL, ZeroInputNLL: st.ZeroPooled,
-			Precision: string(o.Precision), PrecisionPath: o.Precision.Path(), Replicas: o.Replicas,
+			Precision: string(o.Precision), PrecisionPath: o.Precision.Path(), Replicas: o.Replicas, EMA: o.EMA,
 			TrainedAt: time.Now().UTC().Format(time.RFC3339),
 			Notes: strings.TrimSpace(fmt.Sprintf("batch %d, peak lr %.3g, seed %d, %d of %d steps, val on %d windows, zero-input per-cell %.4f. %s",
 				st.Batch, st.LR, st.Seed, st.Step, st.Steps, o.ValWindows, st.ZeroCell, o.Notes)),
