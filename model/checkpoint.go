@@ -496,22 +496,7 @@ func boundConfig(c Config) error {
 // weights (bit for bit), cell ids, time base, stimulus mode, provenance and
 // train state.
 func (c *Checkpoint) Equal(o *Checkpoint) bool {
-	if c.Weights.Config != o.Weights.Config || !slices.Equal(c.CellIDs, o.CellIDs) ||
-		c.BinRateHz != o.BinRateHz || c.WindowBins != o.WindowBins || c.Horizon != o.Horizon || c.StimMode != o.StimMode ||
-		c.Provenance != o.Provenance || !bytes.Equal(c.TrainState, o.TrainState) ||
-		len(c.Weights.Tensors) != len(o.Weights.Tensors) {
-		return false
-	}
-	for name, t := range c.Weights.Tensors {
-		u, ok := o.Weights.Tensors[name]
-		if !ok || len(u) != len(t) {
-			return false
-		}
-		for i := range t {
-			if math.Float32bits(t[i]) != math.Float32bits(u[i]) {
-				return false
-			}
-		}
-	}
-	return true
+	return c.Weights.Equal(o.Weights) && slices.Equal(c.CellIDs, o.CellIDs) &&
+		c.BinRateHz == o.BinRateHz && c.WindowBins == o.WindowBins && c.Horizon == o.Horizon && c.StimMode == o.StimMode &&
+		c.Provenance == o.Provenance && bytes.Equal(c.TrainState, o.TrainState)
 }

@@ -138,6 +138,26 @@ func (w *Weights) Check() error {
 	return nil
 }
 
+// Equal reports whether w and o hold the same configuration and tensors,
+// bit for bit.
+func (w *Weights) Equal(o *Weights) bool {
+	if w.Config != o.Config || len(w.Tensors) != len(o.Tensors) {
+		return false
+	}
+	for name, t := range w.Tensors {
+		u, ok := o.Tensors[name]
+		if !ok || len(u) != len(t) {
+			return false
+		}
+		for i := range t {
+			if math.Float32bits(t[i]) != math.Float32bits(u[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Clone returns a deep copy of the weights.
 func (w *Weights) Clone() *Weights {
 	c := &Weights{Config: w.Config, Tensors: make(map[string][]float32, len(w.Tensors))}

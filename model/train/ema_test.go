@@ -91,11 +91,26 @@ func TestEMAUpdate(t *testing.T) {
 	}
 }
 
-// emaSnapshot is the resume checkpoint of one validation: its step, raw
-// weights and weight average.
+// emaSnapshot is the resume checkpoint of one validation: its raw weights
+// and weight average.
 type emaSnapshot struct {
-	raw, avg map[string][]float32
+	raw, avg *model.Weights
 	decay    float64
+}
+
+// readResume loads the resume checkpoint at path and decodes its training
+// state.
+func readResume(t *testing.T, path string) (*model.Checkpoint, *state) {
+	t.Helper()
+	ck, err := model.LoadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, st
 }
 
 // snapshotResume returns an afterResumeSave hook that records the resume
@@ -103,21 +118,14 @@ type emaSnapshot struct {
 // the validation of step crashAt (never when 0).
 func snapshotResume(t *testing.T, out string, snaps map[int]emaSnapshot, crashAt int) func() error {
 	return func() error {
-		ck, err := model.LoadCheckpoint(out + ".resume")
-		if err != nil {
-			return err
-		}
-		st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
-		if err != nil {
-			return err
-		}
+		ck, st := readResume(t, out+".resume")
 		if st.EMA == nil {
 			return errors.New("resume state without a weight average")
 		}
 		if ck.Provenance.EMA != st.EMA.Decay {
 			t.Errorf("resume checkpoint at step %d: provenance EMA %v, state's decay %v", st.Step, ck.Provenance.EMA, st.EMA.Decay)
 		}
-		snaps[st.Step] = emaSnapshot{raw: ck.Weights.Tensors, avg: st.EMA.Tensors, decay: st.EMA.Decay}
+		snaps[st.Step] = emaSnapshot{raw: ck.Weights, avg: st.EMA.Weights(ck.Weights.Config), decay: st.EMA.Decay}
 		if st.Step == crashAt {
 			return errCrash
 		}
@@ -134,34 +142,14 @@ func checkEMAStep(t *testing.T, cfg model.Config, k int, prev, next emaSnapshot)
 	t.Helper()
 	d := (&EMA{Decay: prev.decay}).Rate(k)
 	for _, p := range cfg.Params() {
-		for i, v := range next.avg[p.Name] {
-			want := d*float64(prev.avg[p.Name][i]) + (1-d)*float64(next.raw[p.Name][i])
+		for i, v := range next.avg.Tensors[p.Name] {
+			want := d*float64(prev.avg.Tensors[p.Name][i]) + (1-d)*float64(next.raw.Tensors[p.Name][i])
 			if math.Abs(float64(v)-want) > 1e-6*math.Max(1, math.Abs(want)) {
 				t.Fatalf("step %d: average of %s[%d] = %v, want %v (d %v, previous %v, weight %v)",
-					k+1, p.Name, i, v, want, d, prev.avg[p.Name][i], next.raw[p.Name][i])
+					k+1, p.Name, i, v, want, d, prev.avg.Tensors[p.Name][i], next.raw.Tensors[p.Name][i])
 			}
 		}
 	}
-}
-
-// sameTensors reports whether a and b hold the same names and values, bit
-// for bit.
-func sameTensors(a, b map[string][]float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, x := range a {
-		y, ok := b[name]
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // emaOptions is a short run of the tiny model with a weight average of
@@ -205,9 +193,9 @@ func TestRunEMA(t *testing.T) {
 	switch {
 	case !ok || best.Provenance.Steps != res.BestStep:
 		t.Fatalf("best checkpoint at step %d, run's best at %d", best.Provenance.Steps, res.BestStep)
-	case !sameTensors(best.Weights.Tensors, s.avg):
+	case !best.Weights.Equal(s.avg):
 		t.Errorf("best checkpoint (step %d) does not hold the weight average of its step", best.Provenance.Steps)
-	case sameTensors(best.Weights.Tensors, s.raw):
+	case best.Weights.Equal(s.raw):
 		t.Errorf("best checkpoint (step %d) holds the raw weights", best.Provenance.Steps)
 	case best.Provenance.EMA != 0.9:
 		t.Errorf("best checkpoint's provenance records EMA %v, want 0.9", best.Provenance.EMA)
@@ -304,37 +292,24 @@ func TestResumeEMA(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if best.Provenance.Steps != 3 || !sameTensors(best.Weights.Tensors, first[3].avg) {
+				if best.Provenance.Steps != 3 || !best.Weights.Equal(first[3].avg) {
 					t.Errorf("best checkpoint at step %d; want the average of step 3 (the same: %v)",
-						best.Provenance.Steps, sameTensors(best.Weights.Tensors, first[3].avg))
+						best.Provenance.Steps, best.Weights.Equal(first[3].avg))
 				}
 			}
 			// A finished run resumed: nothing to do but save again; the
 			// average comes back bit for bit.
-			final, err := model.LoadCheckpoint(o.Resume)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st0, err := decodeState(final.TrainState, final.Weights.Config, final.Provenance.Steps)
-			if err != nil {
-				t.Fatal(err)
-			}
+			final, st0 := readResume(t, o.Resume)
 			again := o
 			again.afterResumeSave, again.EMA = nil, 0
 			if _, err := Run(context.Background(), again); err != nil {
 				t.Fatal(err)
 			}
-			ck, err := model.LoadCheckpoint(o.Resume)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st1, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st1.EMA.Step != st0.EMA.Step || st1.EMA.Decay != st0.EMA.Decay || !sameTensors(st1.EMA.Tensors, st0.EMA.Tensors) {
+			ck, st1 := readResume(t, o.Resume)
+			a0, a1 := st0.EMA.Weights(final.Weights.Config), st1.EMA.Weights(ck.Weights.Config)
+			if st1.EMA.Step != st0.EMA.Step || st1.EMA.Decay != st0.EMA.Decay || !a1.Equal(a0) {
 				t.Errorf("average after a resume round trip: %d updates of decay %v, %d before of %v; same tensors %v",
-					st1.EMA.Step, st1.EMA.Decay, st0.EMA.Step, st0.EMA.Decay, sameTensors(st1.EMA.Tensors, st0.EMA.Tensors))
+					st1.EMA.Step, st1.EMA.Decay, st0.EMA.Step, st0.EMA.Decay, a1.Equal(a0))
 			}
 			if ck.Provenance.EMA != 0.9 {
 				t.Errorf("resumed run's checkpoint records EMA %v, want the run's 0.9", ck.Provenance.EMA)

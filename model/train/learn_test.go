@@ -201,14 +201,7 @@ func TestEMAOnSyntheticCells(t *testing.T) {
 	o.EMA = 0.98
 	validations := 0
 	o.afterResumeSave = func() error {
-		ck, err := model.LoadCheckpoint(o.Out + ".resume")
-		if err != nil {
-			return err
-		}
-		st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
-		if err != nil {
-			return err
-		}
+		ck, st := readResume(t, o.Out+".resume")
 		avg := *ck
 		avg.Weights = st.EMA.Weights(ck.Weights.Config)
 		raw, ema := sc.nll(t, ck), sc.nll(t, &avg)

@@ -158,14 +158,7 @@ var errCrash = errors.New("simulated crash")
 // path with mutate applied.
 func setResumeState(t *testing.T, path string, mutate func(st *state)) {
 	t.Helper()
-	ck, err := model.LoadCheckpoint(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := decodeState(ck.TrainState, ck.Weights.Config, ck.Provenance.Steps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, st := readResume(t, path)
 	mutate(st)
 	ck.TrainState = encodeState(t, st)
 	if err := ck.Save(path); err != nil {
