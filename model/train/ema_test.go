@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,5 +316,20 @@ func TestResumeEMA(t *testing.T) {
 				t.Errorf("resumed run's checkpoint records EMA %v, want the run's 0.9", ck.Provenance.EMA)
 			}
 		})
+	}
+}
+
+// BenchmarkEMAUpdate times one update of the weight average of the shipped
+// configuration (gpt-a-cat-cpu, 60 cells), the cost --ema adds to a step.
+func BenchmarkEMAUpdate(b *testing.B) {
+	c, err := model.ParseConfigName("gpt-a-cat-cpu", 60)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := model.InitWeights(c, rand.New(rand.NewPCG(1, 1)))
+	e := NewEMA(w, 0.999)
+	b.SetBytes(int64(4 * c.CountParams("")))
+	for b.Loop() {
+		e.Update(w)
 	}
 }
