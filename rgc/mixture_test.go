@@ -123,3 +123,24 @@ func TestMixtureErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestMixtureAllocatesNothing: predictord calls a served mixture
+// (--ensemble, --glm-mix) on every batch, so after its first call a
+// mixture allocates nothing.
+func TestMixtureAllocatesNothing(t *testing.T) {
+	a := cellPredictor{1: peaked(3, 0.9), 2: peaked(NoSpikeClass, 0.5)}
+	b := cellPredictor{1: peaked(7, 0.6), 2: peaked(NoSpikeClass, 0.8)}
+	m, err := NewMixture([]Predictor{a, b}, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := twoWindows()
+	out := make([]float32, 2*NumClasses)
+	if n := testing.AllocsPerRun(50, func() {
+		if err := m.Predict(bt, out); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per call, want 0", n)
+	}
+}
