@@ -28,22 +28,24 @@ func Ensemble(load service.Loader, others []string) service.Loader {
 			return nil, errors.New("ensemble: no checkpoint besides the model")
 		}
 		var members []*service.Model
-		closeAll := func() {
+		closeAll := func() error {
+			var errs []error
 			for _, m := range members {
 				if m.Close != nil {
-					_ = m.Close()
+					errs = append(errs, m.Close())
 				}
 			}
+			return errors.Join(errs...)
 		}
 		for _, p := range append([]string{path}, others...) {
 			m, err := load(p, maxBatch)
 			if err != nil {
-				closeAll()
+				_ = closeAll()
 				return nil, fmt.Errorf("ensemble: %w", err)
 			}
 			members = append(members, m)
 			if err := sameFooting(members[0], m, p); err != nil {
-				closeAll()
+				_ = closeAll()
 				return nil, err
 			}
 		}
@@ -59,20 +61,12 @@ func Ensemble(load service.Loader, others []string) service.Loader {
 		}
 		mix, err := rgc.NewMixture(preds, weights)
 		if err != nil {
-			closeAll()
+			_ = closeAll()
 			return nil, fmt.Errorf("ensemble: %w", err)
 		}
 		first.Predictor = &mixServed{Mixture: mix, members: preds}
 		first.Name = fmt.Sprintf("ensemble of %d, probabilities averaged: %s", len(members), strings.Join(names, "; "))
-		first.Close = func() error {
-			var errs []error
-			for _, m := range members {
-				if m.Close != nil {
-					errs = append(errs, m.Close())
-				}
-			}
-			return errors.Join(errs...)
-		}
+		first.Close = closeAll
 		return &first, nil
 	}
 }

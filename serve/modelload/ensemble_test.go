@@ -36,15 +36,9 @@ func TestEnsemble(t *testing.T) {
 	if len(m.Cells) != len(ck.CellIDs) || m.StimMode != rgc.StimCausal || engine.ArithmeticOf(m.Predictor) != "fp32" {
 		t.Errorf("%d cells, stimulus %s, arithmetic %s", len(m.Cells), m.StimMode, engine.ArithmeticOf(m.Predictor))
 	}
-	quality := rec.QualityCells()
-	var refs []rgc.WindowRef
-	for i, c := range quality[:8] {
-		refs = append(refs, rgc.WindowRef{Cell: c, T: 650_000 + 733*i})
-	}
-	var b rgc.Batch
-	rec.FillBatch(refs, &b, make([]int, len(refs)))
-	got := make([]float32, len(refs)*rgc.NumClasses)
-	if err := m.Predictor.Predict(&b, got); err != nil {
+	b := qualityWindows(rec, 650_000, 733)
+	got := make([]float32, b.Len()*rgc.NumClasses)
+	if err := m.Predictor.Predict(b, got); err != nil {
 		t.Fatal(err)
 	}
 	sum := make([]float64, len(got))
@@ -54,7 +48,7 @@ func TestEnsemble(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := make([]float32, len(got))
-		if err := one.Predictor.Predict(&b, out); err != nil {
+		if err := one.Predictor.Predict(b, out); err != nil {
 			t.Fatal(err)
 		}
 		one.Close()

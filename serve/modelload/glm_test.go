@@ -18,6 +18,18 @@ const (
 	shippedData = "../../data/chicken-17-08-21"
 )
 
+// qualityWindows returns a batch of windows of rec, one for each of its
+// first 8 quality cells, the i-th ending at bin t0 + i*step.
+func qualityWindows(rec *rgc.Recording, t0, step int) *rgc.Batch {
+	var refs []rgc.WindowRef
+	for i, c := range rec.QualityCells()[:8] {
+		refs = append(refs, rgc.WindowRef{Cell: c, T: t0 + step*i})
+	}
+	b := &rgc.Batch{}
+	rec.FillBatch(refs, b, make([]int, len(refs)))
+	return b
+}
+
 // TestWithGLM serves the shipped checkpoint mixed with the shipped GLM and
 // checks, on windows of the shipped recording, that the served
 // probabilities are (1-w) the engine's plus w the GLM's on the windows
@@ -43,15 +55,9 @@ func TestWithGLM(t *testing.T) {
 	if _, ok := m.Predictor.(rgc.Expecter); !ok {
 		t.Error("the mixture hides the engine's Expect")
 	}
-	quality := rec.QualityCells()
-	var refs []rgc.WindowRef
-	for i, c := range quality[:8] {
-		refs = append(refs, rgc.WindowRef{Cell: c, T: 700_000 + 911*i})
-	}
-	var b rgc.Batch
-	rec.FillBatch(refs, &b, make([]int, len(refs)))
-	got := make([]float32, len(refs)*rgc.NumClasses)
-	if err := m.Predictor.Predict(&b, got); err != nil {
+	b := qualityWindows(rec, 700_000, 911)
+	got := make([]float32, b.Len()*rgc.NumClasses)
+	if err := m.Predictor.Predict(b, got); err != nil {
 		t.Fatal(err)
 	}
 	base, err := Engine(1, engine.FP32)(shippedCkpt, 8)
@@ -68,10 +74,10 @@ func TestWithGLM(t *testing.T) {
 		t.Fatal(err)
 	}
 	pn, pg := make([]float32, len(got)), make([]float32, len(got))
-	if err := base.Predictor.Predict(&b, pn); err != nil {
+	if err := base.Predictor.Predict(b, pn); err != nil {
 		t.Fatal(err)
 	}
-	if err := gp.Predict(&b, pg); err != nil {
+	if err := gp.Predict(b, pg); err != nil {
 		t.Fatal(err)
 	}
 	for i := range got {
