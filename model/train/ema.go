@@ -115,8 +115,5 @@ func (e *EMA) check(cfg model.Config, step int) error {
 	case e.Step != step:
 		return fmt.Errorf("%d updates for %d training steps", e.Step, step)
 	}
-	if err := (&model.Weights{Config: cfg, Tensors: e.Tensors}).Check(); err != nil {
-		return err
-	}
-	return nil
+	return (&model.Weights{Config: cfg, Tensors: e.Tensors}).Check()
 }

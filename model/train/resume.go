@@ -80,8 +80,9 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // validation) at a step already taken; the optimiser's hyper-parameters in
 // range and its moments exactly the trainable tensors of cfg, finite (the
 // second moments non-negative); the early-stopping state consistent; a
-// weight average, if any, valid (EMA.check); and a history of at most one point per step, ascending, with finite training
-// losses, rates and times (a validation loss is NaN between validations).
+// weight average, if any, valid (EMA.check); and a history of at most one
+// point per step, ascending, with finite training losses, rates and times
+// (a validation loss is NaN between validations).
 func (st *state) check(cfg model.Config, steps int) error {
 	switch {
 	case st.Steps < 1 || st.Steps > maxSteps:
