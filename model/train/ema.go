@@ -103,6 +103,16 @@ func (e *EMA) Weights(cfg model.Config) *model.Weights {
 	return e.view
 }
 
+// validated returns the weights a run validates, early-stops on and saves
+// as its best, given its raw weights w: the average when the run keeps one
+// (sharing its memory), else w itself.
+func (st *state) validated(w *model.Weights) *model.Weights {
+	if st.EMA == nil {
+		return w
+	}
+	return st.EMA.Weights(w.Config)
+}
+
 // check validates an average restored after step training steps: a decay
 // within (0, 1), one update per step, and exactly the tensors of cfg, of
 // their sizes, finite.

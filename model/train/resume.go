@@ -240,11 +240,7 @@ func (o *Options) reconcileBest(st *state, resume *model.Checkpoint) error {
 		fmt.Fprintf(o.Log, "resume: ignoring the best checkpoint: %v\n", err)
 	}
 	if st.BestStep == st.Step && st.BestVal < diskVal {
-		w := resume.Weights
-		if st.EMA != nil {
-			w = st.EMA.Weights(w.Config)
-		}
-		ck := o.checkpoint(w, st, st.BestVal)
+		ck := o.checkpoint(st.validated(resume.Weights), st, st.BestVal)
 		if err := ck.Save(o.Out); err != nil {
 			return fmt.Errorf("restore best checkpoint: %w", err)
 		}

@@ -71,10 +71,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	if o.EMA != 0 && st.EMA == nil {
 		st.EMA = NewEMA(w, o.EMA)
 	}
-	vw := w
-	if st.EMA != nil {
-		vw = st.EMA.Weights(w.Config)
-	}
+	vw := st.validated(w)
 	ev, err := newEvaluator(vw, val, o.Batch, o.Threads)
 	if err != nil {
 		tg.Close()
