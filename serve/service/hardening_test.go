@@ -129,7 +129,15 @@ func TestControlSurvivesOverflow(t *testing.T) {
 	opsWait(t, 10*time.Second, "a frames message dropped on the full queue", func() bool { return value(t, s.m.rejected.WithLabelValues("dev0", "overflow")) > 0 })
 	close(g.Release)
 	d := s.devices[0]
-	opsWait(t, 10*time.Second, "the queue drained, so that the next message fits", func() bool { return d.queuedMsgs.Load() == 0 && d.queuedCtl.Load() == 0 })
+	// The history is the last message before the new stream: once it is
+	// applied, every frames message of the flood has been queued or
+	// dropped (one channel keeps their order), and an empty queue means the
+	// next message fits. An empty queue alone is not enough: under load
+	// the reader may not yet have moved the flood's tail out of the NATS
+	// channel, and that tail would fill the queue again.
+	opsWait(t, 10*time.Second, "the history applied and the queue drained, so that the next message fits", func() bool {
+		return value(t, s.m.histories.WithLabelValues("dev0")) == float64(len(f.ids)) && d.queuedMsgs.Load() == 0 && d.queuedCtl.Load() == 0
+	})
 	if err := p.PublishFrames(f.frames(100, 100+rgc.WindowBins)); err != nil {
 		t.Fatal(err)
 	}
