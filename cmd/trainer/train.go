@@ -121,8 +121,9 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d steps in %s (%.1f samples/s); best val NLL %.4f at step %d (zero-input %.4f pooled, %.4f per cell); best checkpoint %s\n",
-		res.Steps, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.BestVal, res.BestStep, res.ZeroPooled, res.ZeroPerCel, *out)
+	fmt.Printf("%d steps in %s (%.1f samples/s; this session %.1f in steps, validation %s); best val NLL %.4f at step %d (zero-input %.4f pooled, %.4f per cell); best checkpoint %s\n",
+		res.Steps, res.Elapsed.Round(time.Second), res.SamplesPerSec, res.StepSamplesPerSec, res.Validation.Round(time.Second),
+		res.BestVal, res.BestStep, res.ZeroPooled, res.ZeroPerCel, *out)
 	if res.Interrupted {
 		fmt.Printf("interrupted: continue with --resume %s.resume\n", *out)
 	}

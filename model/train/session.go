@@ -33,10 +33,16 @@ type session struct {
 
 	start    time.Time
 	elapsed0 float64 // training seconds of earlier sessions
+	step0    int     // the step this session started at
+
+	// Validation time (scoring and saving checkpoints), in seconds: this
+	// session's and since the last progress line. A rate "in steps" leaves
+	// it out; the run's rate includes it.
+	valSecs, valSinceLog float64
 
 	// Progress lines: the last one's time and step, the cores kept busy
-	// since (validation included: a line's rate is the run's), and the
-	// training loss's exponential moving average over emaN steps.
+	// since (validation included), and the training loss's exponential
+	// moving average over emaN steps.
 	lastLog    time.Time
 	stepsAtLog int
 	meter      cputime.Meter
@@ -103,7 +109,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 		ld:    newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed^uint64(st.Step)*0x9e3779b97f4a7c15, teacher),
 		soft:  make([]float32, o.Batch*o.Config.Classes),
 		sched: NewOneCycle(o.LR, o.Steps),
-		start: now, elapsed0: st.Elapsed, lastLog: now, stepsAtLog: st.Step, meter: cputime.Start(),
+		start: now, elapsed0: st.Elapsed, step0: st.Step, lastLog: now, stepsAtLog: st.Step, meter: cputime.Start(),
 	}, nil
 }
 
@@ -146,7 +152,11 @@ func (s *session) loop() error {
 		}
 		s.progress(loss, lr)
 		if st.Step%o.ValEvery == 0 || st.Step == o.Steps || s.frac() >= 1 {
+			t0 := time.Now()
 			stop, err := s.validate()
+			dv := time.Since(t0).Seconds()
+			s.valSecs += dv
+			s.valSinceLog += dv
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -212,14 +222,27 @@ func (s *session) progress(loss float32, lr float64) {
 	}
 	smoothed := s.trainEMA / (1 - math.Pow(0.98, float64(s.emaN)))
 	dt := time.Since(s.lastLog).Seconds()
-	sps := float64(st.Step-s.stepsAtLog) / dt
+	n := float64(st.Step - s.stepsAtLog)
+	sps := n / dt
 	eta := time.Duration(float64(o.Steps-st.Step) / sps * float64(time.Second)).Round(time.Second)
 	if st.Budget > 0 {
 		eta = min(eta, time.Duration((1-s.frac())*st.Budget*float64(time.Second)).Round(time.Second))
 	}
-	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s  %.2f cores  ETA %s\n",
-		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), s.meter.Cores(), eta)
-	s.lastLog, s.stepsAtLog, s.meter = time.Now(), st.Step, cputime.Start()
+	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s (%.1f in steps, validation %.1fs)  %.2f cores  ETA %s\n",
+		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), stepRate(n*float64(o.Batch), dt, s.valSinceLog),
+		s.valSinceLog, s.meter.Cores(), eta)
+	s.lastLog, s.stepsAtLog, s.meter, s.valSinceLog = time.Now(), st.Step, cputime.Start(), 0
+}
+
+// stepRate is the rate of samples over secs seconds of which val went to
+// validation: the training steps' own speed, what a benchmark of a step
+// measures, where the run's rate (samples/secs) also pays for scoring
+// the validation windows and saving checkpoints.
+func stepRate(samples, secs, val float64) float64 {
+	if secs-val <= 0 {
+		return 0
+	}
+	return samples / (secs - val)
 }
 
 // validate scores the validation set, records the result, saves the
@@ -304,5 +327,7 @@ func (s *session) finish() (*Result, error) {
 	if len(st.History) > 0 && res.Elapsed > 0 {
 		res.SamplesPerSec = float64(st.Step*o.Batch) / res.Elapsed.Seconds()
 	}
+	res.Validation = time.Duration(s.valSecs * float64(time.Second))
+	res.StepSamplesPerSec = stepRate(float64((st.Step-s.step0)*o.Batch), time.Since(s.start).Seconds(), s.valSecs)
 	return res, nil
 }

@@ -480,3 +480,56 @@ func (fixedPredictor) Predict(b *rgc.Batch, out []float32) error {
 	}
 	return nil
 }
+
+// TestStepRate: the steps' own rate leaves the validation time out, and
+// is 0 where validation took all of it.
+func TestStepRate(t *testing.T) {
+	for _, c := range []struct {
+		samples, secs, val, want float64
+	}{
+		{640, 1, 0, 640},
+		{640, 1, 0.2, 800},
+		{640, 1, 1, 0},
+		{0, 1, 0.5, 0},
+	} {
+		if got := stepRate(c.samples, c.secs, c.val); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("stepRate(%v, %v, %v) = %v, want %v", c.samples, c.secs, c.val, got, c.want)
+		}
+	}
+}
+
+// TestRunReportsValidationTime: a run that validates at every other step
+// reports time spent validating, and a rate in steps above the run's (it
+// leaves that time out), in its result and in every progress line.
+func TestRunReportsValidationTime(t *testing.T) {
+	rec, err := rgc.Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	o := Options{Data: "shipped", Rec: rec, Cells: rec.QualityCells()[:3], Config: tinyConfig(model.HeadCat, 3),
+		Steps: 6, Batch: 4, LR: 3e-3, ValEvery: 2, ValWindows: 64, Seed: 3, Threads: 1,
+		Out: filepath.Join(t.TempDir(), "m.ckpt"), Log: &log, ProgressEvery: time.Nanosecond}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Validation <= 0 || res.Validation >= res.Elapsed {
+		t.Errorf("validation %v of %v: want a positive part", res.Validation, res.Elapsed)
+	}
+	if res.StepSamplesPerSec <= res.SamplesPerSec {
+		t.Errorf("rate in steps %.1f, run's %.1f samples/s: want the steps' rate above", res.StepSamplesPerSec, res.SamplesPerSec)
+	}
+	lines := 0
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.HasPrefix(l, "step ") && strings.Contains(l, "samples/s") {
+			lines++
+			if !strings.Contains(l, " in steps, validation ") {
+				t.Errorf("progress line without the rate in steps: %q", l)
+			}
+		}
+	}
+	if lines != o.Steps {
+		t.Errorf("%d progress lines, want %d (one per step)\n%s", lines, o.Steps, log.String())
+	}
+}

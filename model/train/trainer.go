@@ -154,6 +154,11 @@ type Result struct {
 	// SamplesPerSec the training windows processed per second of it.
 	Elapsed       time.Duration
 	SamplesPerSec float64
+	// Validation is the time this session spent scoring the validation
+	// windows and saving checkpoints, and StepSamplesPerSec its training
+	// windows per second of the rest: the steps' own speed.
+	Validation        time.Duration
+	StepSamplesPerSec float64
 }
 
 func (o *Options) check() error {
