@@ -37,12 +37,10 @@ func (l linear) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 		l.gemm.run(false, true, n, k, m, 1, gout, m, f32(in[1]), m, 0, gin, k)
 	case 1: // dW = x^T gy
 		l.gemm.run(true, false, k, m, n, 1, f32(in[0]), k, gout, m, 0, gin, m)
-	case 2:
+	case 2: // db = the column sums of gy, row by row (the order of a scalar loop)
 		clear(gin)
 		for r := 0; r < n; r++ {
-			for j, v := range gout[r*m : (r+1)*m] {
-				gin[j] += v
-			}
+			vec.Add(gin[:m], gin[:m], gout[r*m:(r+1)*m])
 		}
 	}
 }
