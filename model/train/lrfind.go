@@ -80,7 +80,6 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int, lp LRFind
 	if err != nil {
 		return nil, fmt.Errorf("lr-find: %w", err)
 	}
-	defer ev.g.Close()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed, nil)

@@ -16,7 +16,8 @@ import (
 )
 
 // session is one training session of a run: the weights and state, the
-// training and evaluation graphs, the batch loader and the clocks.
+// training graph, the validation evaluator, the batch loader and the
+// clocks.
 type session struct {
 	ctx   context.Context
 	o     *Options
@@ -53,9 +54,9 @@ type session struct {
 // newSession builds the graphs and the validation set, scores the
 // zero-input models, starts a fresh model at the zero-input model, starts
 // the weight average (Options.EMA) of a new run there, and starts the
-// batch loader. The evaluation graph is built on the average when there
-// is one: validation reads it in place, and a step allocates nothing for
-// it.
+// batch loader. The evaluator reads the average when there is one, in
+// place (a validation packs it for the engine), so a step allocates
+// nothing for it.
 func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*session, error) {
 	tg, err := newStepGraph(w, o.Batch, o.Threads, o.Replicas, graph.Options{Training: true, SoftTargets: o.Distill > 0,
 		BF16: o.Precision == PrecisionBF16})
@@ -116,7 +117,6 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 // close stops the loader and releases the graphs.
 func (s *session) close() {
 	s.stop()
-	s.ev.g.Close()
 	s.tg.Close()
 }
 
