@@ -114,7 +114,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	}, nil
 }
 
-// close stops the loader and releases the graphs.
+// close stops the loader and releases the training graph.
 func (s *session) close() {
 	s.stop()
 	s.tg.Close()
