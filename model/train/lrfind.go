@@ -76,10 +76,7 @@ func LRFind(ctx context.Context, o Options, lo, hi float64, steps int, lp LRFind
 	if err != nil {
 		return nil, fmt.Errorf("lr-find: probe set: %w", err)
 	}
-	ev, err := newEvaluator(w, probe, o.Batch, o.Threads)
-	if err != nil {
-		return nil, fmt.Errorf("lr-find: %w", err)
-	}
+	ev := newEvaluator(w, probe, o.Batch, o.Threads)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ld := newLoader(lctx, o.Rec, rgc.Train, o.Cells, o.Batch, o.Seed, nil)

@@ -79,11 +79,7 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 		st.EMA = NewEMA(w, o.EMA)
 	}
 	vw := st.validated(w)
-	ev, err := newEvaluator(vw, val, o.Batch, o.Threads)
-	if err != nil {
-		tg.Close()
-		return nil, err
-	}
+	ev := newEvaluator(vw, val, o.Batch, o.Threads)
 	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
 		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
 	fmt.Fprintf(o.Log, "arithmetic: %s; validation in fp32\n", o.Precision.describe())

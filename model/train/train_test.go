@@ -567,11 +567,7 @@ func TestEvaluatorMatchesGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			const batch = 16
-			ev, err := newEvaluator(w, val, batch, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ev.nll(context.Background())
+			got, err := newEvaluator(w, val, batch, 2).nll(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

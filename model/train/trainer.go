@@ -244,17 +244,14 @@ type evaluator struct {
 	batch   int
 	threads int
 	ids     []int // embedding row i under "cluster id" i
-	probs   []float32
-	b       rgc.Batch
 }
 
-func newEvaluator(w *model.Weights, val *valSet, batch, threads int) (*evaluator, error) {
+func newEvaluator(w *model.Weights, val *valSet, batch, threads int) *evaluator {
 	ids := make([]int, w.Config.NumCells)
 	for i := range ids {
 		ids[i] = i
 	}
-	return &evaluator{w: w, val: val, batch: batch, threads: threads, ids: ids,
-		probs: make([]float32, batch*rgc.NumClasses)}, nil
+	return &evaluator{w: w, val: val, batch: batch, threads: threads, ids: ids}
 }
 
 // nll returns the mean validation NLL.
@@ -264,28 +261,11 @@ func (e *evaluator) nll(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("validation engine: %w", err)
 	}
 	defer eng.Close()
-	eng.SetReuse(false) // windows drawn at random: no cell's window follows its last
-	n := len(e.val.targets)
 	var sum float64
-	for lo := 0; lo < n; lo += e.batch {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		m := min(e.batch, n-lo)
-		e.b.Inputs = e.val.inputs[lo*rgc.WindowLen : (lo+m)*rgc.WindowLen]
-		e.b.Cells, e.b.Ends = e.b.Cells[:0], e.b.Ends[:0]
-		for i := lo; i < lo+m; i++ {
-			e.b.Cells = append(e.b.Cells, e.val.rows[i])
-			e.b.Ends = append(e.b.Ends, 0)
-		}
-		if err := eng.Predict(&e.b, e.probs); err != nil {
-			return 0, fmt.Errorf("validation: %w", err)
-		}
-		for i := 0; i < m; i++ {
-			sum += model.NLL(e.probs[i*rgc.NumClasses:(i+1)*rgc.NumClasses], e.val.targets[lo+i])
-		}
+	if err := scoreValSet(ctx, eng, e.val, e.ids, e.batch, func(_ int, v float64) { sum += v }); err != nil {
+		return 0, fmt.Errorf("validation: %w", err)
 	}
-	return sum / float64(n), nil
+	return sum / float64(len(e.val.targets)), nil
 }
 
 // Run trains until the planned steps are done, early stopping triggers or
