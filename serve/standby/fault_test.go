@@ -2,6 +2,7 @@ package standby
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -127,6 +129,29 @@ func startReplica(t *testing.T, id, url string) *replica {
 	return r
 }
 
+// stopped reports whether every thread of process pid is stopped, by
+// the state field of /proc/pid/task/*/stat; where /proc has no such
+// entries (not Linux) it reports true, since there is nothing to wait on.
+func stopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return true
+	}
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold any character.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
@@ -161,6 +186,11 @@ func TestFailover(t *testing.T) {
 			waitFor(t, "the frames sent so far delivered", f.delivered)
 			h := f.holderReplica(t)
 			err := h.cmd.Process.Signal(syscall.SIGSTOP)
+			if err == nil {
+				// kill returns before every thread has stopped; a thread
+				// still running could take the next frame.
+				waitFor(t, "every thread of the holder stopped", func() bool { return stopped(h.cmd.Process.Pid) })
+			}
 			f.pause.Unlock()
 			if err != nil {
 				t.Fatal(err)
