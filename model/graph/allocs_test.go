@@ -30,6 +30,7 @@ func TestKernelsReuseBuffers(t *testing.T) {
 		{"batchnorm+relu", &bnReLU{bn: batchNorm{training: true, eps: 1e-5, momentum: 0.1, par: two}},
 			[]*tensor.Dense{randTensor(rng, 1, 2, 4, 64), randTensor(rng, 1, 4), randTensor(rng, 1, 4), randTensor(rng, 1, 4), pos}},
 		{"attention", &attention{t: 16, heads: 2, hd: 4, par: two, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
+		{"attention last query", &attention{t: 16, heads: 2, hd: 4, last: true, par: two, gemm: team}, []*tensor.Dense{randTensor(rng, 1, 32, 24)}},
 		// Large enough for gemmTeam.run to split the GEMMs (m n k >= 1<<16).
 		{"linear", linear{gemm: team}, []*tensor.Dense{randTensor(rng, 1, 64, 64), randTensor(rng, 1, 64, 64), randTensor(rng, 1, 64)}},
 		{"layernorm", &layerNorm{eps: 1e-5, par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},

@@ -134,6 +134,7 @@ func TestKernelGradients(t *testing.T) {
 		{"embed", embed{}, []*tensor.Dense{randTensor(rng, 1, 6, 2), randTensor(rng, 1, 3, 2), randTensor(rng, 1, 4, 2), constTensor(3, 1)}},
 		{"layernorm", &layerNorm{eps: 1e-5}, []*tensor.Dense{randTensor(rng, 1, 3, 5), randTensor(rng, 1, 5), randTensor(rng, 1, 5)}},
 		{"attention", &attention{t: 4, heads: 2, hd: 3, par: testPar(t, 2)}, []*tensor.Dense{randTensor(rng, 1, 8, 18)}},
+		{"attention last query", &attention{t: 4, heads: 2, hd: 3, last: true, par: testPar(t, 2)}, []*tensor.Dense{randTensor(rng, 1, 8, 18)}},
 		{"relu", &relu{par: testPar(t, 2)}, []*tensor.Dense{randTensor(rng, 1, 3, 4)}},
 		{"softplus", softplus{}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},
 		{"gelu", &gelu{par: testPar(t, 2)}, []*tensor.Dense{randTensor(rng, 2, 3, 4)}},

@@ -277,11 +277,18 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 	}
 	t = b.op(embed{}, "embed", t, b.p(model.ParamPosEmb), b.p(model.ParamCellEmb), cell)
 	for i := 0; i < c.Layers; i++ {
+		// The head reads the last token alone, so the last block attends
+		// from the last query only and runs its projection and MLP on that
+		// token (its keys and values still need every token).
+		last := i == c.Layers-1
 		p := model.GPTBlock(i)
 		a := b.ln(t, p.Sub("ln1"))
 		a = b.linear(a, p.Sub("attn.qkv"))
-		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, par: b.par, gemm: b.gemm}, string(p.Sub("attn")), a)
+		a = b.op(&attention{t: c.Tokens(), heads: c.Heads, hd: c.HeadDim, last: last, par: b.par, gemm: b.gemm}, string(p.Sub("attn")), a)
 		a = b.linear(a, p.Sub("attn.proj"))
+		if last {
+			t = b.op(lastToken{t: c.Tokens()}, "last", t)
+		}
 		t = b.add(t, a)
 		m := b.ln(t, p.Sub("ln2"))
 		m = b.linear(m, p.Sub("mlp.fc"))
@@ -289,9 +296,8 @@ func (b *builder) forward(x, cell *G.Node) *G.Node {
 		m = b.linear(m, p.Sub("mlp.proj"))
 		t = b.add(t, m)
 	}
-	last := b.op(lastToken{t: c.Tokens()}, "last", t)
-	last = b.ln(last, model.LayerLNF)
-	return b.linear(last, model.LayerHead)
+	t = b.ln(t, model.LayerLNF)
+	return b.linear(t, model.LayerHead)
 }
 
 // block is bottleneck block i: 1x1 -> BN -> ReLU -> k x k strided -> BN ->

@@ -282,8 +282,14 @@ func (j *lnDxRows) chunk(lo, hi, w int) {
 // GPT-2, Radford et al., 2019) on qkv [B*T, 3D] with columns [q | k | v]
 // and head h owning columns h*hd .. (h+1)*hd of each; output [B*T, D],
 // before the output projection. Scores are scaled by 1/sqrt(hd).
+//
+// With last set, only each window's last query is attended: output [B, D].
+// The training loss reads the last token alone, so in the last transformer
+// block every other token's query, projection and MLP feed nothing, and
+// their gradients are zero; the engine skips them for the same reason.
 type attention struct {
 	t, heads, hd int
+	last         bool
 	par          parallel
 	probs        [][]float32 // per-worker T x T scratch
 	dprobs       [][]float32
@@ -296,11 +302,16 @@ type attention struct {
 	saved []float32
 
 	// The bodies of the parallel sections (see body).
-	fwdWin attnFwdWindows
-	bwdWin attnBwdWindows
+	fwdWin  attnFwdWindows
+	bwdWin  attnBwdWindows
+	lastFwd attnLastFwd
+	lastBwd attnLastBwd
 }
 
 func (a *attention) name() string {
+	if a.last {
+		return fmt.Sprintf("attention(t%d,h%d,d%d,last)", a.t, a.heads, a.hd)
+	}
 	return fmt.Sprintf("attention(t%d,h%d,d%d)", a.t, a.heads, a.hd)
 }
 func (a *attention) diffWRT() []bool { return []bool{true} }
@@ -309,7 +320,18 @@ func (a *attention) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 1 || len(in[0]) != 2 || in[0][1] != 3*d || in[0][0]%a.t != 0 {
 		return nil, fmt.Errorf("want qkv [B*%d,%d], got %v", a.t, 3*d, in)
 	}
+	if a.last {
+		return tensor.Shape{in[0][0] / a.t, d}, nil
+	}
 	return tensor.Shape{in[0][0], d}, nil
+}
+
+// rows is the number of query rows per window and head: T, or 1 with last.
+func (a *attention) rows() int {
+	if a.last {
+		return 1
+	}
+	return a.t
 }
 
 func (a *attention) scratch() {
@@ -346,11 +368,16 @@ func (a *attention) forward(in []*tensor.Dense, out []float32) {
 	qkv := f32(in[0])
 	d := a.heads * a.hd
 	nb := len(qkv) / (a.t * 3 * d)
-	tt := a.t * a.t
+	tt := a.rows() * a.t
 	if len(a.saved) != nb*a.heads*tt {
 		a.saved = make([]float32, nb*a.heads*tt)
 	}
 	a.gemm.reserve(a.par.n)
+	if a.last {
+		a.lastFwd = attnLastFwd{a: a, qkv: qkv, out: out}
+		a.par.run(nb, &a.lastFwd)
+		return
+	}
 	a.fwdWin = attnFwdWindows{a: a, qkv: qkv, out: out}
 	a.par.run(nb, &a.fwdWin)
 }
@@ -382,9 +409,14 @@ func (a *attention) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) 
 	d := a.heads * a.hd
 	nb := len(qkv) / (a.t * 3 * d)
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
-	tt := a.t * a.t
+	tt := a.rows() * a.t
 	saved := len(a.saved) == nb*a.heads*tt // else no forward pass yet
 	a.gemm.reserve(a.par.n)
+	if a.last {
+		a.lastBwd = attnLastBwd{a: a, qkv: qkv, gout: gout, gin: gin, scale: scale, saved: saved}
+		a.par.run(nb, &a.lastBwd)
+		return
+	}
 	a.bwdWin = attnBwdWindows{a: a, qkv: qkv, gout: gout, gin: gin, scale: scale, saved: saved}
 	a.par.run(nb, &a.bwdWin)
 }
@@ -429,6 +461,76 @@ func (j *attnBwdWindows) chunk(lo, hi, w int) {
 			// dQ = dS K; dK = dS^T Q
 			a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
 			a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
+		}
+	}
+}
+
+// lastProbsOf fills p [T] with the attention probabilities of window b's
+// last query, head h: softmax over every key of (q_T . k_j) / sqrt(hd).
+func (a *attention) lastProbsOf(w int, qkv []float32, b, h int, p []float32) {
+	d := a.heads * a.hd
+	base := b * a.t * 3 * d
+	q := base + (a.t-1)*3*d + h*a.hd
+	scale := float32(1 / math.Sqrt(float64(a.hd)))
+	a.gemm.on(w, false, true, 1, a.t, a.hd, scale, qkv[q:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
+	vec.Affine(p, p, 1, -vec.Max(p))
+	vec.Exp(p)
+	vec.Affine(p, p, 1/vec.Sum(p), 0)
+}
+
+// attnLastFwd is the parallel section of the last-query forward pass, by
+// windows: each head's probabilities [T], saved, and its output p V.
+type attnLastFwd struct {
+	a        *attention
+	qkv, out []float32
+}
+
+func (j *attnLastFwd) chunk(lo, hi, w int) {
+	a, qkv, out := j.a, j.qkv, j.out
+	d := a.heads * a.hd
+	for b := lo; b < hi; b++ {
+		for h := 0; h < a.heads; h++ {
+			p := a.saved[(b*a.heads+h)*a.t : (b*a.heads+h+1)*a.t]
+			a.lastProbsOf(w, qkv, b, h, p)
+			a.gemm.on(w, false, false, 1, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*d+h*a.hd:], d)
+		}
+	}
+}
+
+// attnLastBwd is the parallel section of the last-query backward pass, by
+// windows. Every query row but the last gets a zero gradient.
+type attnLastBwd struct {
+	a              *attention
+	qkv, gout, gin []float32
+	scale          float32
+	saved          bool
+}
+
+func (j *attnLastBwd) chunk(lo, hi, w int) {
+	a, qkv, gout, gin, scale := j.a, j.qkv, j.gout, j.gin, j.scale
+	d := a.heads * a.hd
+	dp := a.dprobs[w][:a.t]
+	for b := lo; b < hi; b++ {
+		base := b * a.t * 3 * d
+		clear(gin[base : base+a.t*3*d])
+		for h := 0; h < a.heads; h++ {
+			q, k, v := base+(a.t-1)*3*d+h*a.hd, base+d+h*a.hd, base+2*d+h*a.hd
+			do := gout[b*d+h*a.hd:][:a.hd]
+			p := a.probs[w][:a.t]
+			if j.saved {
+				p = a.saved[(b*a.heads+h)*a.t : (b*a.heads+h+1)*a.t]
+			} else {
+				a.lastProbsOf(w, qkv, b, h, p)
+			}
+			// dV = p^T dO (an outer product); dp = dO V^T
+			a.gemm.on(w, true, false, a.t, a.hd, 1, 1, p, a.t, do, a.hd, 0, gin[v:], 3*d)
+			a.gemm.on(w, false, true, 1, a.t, a.hd, 1, do, a.hd, qkv[v:], 3*d, 0, dp, a.t)
+			// dS = p (dp - p . dp) / sqrt(hd)
+			vec.Affine(dp, dp, scale, -vec.Dot(p, dp)*scale)
+			vec.Mul(dp, p, dp)
+			// dq = dS K; dK = dS^T q
+			a.gemm.on(w, false, false, 1, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
+			a.gemm.on(w, true, false, a.t, a.hd, 1, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
 		}
 	}
 }
