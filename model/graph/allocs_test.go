@@ -36,7 +36,7 @@ func TestKernelsReuseBuffers(t *testing.T) {
 		{"layernorm", &layerNorm{eps: 1e-5, par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64), randTensor(rng, 1, 64), randTensor(rng, 1, 64)}},
 		{"gelu", &gelu{par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
 		{"relu", &relu{par: two}, []*tensor.Dense{randTensor(rng, 1, 16, 64)}},
-		{"chanscale", &chanScale{par: two}, []*tensor.Dense{randTensor(rng, 1, 2, 4, 128), randTensor(rng, 1, 2, 4)}},
+		{"exciteadd", &exciteAdd{par: two}, []*tensor.Dense{randTensor(rng, 1, 2, 4, 128), randTensor(rng, 1, 2, 4), randTensor(rng, 1, 2, 4, 128)}},
 		{"catnll", catNLL{}, []*tensor.Dense{randTensor(rng, 1, 8, 81), constTensor(3, 80, 0, 1, 2, 5, 7, 9)}},
 	}
 	for _, tc := range cases {

@@ -314,12 +314,11 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	sq = b.relu(b.linear(sq, p.Sub("se.fc1")))
 	sq = b.linear(sq, p.Sub("se.fc2"))
 	sq = b.op(sigmoid{}, string(p.Sub("se.gate")), sq)
-	h = b.op(&chanScale{par: b.par}, string(p.Sub("se.scale")), h, sq)
 	sc := x
 	if c.BlockHasShortcut(i) {
 		sc = b.bn(b.conv(x, p.Sub("shortcut.conv"), s, 0), p.Sub("shortcut.bn"))
 	}
-	return b.relu(b.add(h, sc))
+	return b.op(&exciteAdd{smooth: b.gr.opts.smooth, par: b.par}, string(p.Sub("se.scale")), h, sq, sc)
 }
 
 // Batch returns the graph's batch size.

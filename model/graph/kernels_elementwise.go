@@ -42,67 +42,113 @@ func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	}
 }
 
-// chanScale multiplies x [B, C, L] by a per-window, per-channel scale s
-// [B, C] (the excite of squeeze-and-excite), rows split over the workers.
-type chanScale struct {
-	par  parallel
-	rows scaleRows // the body of the scaling sections (see body)
-	dots rowDots   // the body of the scale's gradient
+// exciteAdd ends a bottleneck block: ReLU(x s + sc), x [B, C, L] scaled per
+// window and channel by the squeeze-excite gate s [B, C], plus the shortcut
+// sc [B, C, L]; rows split over the workers. One kernel instead of a
+// scaling, an addition and a ReLU saves passes over the block's output.
+// With smooth, softplus replaces the ReLU (gradient checks of the graph).
+type exciteAdd struct {
+	smooth bool
+	par    parallel
+	fwd    exciteRows // the bodies of the parallel sections (see body)
+	bwd    exciteGrad
 }
 
-func (*chanScale) name() string    { return "chanscale" }
-func (*chanScale) diffWRT() []bool { return []bool{true, true} }
-func (*chanScale) outShape(in []tensor.Shape) (tensor.Shape, error) {
-	if len(in) != 2 || len(in[0]) != 3 || len(in[1]) != 2 || in[0][0] != in[1][0] || in[0][1] != in[1][1] {
-		return nil, fmt.Errorf("want x [B,C,L] and s [B,C], got %v", in)
+func (*exciteAdd) name() string    { return "exciteadd" }
+func (*exciteAdd) diffWRT() []bool { return []bool{true, true, true} }
+func (*exciteAdd) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 3 || len(in[0]) != 3 || len(in[1]) != 2 || in[0][0] != in[1][0] || in[0][1] != in[1][1] || !in[2].Eq(in[0]) {
+		return nil, fmt.Errorf("want x [B,C,L], s [B,C] and sc [B,C,L], got %v", in)
 	}
 	return in[0].Clone(), nil
 }
-func (cs *chanScale) forward(in []*tensor.Dense, out []float32) {
-	l := in[0].Shape()[2]
+func (e *exciteAdd) forward(in []*tensor.Dense, out []float32) {
 	x, s := f32(in[0]), f32(in[1])
-	cs.rows = scaleRows{d: out, x: x, s: s, l: l}
-	cs.par.run(len(s), &cs.rows)
+	e.fwd = exciteRows{smooth: e.smooth, d: out, x: x, s: s, sc: f32(in[2]), l: len(x) / len(s)}
+	e.par.run(len(s), &e.fwd)
 }
-func (cs *chanScale) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
-	l := in[0].Shape()[2]
+
+// backward masks the output gradient where the output is 0 (the ReLU) and
+// passes it to sc as it is, to x scaled by s, and to s as its dot product
+// with x over each row.
+func (e *exciteAdd) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
 	x, s := f32(in[0]), f32(in[1])
-	if i == 0 {
-		cs.rows = scaleRows{d: gin, x: gout, s: s, l: l}
-		cs.par.run(len(s), &cs.rows)
-		return
-	}
-	cs.dots = rowDots{d: gin, x: gout, y: x, l: l}
-	cs.par.run(len(s), &cs.dots)
+	e.bwd = exciteGrad{smooth: e.smooth, i: i, d: gin, g: gout, o: out, x: x, s: s, l: len(x) / len(s)}
+	e.par.run(len(s), &e.bwd)
 }
 
-// scaleRows sets rows r of d (length l) to those of x times s[r].
-type scaleRows struct {
-	d, x, s []float32
-	l       int
+// exciteRows sets rows r of d (length l) to ReLU(x s[r] + sc).
+type exciteRows struct {
+	smooth      bool
+	d, x, s, sc []float32
+	l           int
 }
 
-func (j *scaleRows) chunk(lo, hi, _ int) { scaleRows32(j.d, j.x, j.s[lo:hi], lo, j.l) }
-
-// rowDots sets d[r] to the dot product of rows r of x and y (length l).
-type rowDots struct {
-	d, x, y []float32
-	l       int
-}
-
-func (j *rowDots) chunk(lo, hi, _ int) {
-	d, x, y, l := j.d, j.x, j.y, j.l
+func (j *exciteRows) chunk(lo, hi, _ int) {
+	l := j.l
 	for r := lo; r < hi; r++ {
-		d[r] = vec.Dot(x[r*l:(r+1)*l], y[r*l:(r+1)*l])
+		d := j.d[r*l : (r+1)*l]
+		vec.Affine(d, j.x[r*l:(r+1)*l], j.s[r], 0)
+		vec.Add(d, d, j.sc[r*l:(r+1)*l])
+		if !j.smooth {
+			vec.AffineReLU(d, d, 1, 0)
+			continue
+		}
+		for i, v := range d {
+			x := float64(v)
+			d[i] = float32(math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))))
+		}
 	}
 }
 
-// scaleRows32 sets rows r0, r0+1, ... (length l) of d to those of x times
-// s[0], s[1], ...
-func scaleRows32(d, x, s []float32, r0, l int) {
-	for i, sv := range s {
-		r := r0 + i
-		vec.Affine(d[r*l:(r+1)*l], x[r*l:(r+1)*l], sv, 0)
+// exciteGrad sets rows r of d to exciteAdd's gradient of input i, given
+// the output o and its gradient g.
+type exciteGrad struct {
+	smooth        bool
+	i             int
+	d, g, o, x, s []float32
+	l             int
+}
+
+func (j *exciteGrad) chunk(lo, hi, _ int) {
+	l := j.l
+	for r := lo; r < hi; r++ {
+		g, o := j.g[r*l:(r+1)*l], j.o[r*l:(r+1)*l]
+		if j.smooth {
+			j.smoothRow(r, g, o)
+			continue
+		}
+		switch j.i {
+		case 0:
+			d := j.d[r*l : (r+1)*l]
+			vec.MaskPos(d, g, o)
+			vec.Affine(d, d, j.s[r], 0)
+		case 1:
+			_, j.d[r] = vec.GradSumsPos(g, j.x[r*l:(r+1)*l], o, 0)
+		default:
+			vec.MaskPos(j.d[r*l:(r+1)*l], g, o)
+		}
+	}
+}
+
+// smoothRow is chunk's row r with softplus, whose derivative is 1 - e^-o
+// given its output o.
+func (j *exciteGrad) smoothRow(r int, g, o []float32) {
+	l := j.l
+	var dot float32
+	for i := range g {
+		gi := g[i] * float32(-math.Expm1(-float64(o[i])))
+		switch j.i {
+		case 0:
+			j.d[r*l+i] = gi * j.s[r]
+		case 1:
+			dot += gi * j.x[r*l+i]
+		default:
+			j.d[r*l+i] = gi
+		}
+	}
+	if j.i == 1 {
+		j.d[r] = dot
 	}
 }
 
