@@ -479,11 +479,9 @@ func (a *attention) lastProbsOf(w int, qkv []float32, b, h int, p []float32) {
 }
 
 // attnLastFwd is the parallel section of the last-query forward pass, by
-// windows: each head's probabilities [T], saved, and its output p V.
-type attnLastFwd struct {
-	a        *attention
-	qkv, out []float32
-}
+// windows, with attnFwdWindows' fields: each head's probabilities [T],
+// saved, and its output p V.
+type attnLastFwd attnFwdWindows
 
 func (j *attnLastFwd) chunk(lo, hi, w int) {
 	a, qkv, out := j.a, j.qkv, j.out
@@ -498,13 +496,9 @@ func (j *attnLastFwd) chunk(lo, hi, w int) {
 }
 
 // attnLastBwd is the parallel section of the last-query backward pass, by
-// windows. Every query row but the last gets a zero gradient.
-type attnLastBwd struct {
-	a              *attention
-	qkv, gout, gin []float32
-	scale          float32
-	saved          bool
-}
+// windows, with attnBwdWindows' fields. Every query row but the last gets a
+// zero gradient.
+type attnLastBwd attnBwdWindows
 
 func (j *attnLastBwd) chunk(lo, hi, w int) {
 	a, qkv, gout, gin, scale := j.a, j.qkv, j.gout, j.gin, j.scale
