@@ -1,7 +1,7 @@
 // Package vec is float32 vector arithmetic for the inference engine
 // (model/engine) and the training graph (model/graph): element-wise maps,
-// sums, the exponential and GELU, and the kernels of batch norm's forward and
-// backward passes.
+// sums, the exponential and GELU, causal attention's softmax, and the
+// kernels of batch norm's forward and backward passes.
 //
 // Each routine is Go assembly for AVX2+FMA (GELU also for AVX-512) when the
 // CPU has it (detected at start with golang.org/x/sys/cpu), and portable Go

@@ -553,32 +553,9 @@ func (n *network) attendGEMM(p *pass, qkv []float32, head, q0, q1 int, y []float
 	// att = q k^T / sqrt(hd): [nq, q1]
 	att := wk.att[:nq*q1]
 	sgemm.GemmWork(wk.gemmWork, false, true, nq, q1, hd, 1, q, 3*d, k, 3*d, 0, att, q1)
-	softmaxCausal(att, nq, q1, q0)
+	vec.SoftmaxCausal(att, nq, q1, q0)
 	// y[:, head] = att v: [nq, q1] x [q1, hd] -> [nq, hd]
 	sgemm.GemmWork(wk.gemmWork, false, false, nq, hd, q1, 1, att, q1, v, 3*d, 0, y[head*hd:], d)
-}
-
-// softmaxCausal replaces each row i of att [nq, T] by the softmax of its
-// first q0+i+1 entries (the keys query q0+i may see) and zeroes the rest.
-// The exponentials run over the whole matrix at once (vectorised); masked
-// entries are set to a large negative number first and zeroed after.
-func softmaxCausal(att []float32, nq, T, q0 int) {
-	att = att[:nq*T]
-	for i := 0; i < nq; i++ {
-		row := att[i*T : (i+1)*T]
-		n := q0 + i + 1
-		vec.Affine(row[:n], row[:n], 1, -vec.Max(row[:n]))
-		for j := range row[n:] {
-			row[n+j] = -100
-		}
-	}
-	vec.Exp(att)
-	for i := 0; i < nq; i++ {
-		row := att[i*T : (i+1)*T]
-		n := q0 + i + 1
-		vec.Affine(row[:n], row[:n], 1/vec.Sum(row[:n]), 0)
-		clear(row[n:])
-	}
 }
 
 // layerNorm writes (x - mean) / sqrt(var + eps) * w + b to y.

@@ -129,7 +129,6 @@ func TestKernelGradients(t *testing.T) {
 			[]*tensor.Dense{randTensor(rng, 1, 3, 2, 5), randTensor(rng, 1, 2), randTensor(rng, 1, 2), randTensor(rng, 1, 2), pos(2)}},
 		{"meanlen", meanLen{}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4)}},
 		{"exciteadd", &exciteAdd{par: testPar(t, 2)}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4), randTensor(rng, 1, 2, 3), randTensor(rng, 1, 2, 3, 4)}},
-		{"exciteadd smooth", &exciteAdd{smooth: true}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4), randTensor(rng, 1, 2, 3), randTensor(rng, 1, 2, 3, 4)}},
 		{"linear", linear{}, []*tensor.Dense{randTensor(rng, 1, 3, 4), randTensor(rng, 1, 4, 5), randTensor(rng, 1, 5)}},
 		{"totokens", toTokens{}, []*tensor.Dense{randTensor(rng, 1, 2, 3, 4)}},
 		{"embed", embed{}, []*tensor.Dense{randTensor(rng, 1, 6, 2), randTensor(rng, 1, 3, 2), randTensor(rng, 1, 4, 2), constTensor(3, 1)}},

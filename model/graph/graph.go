@@ -318,7 +318,7 @@ func (b *builder) block(x *G.Node, i int) *G.Node {
 	if c.BlockHasShortcut(i) {
 		sc = b.bn(b.conv(x, p.Sub("shortcut.conv"), s, 0), p.Sub("shortcut.bn"))
 	}
-	return b.op(&exciteAdd{smooth: b.gr.opts.smooth, par: b.par}, string(p.Sub("se.scale")), h, sq, sc)
+	return b.relu(b.op(&exciteAdd{par: b.par}, string(p.Sub("se.scale")), h, sq, sc))
 }
 
 // Batch returns the graph's batch size.

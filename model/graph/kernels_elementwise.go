@@ -42,16 +42,14 @@ func (meanLen) backward(_ int, in []*tensor.Dense, _, gout, gin []float32) {
 	}
 }
 
-// exciteAdd ends a bottleneck block: ReLU(x s + sc), x [B, C, L] scaled per
-// window and channel by the squeeze-excite gate s [B, C], plus the shortcut
-// sc [B, C, L]; rows split over the workers. One kernel instead of a
-// scaling, an addition and a ReLU saves passes over the block's output.
-// With smooth, softplus replaces the ReLU (gradient checks of the graph).
+// exciteAdd is x s + sc: x [B, C, L] scaled per window and channel by the
+// squeeze-excite gate s [B, C], plus the shortcut sc [B, C, L]; rows split
+// over the workers. One kernel instead of a scaling and an addition; the
+// block's ReLU follows it.
 type exciteAdd struct {
-	smooth bool
-	par    parallel
-	fwd    exciteRows // the bodies of the parallel sections (see body)
-	bwd    exciteGrad
+	par parallel
+	fwd exciteRows // the bodies of the parallel sections (see body)
+	bwd exciteGrad
 }
 
 func (*exciteAdd) name() string    { return "exciteadd" }
@@ -64,22 +62,20 @@ func (*exciteAdd) outShape(in []tensor.Shape) (tensor.Shape, error) {
 }
 func (e *exciteAdd) forward(in []*tensor.Dense, out []float32) {
 	x, s := f32(in[0]), f32(in[1])
-	e.fwd = exciteRows{smooth: e.smooth, d: out, x: x, s: s, sc: f32(in[2]), l: len(x) / len(s)}
+	e.fwd = exciteRows{d: out, x: x, s: s, sc: f32(in[2]), l: len(x) / len(s)}
 	e.par.run(len(s), &e.fwd)
 }
 
-// backward masks the output gradient where the output is 0 (the ReLU) and
-// passes it to sc as it is, to x scaled by s, and to s as its dot product
-// with x over each row.
-func (e *exciteAdd) backward(i int, in []*tensor.Dense, out, gout, gin []float32) {
+// backward passes the output gradient to sc as it is, to x scaled by s,
+// and to s as its dot product with x over each row.
+func (e *exciteAdd) backward(i int, in []*tensor.Dense, _, gout, gin []float32) {
 	x, s := f32(in[0]), f32(in[1])
-	e.bwd = exciteGrad{smooth: e.smooth, i: i, d: gin, g: gout, o: out, x: x, s: s, l: len(x) / len(s)}
+	e.bwd = exciteGrad{i: i, d: gin, g: gout, x: x, s: s, l: len(x) / len(s)}
 	e.par.run(len(s), &e.bwd)
 }
 
-// exciteRows sets rows r of d (length l) to ReLU(x s[r] + sc).
+// exciteRows sets rows r of d (length l) to x s[r] + sc.
 type exciteRows struct {
-	smooth      bool
 	d, x, s, sc []float32
 	l           int
 }
@@ -90,65 +86,29 @@ func (j *exciteRows) chunk(lo, hi, _ int) {
 		d := j.d[r*l : (r+1)*l]
 		vec.Affine(d, j.x[r*l:(r+1)*l], j.s[r], 0)
 		vec.Add(d, d, j.sc[r*l:(r+1)*l])
-		if !j.smooth {
-			vec.AffineReLU(d, d, 1, 0)
-			continue
-		}
-		for i, v := range d {
-			x := float64(v)
-			d[i] = float32(math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))))
-		}
 	}
 }
 
 // exciteGrad sets rows r of d to exciteAdd's gradient of input i, given
-// the output o and its gradient g.
+// the output gradient g.
 type exciteGrad struct {
-	smooth        bool
-	i             int
-	d, g, o, x, s []float32
-	l             int
+	i          int
+	d, g, x, s []float32
+	l          int
 }
 
 func (j *exciteGrad) chunk(lo, hi, _ int) {
 	l := j.l
 	for r := lo; r < hi; r++ {
-		g, o := j.g[r*l:(r+1)*l], j.o[r*l:(r+1)*l]
-		if j.smooth {
-			j.smoothRow(r, g, o)
-			continue
-		}
+		g := j.g[r*l : (r+1)*l]
 		switch j.i {
 		case 0:
-			d := j.d[r*l : (r+1)*l]
-			vec.MaskPos(d, g, o)
-			vec.Affine(d, d, j.s[r], 0)
+			vec.Affine(j.d[r*l:(r+1)*l], g, j.s[r], 0)
 		case 1:
-			_, j.d[r] = vec.GradSumsPos(g, j.x[r*l:(r+1)*l], o, 0)
+			j.d[r] = vec.Dot(g, j.x[r*l:(r+1)*l])
 		default:
-			vec.MaskPos(j.d[r*l:(r+1)*l], g, o)
+			copy(j.d[r*l:(r+1)*l], g)
 		}
-	}
-}
-
-// smoothRow is chunk's row r with softplus, whose derivative is 1 - e^-o
-// given its output o.
-func (j *exciteGrad) smoothRow(r int, g, o []float32) {
-	l := j.l
-	var dot float32
-	for i := range g {
-		gi := g[i] * float32(-math.Expm1(-float64(o[i])))
-		switch j.i {
-		case 0:
-			j.d[r*l+i] = gi * j.s[r]
-		case 1:
-			dot += gi * j.x[r*l+i]
-		default:
-			j.d[r*l+i] = gi
-		}
-	}
-	if j.i == 1 {
-		j.d[r] = dot
 	}
 }
 

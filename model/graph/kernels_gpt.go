@@ -353,14 +353,7 @@ func (a *attention) probsOf(w int, qkv []float32, b, h int, p []float32) {
 	base := b * a.t * 3 * d
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
 	a.gemm.on(w, false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
-	for i := 0; i < a.t; i++ {
-		row := p[i*a.t : (i+1)*a.t]
-		r := row[:i+1]
-		vec.Affine(r, r, 1, -vec.Max(r))
-		vec.Exp(r)
-		vec.Affine(r, r, 1/vec.Sum(r), 0)
-		clear(row[i+1:])
-	}
+	vec.SoftmaxCausal(p, a.t, a.t, 0)
 }
 
 func (a *attention) forward(in []*tensor.Dense, out []float32) {
@@ -453,9 +446,7 @@ func (j *attnBwdWindows) chunk(lo, hi, w int) {
 			// dS = P (dP - rowsum(P dP)) / sqrt(hd), in place in dp.
 			for i := 0; i < a.t; i++ {
 				pr, dr := p[i*a.t:(i+1)*a.t], dp[i*a.t:(i+1)*a.t]
-				pi, di := pr[:i+1], dr[:i+1]
-				vec.Affine(di, di, scale, -vec.Dot(pi, di)*scale)
-				vec.Mul(di, pi, di)
+				softmaxGrad(dr[:i+1], pr[:i+1], scale)
 				clear(dr[i+1:])
 			}
 			// dQ = dS K; dK = dS^T Q
@@ -473,9 +464,15 @@ func (a *attention) lastProbsOf(w int, qkv []float32, b, h int, p []float32) {
 	q := base + (a.t-1)*3*d + h*a.hd
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
 	a.gemm.on(w, false, true, 1, a.t, a.hd, scale, qkv[q:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
-	vec.Affine(p, p, 1, -vec.Max(p))
-	vec.Exp(p)
-	vec.Affine(p, p, 1/vec.Sum(p), 0)
+	vec.SoftmaxCausal(p, 1, a.t, a.t-1)
+}
+
+// softmaxGrad sets dp to the gradient of the scores under one query's
+// probabilities p, given dp, the gradient of p, and the scores' scale:
+// p (dp - p . dp) scale.
+func softmaxGrad(dp, p []float32, scale float32) {
+	vec.Affine(dp, dp, scale, -vec.Dot(p, dp)*scale)
+	vec.Mul(dp, p, dp)
 }
 
 // attnLastFwd is the parallel section of the last-query forward pass, by
@@ -519,9 +516,7 @@ func (j *attnLastBwd) chunk(lo, hi, w int) {
 			// dV = p^T dO (an outer product); dp = dO V^T
 			a.gemm.on(w, true, false, a.t, a.hd, 1, 1, p, a.t, do, a.hd, 0, gin[v:], 3*d)
 			a.gemm.on(w, false, true, 1, a.t, a.hd, 1, do, a.hd, qkv[v:], 3*d, 0, dp, a.t)
-			// dS = p (dp - p . dp) / sqrt(hd)
-			vec.Affine(dp, dp, scale, -vec.Dot(p, dp)*scale)
-			vec.Mul(dp, p, dp)
+			softmaxGrad(dp, p, scale) // dS
 			// dq = dS K; dK = dS^T q
 			a.gemm.on(w, false, false, 1, a.hd, a.t, 1, dp, a.t, qkv[k:], 3*d, 0, gin[q:], 3*d)
 			a.gemm.on(w, true, false, a.t, a.hd, 1, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)

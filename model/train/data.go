@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"rgcpred/model"
 	"rgcpred/rgc"
 )
 
@@ -155,11 +154,4 @@ func (v *valSet) zeroInputNLL(pooled []float64, perCell [][]float64) (float64, f
 	}
 	n := float64(len(v.targets))
 	return a / n, b / n
-}
-
-// outputNLL returns the NLL of the target under a head output row (the
-// class probabilities of the cat or logmix distribution, as evaluated).
-func outputNLL(c model.Config, out []float32, probs []float32, target int) float64 {
-	c.Probs(out, probs)
-	return model.NLL(probs, target)
 }

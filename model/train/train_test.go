@@ -595,7 +595,8 @@ func TestEvaluatorMatchesGraph(t *testing.T) {
 				}
 				k := c.HeadOut()
 				for i := range m {
-					want += outputNLL(c, g.Output()[i*k:(i+1)*k], probs, val.targets[lo+i])
+					c.Probs(g.Output()[i*k:(i+1)*k], probs)
+					want += model.NLL(probs, val.targets[lo+i])
 				}
 			}
 			want /= float64(n)
