@@ -36,8 +36,12 @@ type execStep struct {
 }
 
 // newExecutor orders g's nodes and binds the leaves' values (inputs,
-// weights: bound once, their tensors are written in place).
-func newExecutor(g *G.ExprGraph, par parallel) (*executor, error) {
+// weights: bound once, their tensors are written in place). It keeps only
+// the ops that roots depend on: gorgonia's Backpropagate also builds the
+// gradient of every differentiable input of an op on the loss's path,
+// among them the data gradient of the first convolution, which no
+// parameter's gradient reads.
+func newExecutor(g *G.ExprGraph, par parallel, roots G.Nodes) (*executor, error) {
 	sorted, err := G.Sort(g)
 	if err != nil {
 		return nil, fmt.Errorf("graph: order nodes: %w", err)
@@ -47,8 +51,12 @@ func newExecutor(g *G.ExprGraph, par parallel) (*executor, error) {
 	for i := range sorted {
 		e.index[sorted[len(sorted)-1-i]] = i
 	}
+	live := liveNodes(g, roots)
 	for i := range sorted {
 		n := sorted[len(sorted)-1-i]
+		if !live[n] {
+			continue
+		}
 		if n.Op() == nil {
 			if n.Value() == nil {
 				return nil, fmt.Errorf("graph: input %s has no value", n.Name())
@@ -72,6 +80,24 @@ func newExecutor(g *G.ExprGraph, par parallel) (*executor, error) {
 		e.steps = append(e.steps, s)
 	}
 	return e, nil
+}
+
+// liveNodes returns roots and every node they depend on.
+func liveNodes(g *G.ExprGraph, roots G.Nodes) map[*G.Node]bool {
+	live := make(map[*G.Node]bool)
+	stack := append(G.Nodes{}, roots...)
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if live[n] {
+			continue
+		}
+		live[n] = true
+		for it := g.From(n.ID()); it.Next(); {
+			stack = append(stack, it.Node().(*G.Node))
+		}
+	}
+	return live
 }
 
 // isSum reports whether n is gorgonia's element-wise addition of two

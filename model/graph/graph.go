@@ -159,7 +159,11 @@ func New(w *model.Weights, batch int, opts Options) (*Graph, error) {
 			gr.grads[n] = gs[i]
 		}
 	}
-	ex, err := newExecutor(gr.g, b.par)
+	roots := G.Nodes{out, loss}
+	for _, n := range gr.grads {
+		roots = append(roots, n)
+	}
+	ex, err := newExecutor(gr.g, b.par, roots)
 	if err != nil {
 		return nil, err
 	}
