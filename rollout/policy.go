@@ -36,6 +36,7 @@ type Median struct{}
 // Choose implements Policy.
 func (Median) Choose(_, _ int, probs []float32) int { return model.Median(probs) }
 
+// String returns the policy's name for flags and reports.
 func (Median) String() string { return "median" }
 
 // Sample draws the class from the distribution. The draw for a window is a
@@ -63,6 +64,7 @@ func (s Sample) Choose(cell, end int, probs []float32) int {
 	return len(probs) - 1
 }
 
+// String returns "sample:SEED", as the --policy flag reads it.
 func (s Sample) String() string { return "sample:" + strconv.FormatUint(s.Seed, 10) }
 
 // uniform returns a number in [0, 1) from the three keys (splitmix64
@@ -112,6 +114,7 @@ func (t *Threshold) Choose(cell, _ int, probs []float32) int {
 	return rgc.NoSpikeClass - 1
 }
 
+// String returns "threshold:SOURCE", naming where the thresholds came from.
 func (t *Threshold) String() string { return "threshold:" + t.Source }
 
 // Check reports an error unless every cell of ids has a threshold in
