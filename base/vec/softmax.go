@@ -2,8 +2,10 @@ package vec
 
 // SoftmaxCausal replaces each row i of att [nq, T] by the softmax of its
 // first q0+i+1 entries (the keys query q0+i of causal attention may see)
-// and zeroes the rest. The exponentials run over the whole matrix at once;
-// masked entries are set to a large negative number first and zeroed after.
+// and zeroes the rest; q0+nq must not exceed T. The exponentials run over
+// the whole matrix at once; masked entries are set to a large negative
+// number first and zeroed after. It is portable Go over the package's
+// vector routines.
 func SoftmaxCausal(att []float32, nq, T, q0 int) {
 	att = att[:nq*T]
 	for i := 0; i < nq; i++ {

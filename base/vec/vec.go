@@ -3,10 +3,11 @@
 // sums, the exponential and GELU, causal attention's softmax, and the
 // kernels of batch norm's forward and backward passes.
 //
-// Each routine is Go assembly for AVX2+FMA (GELU also for AVX-512) when the
-// CPU has it (detected at start with golang.org/x/sys/cpu), and portable Go
-// otherwise, always with the purego build tag, and for the tails shorter
-// than a vector. The portable versions are the tests' references:
+// Each routine but SoftmaxCausal (portable Go over the others) is Go
+// assembly for AVX2+FMA (GELU also for AVX-512) when the CPU has it
+// (detected at start with golang.org/x/sys/cpu), and portable Go otherwise,
+// always with the purego build tag, and for the tails shorter than a
+// vector. The portable versions are the tests' references:
 // element-wise routines without an exponential give the same bits on both
 // paths (the assembly rounds each operation as the Go code does, no fused
 // multiply-adds); sums add in another order; Exp, Gelu and GeluDeriv are

@@ -73,8 +73,8 @@ func BenchmarkTrainStep(b *testing.B) {
 }
 
 // logProfile logs the kernels' share of the wall time of all runs (the
-// warm-up run included), largest first; the rest is gorgonia's own operations
-// and the tape machine.
+// warm-up run included), largest first; the rest is the executor's
+// additions and its own loop.
 func logProfile(b *testing.B, p map[string]time.Duration, total time.Duration) {
 	type kv struct {
 		k string
@@ -93,6 +93,6 @@ func logProfile(b *testing.B, p map[string]time.Duration, total time.Duration) {
 			fmt.Fprintf(&sb, "%s %.0f%%, ", e.k, 100*e.v.Seconds()/total.Seconds())
 		}
 	}
-	fmt.Fprintf(&sb, "outside kernels (gorgonia ops, tape machine) %.0f%%", 100*(total-sum).Seconds()/total.Seconds())
+	fmt.Fprintf(&sb, "outside kernels (the executor's additions and loop) %.0f%%", 100*(total-sum).Seconds()/total.Seconds())
 	b.Log(sb.String())
 }

@@ -10,8 +10,9 @@ import (
 	"rgcpred/base/vec"
 )
 
-// executor runs a built graph: its nodes in topological order, each op
-// called directly on the values of its children. It takes the place of
+// executor runs a built graph: its live nodes (see newExecutor) in
+// topological order, each op called directly on the values of its
+// children. It takes the place of
 // gorgonia's tape machine, which allocates an argument slice per
 // instruction and a fresh tensor for each of gorgonia's own operations on
 // every run. Here the kernels write into their own buffers and gorgonia's
@@ -40,7 +41,8 @@ type execStep struct {
 // the ops that roots depend on: gorgonia's Backpropagate also builds the
 // gradient of every differentiable input of an op on the loss's path,
 // among them the data gradient of the first convolution, which no
-// parameter's gradient reads.
+// parameter's gradient reads. So an op's side effects (batch norm's
+// running statistics) happen only if its output is read.
 func newExecutor(g *G.ExprGraph, par parallel, roots G.Nodes) (*executor, error) {
 	sorted, err := G.Sort(g)
 	if err != nil {
@@ -116,7 +118,7 @@ func isSum(n *G.Node, sorted G.Nodes, in []int, total int) bool {
 	return true
 }
 
-// run executes every op once.
+// run executes every kept op once.
 func (e *executor) run() error {
 	for k := range e.steps {
 		s := &e.steps[k]

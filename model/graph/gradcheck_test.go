@@ -18,12 +18,16 @@ import (
 // across ReLU kinks are inexact); TestKernelGradients checks every kernel
 // on its own.
 func TestGraphGradient(t *testing.T) {
+	// One layer runs only the last block's last-query attention; two run
+	// full attention before it.
 	for _, tc := range []struct {
-		head string
-		proj bool
-	}{{model.HeadCat, false}, {model.HeadCat, true}, {model.HeadLogMix, false}, {model.HeadLogMix, true}} {
-		t.Run(fmt.Sprintf("%s/proj=%v", tc.head, tc.proj), func(t *testing.T) {
+		head   string
+		proj   bool
+		layers int
+	}{{model.HeadCat, false, 1}, {model.HeadCat, true, 1}, {model.HeadLogMix, false, 1}, {model.HeadLogMix, true, 1}, {model.HeadCat, false, 2}} {
+		t.Run(fmt.Sprintf("%s/proj=%v/layers=%d", tc.head, tc.proj, tc.layers), func(t *testing.T) {
 			c := tinyConfig(tc.head, tc.proj)
+			c.Layers = tc.layers
 			w := randomWeights(t, c, 7)
 			g, err := New(w, 4, Options{Training: true, Threads: 2, smooth: true})
 			if err != nil {

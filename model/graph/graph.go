@@ -441,8 +441,8 @@ func (gr *Graph) Grad(name string) []float32 {
 // Profile returns the wall time spent in each kernel kind and direction
 // ("conv1d fwd", "attention bwd", ...) since the graph was built; nil unless
 // Options.Profile. Time outside these kernels is the executor's additions
-// (residual additions, sigmoid, the mean, gradient accumulation) and the
-// tape machine's overhead.
+// (the residual connections, and the sums of the gradients of nodes with
+// several consumers) and its own loop.
 func (gr *Graph) Profile() map[string]time.Duration {
 	if gr.prof == nil {
 		return nil

@@ -296,7 +296,7 @@ type attention struct {
 
 	gemm *gemmTeam // packing space per worker (nil: sgemm's pool)
 
-	// saved holds the probabilities [B][heads][T][T] of the last forward
+	// saved holds the probabilities [B][heads][rows()][T] of the last forward
 	// pass, which the backward pass of the same run reuses instead of
 	// recomputing them.
 	saved []float32
@@ -345,15 +345,17 @@ func (a *attention) scratch() {
 	}
 }
 
-// probsOf fills p [T,T] with the causal attention probabilities of window
-// b, head h: softmax over j <= i of (q_i . k_j) / sqrt(hd), by SGEMM on the
-// strided q and k columns.
-func (a *attention) probsOf(w int, qkv []float32, b, h int, p []float32) {
+// probsOf fills p [T-q0, T] with the causal attention probabilities of
+// window b, head h, for the queries q0..T-1: softmax over j <= i of
+// (q_i . k_j) / sqrt(hd), by SGEMM on the strided q and k columns. q0 is 0
+// for every query and T-1 for the last one alone.
+func (a *attention) probsOf(w int, qkv []float32, b, h, q0 int, p []float32) {
 	d := a.heads * a.hd
 	base := b * a.t * 3 * d
 	scale := float32(1 / math.Sqrt(float64(a.hd)))
-	a.gemm.on(w, false, true, a.t, a.t, a.hd, scale, qkv[base+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
-	vec.SoftmaxCausal(p, a.t, a.t, 0)
+	nq := a.t - q0
+	a.gemm.on(w, false, true, nq, a.t, a.hd, scale, qkv[base+q0*3*d+h*a.hd:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
+	vec.SoftmaxCausal(p, nq, a.t, q0)
 }
 
 func (a *attention) forward(in []*tensor.Dense, out []float32) {
@@ -389,7 +391,7 @@ func (j *attnFwdWindows) chunk(lo, hi, w int) {
 	for b := lo; b < hi; b++ {
 		for h := 0; h < a.heads; h++ {
 			p := a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
-			a.probsOf(w, qkv, b, h, p)
+			a.probsOf(w, qkv, b, h, 0, p)
 			// O = P V
 			a.gemm.on(w, false, false, a.t, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*a.t*d+h*a.hd:], d)
 		}
@@ -438,7 +440,7 @@ func (j *attnBwdWindows) chunk(lo, hi, w int) {
 			if j.saved {
 				p = a.saved[(b*a.heads+h)*tt : (b*a.heads+h+1)*tt]
 			} else {
-				a.probsOf(w, qkv, b, h, p)
+				a.probsOf(w, qkv, b, h, 0, p)
 			}
 			// dV = P^T dO; dP = dO V^T
 			a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, p, a.t, do, d, 0, gin[v:], 3*d)
@@ -454,17 +456,6 @@ func (j *attnBwdWindows) chunk(lo, hi, w int) {
 			a.gemm.on(w, true, false, a.t, a.hd, a.t, 1, dp, a.t, qkv[q:], 3*d, 0, gin[k:], 3*d)
 		}
 	}
-}
-
-// lastProbsOf fills p [T] with the attention probabilities of window b's
-// last query, head h: softmax over every key of (q_T . k_j) / sqrt(hd).
-func (a *attention) lastProbsOf(w int, qkv []float32, b, h int, p []float32) {
-	d := a.heads * a.hd
-	base := b * a.t * 3 * d
-	q := base + (a.t-1)*3*d + h*a.hd
-	scale := float32(1 / math.Sqrt(float64(a.hd)))
-	a.gemm.on(w, false, true, 1, a.t, a.hd, scale, qkv[q:], 3*d, qkv[base+d+h*a.hd:], 3*d, 0, p, a.t)
-	vec.SoftmaxCausal(p, 1, a.t, a.t-1)
 }
 
 // softmaxGrad sets dp to the gradient of the scores under one query's
@@ -486,7 +477,7 @@ func (j *attnLastFwd) chunk(lo, hi, w int) {
 	for b := lo; b < hi; b++ {
 		for h := 0; h < a.heads; h++ {
 			p := a.saved[(b*a.heads+h)*a.t : (b*a.heads+h+1)*a.t]
-			a.lastProbsOf(w, qkv, b, h, p)
+			a.probsOf(w, qkv, b, h, a.t-1, p)
 			a.gemm.on(w, false, false, 1, a.hd, a.t, 1, p, a.t, qkv[b*a.t*3*d+2*d+h*a.hd:], 3*d, 0, out[b*d+h*a.hd:], d)
 		}
 	}
@@ -511,7 +502,7 @@ func (j *attnLastBwd) chunk(lo, hi, w int) {
 			if j.saved {
 				p = a.saved[(b*a.heads+h)*a.t : (b*a.heads+h+1)*a.t]
 			} else {
-				a.lastProbsOf(w, qkv, b, h, p)
+				a.probsOf(w, qkv, b, h, a.t-1, p)
 			}
 			// dV = p^T dO (an outer product); dp = dO V^T
 			a.gemm.on(w, true, false, a.t, a.hd, 1, 1, p, a.t, do, a.hd, 0, gin[v:], 3*d)
