@@ -71,7 +71,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	distillEnd := fs.Float64("distill-end", 0.6,
 		"with --teacher: the fraction of the run at which the teacher's share has fallen linearly to 0 (1e9: held)")
 	init := fs.String("init", "",
-		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; same config, cells may differ)")
+		"checkpoint whose weights start the run (a warm restart: new optimiser and schedule; its config unless --config names the same; cells may differ)")
 	budget := fs.Duration("time", 0,
 		"wall-clock budget (e.g. 90m): the schedule follows the time used and training ends when it is spent; 0 = step-bound")
 	progress := fs.Duration("progress", 10*time.Second, "interval between progress lines")
@@ -87,6 +87,15 @@ func runTrain(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopProfile()) }()
+	if *init != "" && !flagSet(fs, "config") {
+		// A warm restart keeps its checkpoint's architecture unless
+		// --config names one (which must then match).
+		ck, err := model.LoadCheckpoint(*init)
+		if err != nil {
+			return fmt.Errorf("--init: %w", err)
+		}
+		tf.config = ck.Weights.Config.Name()
+	}
 	o, err := tf.options()
 	if err != nil {
 		return err

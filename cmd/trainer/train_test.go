@@ -109,3 +109,36 @@ func TestTrainEMA(t *testing.T) {
 		t.Errorf("resume with another decay: error %v, want a refusal naming both decays", err)
 	}
 }
+
+// TestTrainInitTakesConfig: a warm restart without --config trains the
+// architecture of its --init checkpoint (not the flag's default), and a
+// --config that names another is refused, naming both.
+func TestTrainInitTakesConfig(t *testing.T) {
+	data := filepath.Join("..", "..", "data", "chicken-17-08-21")
+	init, err := model.LoadCheckpoint(shippedModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := init.Weights.Config.Name()
+	out := filepath.Join(t.TempDir(), "m.ckpt")
+	args := []string{"--data", data, "--init", shippedModel, "--batch", "8", "--steps", "2", "--val-every", "2",
+		"--val-windows", "16", "--threads", "1", "--out", out}
+	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), args) }); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.LoadCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ck.Weights.Config.Name(); got != want {
+		t.Errorf("warm restart trained %s, want its init's %s", got, want)
+	}
+	other := "gpt-b-cat-cpu"
+	if want == other {
+		other = "gpt-a-cat-cpu"
+	}
+	err = runTrain(context.Background(), append(args, "--config", other))
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), other) {
+		t.Errorf("--init %s with --config %s: error %v, want one naming both", want, other, err)
+	}
+}
