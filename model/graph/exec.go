@@ -12,10 +12,9 @@ import (
 
 // executor runs a built graph: its live nodes (see newExecutor) in
 // topological order, each op called directly on the values of its
-// children. It takes the place of
-// gorgonia's tape machine, which allocates an argument slice per
-// instruction and a fresh tensor for each of gorgonia's own operations on
-// every run. Here the kernels write into their own buffers and gorgonia's
+// children. It takes the place of gorgonia's tape machine, which allocates
+// an argument slice per instruction and a fresh tensor for each of
+// gorgonia's own operations on every run. Here the kernels write into their own buffers and gorgonia's
 // additions (the residual connections, and the sums that gorgonia's Grad
 // builds for the gradient of a node with several consumers) into buffers
 // of the executor, so a run after the first allocates no tensors.
