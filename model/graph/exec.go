@@ -14,10 +14,11 @@ import (
 // topological order, each op called directly on the values of its
 // children. It takes the place of gorgonia's tape machine, which allocates
 // an argument slice per instruction and a fresh tensor for each of
-// gorgonia's own operations on every run. Here the kernels write into their own buffers and gorgonia's
-// additions (the residual connections, and the sums that gorgonia's Grad
-// builds for the gradient of a node with several consumers) into buffers
-// of the executor, so a run after the first allocates no tensors.
+// gorgonia's own operations on every run. Here the kernels write into
+// their own buffers and gorgonia's additions (the residual connections,
+// and the sums that gorgonia's Grad builds for the gradient of a node with
+// several consumers) into buffers of the executor, so a run after the
+// first allocates no tensors.
 type executor struct {
 	steps []execStep
 	vals  []G.Value // by position in the topological order
