@@ -77,9 +77,11 @@ func TestExecutorRunsOnlyLiveOps(t *testing.T) {
 					stats = append(stats, p.Name)
 				}
 			}
-			start := snapshot(w, stats)
+			start := w.Clone()
 			pruned := runCollect(t, g, g.ex, w, stats)
-			restore(w, start)
+			for name, v := range start.Tensors {
+				copy(w.Tensors[name], v) // in place: the graph holds these slices
+			}
 			whole := runCollect(t, g, full, w, stats)
 			if len(pruned) != len(whole) {
 				t.Fatalf("%d values against %d", len(pruned), len(whole))
@@ -114,18 +116,4 @@ func runCollect(t *testing.T, g *Graph, ex *executor, w *model.Weights, stats []
 		got["stat "+name] = slices.Clone(w.Tensors[name])
 	}
 	return got
-}
-
-func snapshot(w *model.Weights, names []string) map[string][]float32 {
-	s := make(map[string][]float32, len(names))
-	for _, n := range names {
-		s[n] = slices.Clone(w.Tensors[n])
-	}
-	return s
-}
-
-func restore(w *model.Weights, s map[string][]float32) {
-	for n, v := range s {
-		copy(w.Tensors[n], v)
-	}
 }
