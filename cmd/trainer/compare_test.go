@@ -17,7 +17,7 @@ import (
 func TestCompareCLI(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "c.json")
-	cpu, glm := "../../docs/results/distilled/threshold-s3-test.json", "../../docs/results/causal/threshold-glm-test.json"
+	cpu, glm := "../../docs/results/long/threshold-s6-test.json", "../../docs/results/causal/threshold-glm-test.json"
 	ctx := context.Background()
 	if err := runCompare(ctx, []string{"--a", cpu + "," + cpu, "--b", glm, "--json", out}); err != nil {
 		t.Fatal(err)
