@@ -237,12 +237,16 @@ func TestMetricsHealthReady(t *testing.T) {
 	e := startNATS(t)
 	s, stop := startService(t, e, Config{Load: fakeLoader(f.ids)})
 	p := newPublisher(t, e, "dev0")
-	for _, fr := range []*stream.Frames{f.frames(f.lo, f.lo+1000), f.frames(f.lo+1000, f.lo+1100)} {
-		if err := p.PublishFrames(fr); err != nil {
-			t.Fatal(err)
-		}
+	// The malformed message goes between the two batches: messages on one
+	// subject from one connection arrive in order, so once the last frame
+	// is processed the rejection has been counted.
+	if err := p.PublishFrames(f.frames(f.lo, f.lo+1000)); err != nil {
+		t.Fatal(err)
 	}
 	if err := p.PublishRaw("stim", []byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishFrames(f.frames(f.lo+1000, f.lo+1100)); err != nil {
 		t.Fatal(err)
 	}
 	waitProcessed(t, p, int64(f.lo+1099))
