@@ -184,27 +184,19 @@ func TestStandbyGroupReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep *recorder.Report
-	var last string // why the latest audit did not pass, logged if the wait times out
-	t.Cleanup(func() {
-		if t.Failed() && last != "" {
-			t.Logf("latest audit: %s", last)
-		}
-	})
-	waitUntil(t, "the recording audited", func() bool {
+	waitUntilWhy(t, "the recording audited", func() (bool, string) {
 		actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 		defer acancel()
 		rep, err = recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
 		switch got := len(c.Decisions()); {
 		case err != nil:
-			last = err.Error()
+			return false, err.Error()
 		case !rep.OK():
-			last = fmt.Sprintf("not OK: %+v", *rep)
+			return false, fmt.Sprintf("audit not OK: %+v", *rep)
 		case rep.Recorded != uint64(got):
-			last = fmt.Sprintf("%d decisions recorded, %d received by the device", rep.Recorded, got)
-		default:
-			return true
+			return false, fmt.Sprintf("%d decisions recorded, %d received by the device", rep.Recorded, got)
 		}
-		return false
+		return true, ""
 	})
 	t.Logf("reset announced at frame %d; %d decisions, audit: %d matched, %d controls replayed", at, len(c.Decisions()), rep.Matched, rep.Controls)
 }

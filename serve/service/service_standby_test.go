@@ -90,12 +90,24 @@ func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec 
 	return r
 }
 
+// waitUntil polls cond for up to 60 s and fails the test if it never holds.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	waitUntilWhy(t, what, func() (bool, string) { return cond(), "" })
+}
+
+// waitUntilWhy is waitUntil for a condition that says why it does not hold
+// yet; a timeout reports the latest reason.
+func waitUntilWhy(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s (latest: %s)", what, why)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
