@@ -72,13 +72,12 @@ func Native(p Precision) bool {
 // value of the cumulative distribution, on a probe window. On real windows
 // of data/chicken-17-08-21 the largest differences seen are about a third
 // of it (docs/engine.md, "bf16 path").
-//
-// No tolerance makes the median class identical on every window: where the
-// float32 cumulative distribution passes within d of 0.5 at a class
-// boundary, a change of d moves the median to the neighbouring class. The
-// check therefore requires the median to be identical on every window
-// whose median is decided by more than the tolerance (which a cumulative
-// difference within the tolerance guarantees), and counts the others.
+//   - The median class must be identical on every window whose median is
+//     decided by more than the tolerance (which a cumulative difference
+//     within it guarantees); the others are counted.
+//   - Why not every window: where the float32 cumulative distribution passes
+//     within d of 0.5 at a class boundary, a change of d moves the median
+//     to the neighbouring class, so no tolerance can promise it.
 const MaxProbDiff = 0.01
 
 // parityTol is the tolerance Parity.OK applies (tests lower it to force a
