@@ -211,16 +211,17 @@ func (e *Engine) Precision() Precision {
 }
 
 // SetPrecision selects the arithmetic of the engine and returns the
-// precision in effect. FP32 always succeeds. BF16 and INT8 take effect only
-// where Native (the portable kernels are slower than float32; UsePortable
-// lifts this for tests) and the path
-// agrees with float32 on the probe windows (see Parity.OK); INT8 that
-// cannot falls back to BF16 on the same terms, and what cannot run either
-// stays on (or returns to) float32. The returned Parity is the check of
-// the precision asked for (zero where none ran). probe nil uses built-in
-// synthetic windows (random light flashes and spikes); a serving daemon
-// should pass real windows of its recording. Call it before serving: like
-// Predict, it is not safe for concurrent use.
+// precision in effect with the parity check of the precision asked for
+// (zero where none ran). Call it before serving: like Predict, it is not
+// safe for concurrent use.
+//   - FP32 always succeeds.
+//   - BF16 and INT8 take effect only where Native (the portable kernels are
+//     slower than float32; UsePortable lifts this for tests) and the path
+//     agrees with float32 on the probe windows (Parity.OK).
+//   - INT8 that cannot falls back to BF16 on the same terms; what cannot run
+//     either stays on (or returns to) float32.
+//   - probe nil uses built-in synthetic windows (random light flashes and
+//     spikes); a serving daemon should pass real windows of its recording.
 func (e *Engine) SetPrecision(p Precision, probe *rgc.Batch) (Precision, Parity, error) {
 	switch p {
 	case FP32:
