@@ -244,14 +244,16 @@ func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
 }
 
 // PredictEach implements rgc.Progressive: it is Predict, and it calls
-// done(n) on the calling goroutine, between its windows and between the
-// stages (CNN blocks, transformer layers) of those it runs whole, as
-// windows 0..n-1 become final, so that the caller can act on the first windows of
-// a batch while the threads compute the rest (the daemon publishes their
-// decisions). A batch of 5 on 2 threads hands over its windows in three
-// parts, at about 2/5, 4/5 and all of the call. The time done takes is
-// the caller's thread's, not the helpers': keep it short. The outputs are
-// Predict's, bit for bit.
+// done(n) as windows 0..n-1 become final, so that the caller can act on the
+// first windows of a batch while the threads compute the rest (the daemon
+// publishes their decisions).
+//   - done runs on the calling goroutine, between its windows and between
+//     the stages (CNN blocks, transformer layers) of those it runs whole: a
+//     batch of 5 on 2 threads hands over its windows in three parts, at
+//     about 2/5, 4/5 and all of the call.
+//   - The time done takes is the caller's thread's, not the helpers': keep
+//     it short.
+//   - The outputs are Predict's, bit for bit.
 func (e *Engine) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
 	e.each = done
 	defer func() { e.each = nil }() // also when done panics
