@@ -163,18 +163,20 @@ func checkLogMix(params []float32, mixtures, classes int) {
 // [MinLogSigma, MaxLogSigma]). Class k < H is the mass on (k, k+1], class H
 // the mass on (H, inf).
 //
-// Everything is computed in float64. Mixture weights are a max-subtracted
-// softmax. A component's mass on an interval is a difference of normal CDFs
-// taken in whichever tail avoids cancellation (Phi(b) - Phi(a) below the
-// median, Q(a) - Q(b) above it, both from erfc, which keeps full relative
-// precision deep in the tails); so extreme logits or tiny sigmas give no NaN
-// or -Inf. Each probability is then clamped to at least ProbFloor and the
-// whole renormalised. The masses are summed in linear rather than log space:
-// float64 resolves them to ~1e-300 and to ~1e-16 absolute, four orders
-// below ProbFloor, so after the floor the result equals the log-space
-// computation (the test file keeps that slow log-space version and checks
-// agreement, extreme inputs included) at a fraction of the cost: one erfc
-// per class boundary and component, no exp or log.
+// Numerics (extreme logits or tiny sigmas give no NaN or -Inf):
+//   - Everything is computed in float64; mixture weights are a
+//     max-subtracted softmax.
+//   - A component's mass on an interval is a difference of normal CDFs in
+//     whichever tail avoids cancellation: Phi(b) - Phi(a) below the median,
+//     Q(a) - Q(b) above it, both from erfc (full relative precision deep in
+//     the tails).
+//   - Each probability is clamped to at least ProbFloor, then the whole is
+//     renormalised.
+//   - Masses are summed in linear space: float64 resolves them to ~1e-300
+//     and to ~1e-16 absolute, four orders below ProbFloor, so after the floor the result
+//     equals the log-space computation (kept in the test file, which checks
+//     agreement on extreme inputs) at one erfc per class boundary and
+//     component, no exp or log.
 func LogMixProbs(params []float32, mixtures int, out []float32) {
 	classes := len(out)
 	checkLogMix(params, mixtures, classes)

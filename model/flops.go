@@ -1,16 +1,17 @@
 package model
 
 // FLOPs returns the floating-point operations of one window's forward pass
-// as an inference engine needs it (docs/model.md section 2), counting a
-// multiply-add as two: the convolutions, the squeeze-excite layers, the
-// transformer's projections, causal attention (query i meets keys 0..i)
-// and MLPs, and the head. Only the last token feeds the head, so the last
-// transformer block runs attention, projection and MLP for that token alone
-// (its keys and values still need every token). Element-wise work (norms,
-// activations, softmax) is left out: it is a few percent of the total and
-// not multiply-add bound. It is the yardstick for an engine's cost per
-// prediction: FLOPs over the machine's peak multiply-add rate is the floor
-// no implementation can beat.
+// as an inference engine needs it (docs/model.md section 2), a multiply-add
+// counting as two: the floor of an engine's cost per prediction is FLOPs
+// over the machine's peak multiply-add rate.
+//   - Counted: the convolutions, the squeeze-excite layers, the
+//     transformer's projections, causal attention (query i meets keys
+//     0..i) and MLPs, and the head.
+//   - Only the last token feeds the head, so the last transformer block
+//     counts attention, projection and MLP for that token alone (its keys
+//     and values still need every token).
+//   - Left out: element-wise work (norms, activations, softmax), a few
+//     percent of the total and not multiply-add bound.
 func (c Config) FLOPs() int64 {
 	var mac int64
 	// CNN encoder: conv1 (stride 2) and conv2 over the stem's positions.

@@ -7,14 +7,14 @@ import (
 )
 
 // Soup returns the uniform average of the checkpoints' weights, a "model
-// soup" (Wortsman et al. 2022, Model soups: averaging weights of multiple
-// fine-tuned models improves accuracy without increasing inference time):
-// models fine-tuned from one parent stay in one basin of the loss, so
-// their average is one model that is usually better than each, at the
-// cost of one. Batch-norm running statistics are averaged like every other
-// tensor. The checkpoints must share configuration, cells, time base and
-// stimulus mode; the result carries the first one's metadata, no training
-// state and no validation NLL (the caller scores it).
+// soup" (Wortsman et al. 2022): models fine-tuned from one parent stay in
+// one basin of the loss, so their average is one model that is usually
+// better than each, at the cost of one.
+//   - Batch-norm running statistics are averaged like every other tensor.
+//   - The checkpoints must share configuration, cells, time base and
+//     stimulus mode.
+//   - The result carries the first one's metadata, no training state and
+//     no validation NLL (the caller scores it).
 func Soup(cks []*Checkpoint) (*Checkpoint, error) {
 	if len(cks) == 0 {
 		return nil, errors.New("soup: no checkpoints")

@@ -2,19 +2,25 @@
 
 // gen_kernels writes kernel_amd64.s, the AVX-512 and AVX2 micro-kernels,
 // bf16_amd64.s, the AVX512_BF16 ones, and int8_amd64.s, the AVX512_VNNI
-// ones. Run: go run gen_kernels.go
+// ones. Run: go generate ./base/sgemm (or go run gen_kernels.go [-dir DIR]).
+// TestGeneratedAssemblyIsCurrent fails when the committed files differ from
+// its output.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
 func main() {
-	writeAsm("kernel_amd64.s", genFP32)
-	writeAsm("bf16_amd64.s", genBF16)
-	writeAsm("int8_amd64.s", genI8)
+	dir := flag.String("dir", ".", "directory to write the .s files into")
+	flag.Parse()
+	writeAsm(filepath.Join(*dir, "kernel_amd64.s"), genFP32)
+	writeAsm(filepath.Join(*dir, "bf16_amd64.s"), genBF16)
+	writeAsm(filepath.Join(*dir, "int8_amd64.s"), genI8)
 }
 
 // writeAsm writes the assembly file name: the generated-code header, then

@@ -190,16 +190,19 @@ func quantU8Go(dst []uint8, src []float32, inv float32) {
 }
 
 // GemmPackedBiasI8 computes C = (A*B) scaled + bias, then max(C, 0) if
-// relu, from A quantized to uint8 (m x k, row i at a[i*lda:], standing for
-// (a[i*lda+p] - aZero[i*zStride]) * aScale[i*aStride]) and B packed by
-// NewPackedI8: C[i, j] = float32(sum over p of (a[i*lda+p] - z_i)*q[p,
-// j]) * aScale[i*aStride] * scale[j] + bias[j]. aZero nil means no zero
-// points (A non-negative). Rows may overlap (lda < k, a convolution's
-// input read as its own im2col matrix), and a stride may be 0 (one scale
-// or zero point for every row). Each row is read for k rounded up to a
-// multiple of 4 bytes (those past k meet zero weights), so a must hold that
-// many past the last row's start. tile must hold at least 12*32 floats (for
-// edge panels); GemmPackedBiasI8 allocates nothing.
+// relu, from A quantized to uint8 and B packed by NewPackedI8:
+// C[i, j] = float32(sum over p of (a[i*lda+p] - z_i)*q[p, j]) *
+// aScale[i*aStride] * scale[j] + bias[j], with z_i = aZero[i*zStride].
+//   - A is m x k, row i at a[i*lda:]; aZero nil means no zero points (A
+//     non-negative).
+//   - Rows may overlap (lda < k: a convolution's input read as its own
+//     im2col matrix), and a stride may be 0 (one scale or zero point for
+//     every row).
+//   - Each row is read for k rounded up to a multiple of 4 bytes (those
+//     past k meet zero weights), so a must hold that many past the last
+//     row's start.
+//   - tile must hold at least 12*32 floats (for edge panels); it allocates
+//     nothing.
 func GemmPackedBiasI8(m int, a []uint8, lda int, aScale []float32, aStride int, aZero []int32, zStride int, b *PackedI8, bias []float32, relu bool, c []float32, ldc int, tile []float32) {
 	if len(bias) < b.n {
 		panic(fmt.Sprintf("sgemm: bias of %d floats for %d columns", len(bias), b.n))

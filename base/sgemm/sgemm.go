@@ -25,6 +25,8 @@
 // reference BLAS: that is a programming error, not a data error.
 package sgemm
 
+//go:generate go run gen_kernels.go
+
 import (
 	"fmt"
 	"sync"

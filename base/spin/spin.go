@@ -55,18 +55,19 @@ func (s *Spinner) More() bool {
 // released() holds; whoever makes it hold calls Wake afterwards. The zero
 // value is ready.
 //
-// No wake-up is lost: the waiter increments the count and then tests
-// released() (under the mutex), the waker makes released() true and then
-// reads the count; Go's atomics are sequentially consistent, so either
-// the waiter sees the event and does not sleep, or the waker sees a
-// count > 0 and broadcasts under the mutex, which it can only take once
-// the waiter is inside cond.Wait. A late wake-up (from an earlier event)
-// is harmless: the waiter tests released() again.
+// Invariants:
+//   - No wake-up is lost. The waiter increments the count, then tests
+//     released() under the mutex; the waker makes released() true, then
+//     reads the count. Go's atomics are sequentially consistent, so either
+//     the waiter sees the event and does not sleep, or the waker sees a
+//     count > 0 and broadcasts under the mutex, which it can take only once
+//     the waiter is inside cond.Wait.
+//   - A late wake-up (from an earlier event) is harmless: the waiter tests
+//     released() again.
 //
-// A per-thread flag and a token channel (the waker clearing the flag after
-// publishing the event) would not do: a waiter that left one phase by
-// spinning and re-armed its flag for the next could take the token a late
-// waker of the previous phase sent, and the threads would lose step.
+// Not a per-thread flag and token channel: a waiter that left one phase by
+// spinning and re-armed its flag could take the token a late waker of the
+// previous phase sent, and the threads would lose step.
 type Sleepers struct {
 	n    atomic.Int32
 	mu   sync.Mutex

@@ -7,11 +7,13 @@
 // assembly for AVX2+FMA (GELU also for AVX-512) when the CPU has it
 // (detected at start with golang.org/x/sys/cpu), and portable Go otherwise,
 // always with the purego build tag, and for the tails shorter than a
-// vector. The portable versions are the tests' references:
-// element-wise routines without an exponential give the same bits on both
-// paths (the assembly rounds each operation as the Go code does, no fused
-// multiply-adds); sums add in another order; Exp, Gelu and GeluDeriv are
-// within stated tolerances of the float64 definitions (vec_test.go).
+// vector. The portable versions are the tests' references (vec_test.go):
+//   - element-wise routines without an exponential give the same bits on
+//     both paths (the assembly rounds each operation as the Go code does,
+//     no fused multiply-adds);
+//   - sums add in another order;
+//   - Exp, Gelu and GeluDeriv are within stated tolerances of the float64
+//     definitions.
 //
 // Slices are read up to the length of the first (output) slice; the others
 // must be at least as long. Nothing allocates.

@@ -152,16 +152,21 @@ type session struct {
 // Run replays cfg's stretch through the daemon serving pub's device and
 // collects the predicted spikes.
 //
-// Order: a reset of the device (so that a previous replay's state does not
-// linger), the recorded spike history of every cell on the control subject,
-// then the history frames From..From+1022 at once; from frame From+1023 on
-// the frames are paced. With Speed > 0 frame From+1023+i is due at
-// start + i/(991.82 Hz * Speed) (absolute deadlines, no drift). With Speed 0
-// the replay runs as fast as possible under flow control: it sends frames
-// up to the earliest window end any cell still waits for, then waits for
-// that window's decisions before sending more. So the daemon never has more
-// than one outstanding window per cell and never falls behind, and every
-// decision sees the same inputs as the offline rollout.
+// Order:
+//  1. a reset of the device, so that a previous replay's state does not
+//     linger;
+//  2. the recorded spike history of every cell on the control subject;
+//  3. the history frames From..From+1022 at once;
+//  4. from frame From+1023 on, the frames paced. With Speed > 0 frame
+//     From+1023+i is due at start + i/(991.82 Hz * Speed) (absolute
+//     deadlines, no drift). With Speed 0 the replay runs as fast as
+//     possible under flow control: it sends frames up to the earliest
+//     window end any cell still waits for, then waits for that window's
+//     decisions before sending more.
+//
+// With Speed 0 the daemon never has more than one outstanding window per
+// cell and never falls behind, so every decision sees the same inputs as the
+// offline rollout.
 func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error) {
 	if cfg.Rec == nil {
 		return nil, errors.New("replay: no recording")

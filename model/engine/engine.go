@@ -10,29 +10,30 @@
 // channels]), which makes a strided, zero-padded convolution input its own
 // im2col matrix: the GEMM reads overlapping rows in place.
 //
-// Threads: a batch of n windows on t threads runs n - n%t windows whole,
-// each on one thread with its own buffers (the best throughput), claimed
-// one at a time by whichever thread is free; each remaining window is
-// split across the threads phase by phase (when a call has fewer windows
-// than threads, only if the helpers are still awake from the previous call
-// or waking them has paid for such calls so far, see dispatch): the
-// rows of every convolution, the transformer's tokens and the
-// squeeze-excite channels are cut into
-// chunks that the threads claim one at a time, and a phase that reads rows
-// another thread wrote starts once the previous one is done (25 phases per
-// window for gpt-a, 33 for gpt-b). So a batch of 1 (the real-time case) uses every core
-// that is running, and a helper that is late (waking up, or descheduled by
-// the host) costs the caller nothing but a chunk in progress: the caller
-// never waits for a thread to arrive. The cut does not change the
-// arithmetic of any output element: results are bit-identical for any
-// thread count.
+// Threads: a batch of n windows on t threads runs n - n%t windows whole and
+// splits the rest, so a batch of 1 (the real-time case) uses every core
+// that is running.
+//   - Whole windows run each on one thread with its own buffers (the best
+//     throughput), claimed one at a time by whichever thread is free.
+//   - A split window runs phase by phase: the rows of every convolution,
+//     the transformer's tokens and the squeeze-excite channels are cut into
+//     chunks the threads claim one at a time; a phase that reads rows
+//     another thread wrote starts once the previous one is done (25 phases
+//     per window for gpt-a, 33 for gpt-b).
+//   - A call with fewer windows than threads is split only if the helpers
+//     are still awake from the previous call or waking them has paid for
+//     such calls so far (see dispatch).
+//   - The caller never waits for a thread to arrive: a late helper (waking
+//     up, or descheduled by the host) costs it at most a chunk in progress.
+//   - The cut does not change the arithmetic of any output element: results
+//     are bit-identical for any thread count.
 //
 // Carry-over: a window that is its cell's previous window moved on by a
-// multiple of 4 bins (the daemon's and the rollout's next window) takes
-// the stem's and block 0's rows it shares with that window from it, checked
-// bit for bit on the bins, and computes only those near its two ends
-// (reuse.go, docs/engine.md "Carrying block 0 over"); outputs are the
-// same bits either way.
+// multiple of 4 bins (the daemon's and the rollout's next window) takes the
+// stem's and block 0's rows it shares with that window from it and computes
+// only those near its two ends (reuse.go, docs/engine.md "Carrying block 0
+// over"). The shared bins are checked bit for bit; outputs are the same
+// bits either way.
 //
 // # Backend seam
 //
@@ -184,18 +185,18 @@ func NewFromWeights(w *model.Weights, cellIDs []int, maxBatch, threads int) (*En
 	return e, nil
 }
 
-// Expect tells the engine that a call of n windows is likely within d. When
-// n is at least 2 and the engine has helper threads, they poll for the
-// next call instead of parking, until it starts or d has passed, yielding
-// their cores to any other runnable thread meanwhile, so that each takes a
-// window from the call's start: a parked thread takes 0.1-0.3 ms to wake
-// on a virtual machine, and by then the caller has run the window it
-// would have run (docs/engine.md, "Expected calls"). A lone window is left
-// to dispatch's rule of running alone or waking the helpers. Expect
-// returns at once, allocates nothing and is safe to call concurrently with
-// Predict; a call that does not come costs at most d of polling. It
-// implements rgc.Expecter, which the daemon core calls after each frames
-// message.
+// Expect tells the engine that a call of n windows is likely within d, so
+// that its helper threads poll for it instead of parking and each takes a
+// window from the call's start (a parked thread takes 0.1-0.3 ms to wake on
+// a virtual machine; docs/engine.md, "Expected calls"). It implements
+// rgc.Expecter, which the daemon core calls after each frames message.
+//   - It acts only when n >= 2 and the engine has helpers; a lone window is
+//     left to dispatch's rule of running alone or waking the helpers.
+//   - The helpers poll until the call starts or d has passed, yielding
+//     their cores to any other runnable thread meanwhile: a call that does
+//     not come costs at most d of polling.
+//   - It returns at once, allocates nothing and is safe to call
+//     concurrently with Predict.
 func (e *Engine) Expect(n int, d time.Duration) {
 	if e.team == nil || n < 2 || d <= 0 {
 		return
@@ -243,14 +244,16 @@ func (e *Engine) Predict(b *rgc.Batch, out []float32) error {
 }
 
 // PredictEach implements rgc.Progressive: it is Predict, and it calls
-// done(n) on the calling goroutine, between its windows and between the
-// stages (CNN blocks, transformer layers) of those it runs whole, as
-// windows 0..n-1 become final, so that the caller can act on the first windows of
-// a batch while the threads compute the rest (the daemon publishes their
-// decisions). A batch of 5 on 2 threads hands over its windows in three
-// parts, at about 2/5, 4/5 and all of the call. The time done takes is
-// the caller's thread's, not the helpers': keep it short. The outputs are
-// Predict's, bit for bit.
+// done(n) as windows 0..n-1 become final, so that the caller can act on the
+// first windows of a batch while the threads compute the rest (the daemon
+// publishes their decisions).
+//   - done runs on the calling goroutine, between its windows and between
+//     the stages (CNN blocks, transformer layers) of those it runs whole: a
+//     batch of 5 on 2 threads hands over its windows in three parts, at
+//     about 2/5, 4/5 and all of the call.
+//   - The time done takes is the caller's thread's, not the helpers': keep
+//     it short.
+//   - The outputs are Predict's, bit for bit.
 func (e *Engine) PredictEach(b *rgc.Batch, out []float32, done func(n int)) error {
 	e.each = done
 	defer func() { e.each = nil }() // also when done panics

@@ -72,13 +72,12 @@ func Native(p Precision) bool {
 // value of the cumulative distribution, on a probe window. On real windows
 // of data/chicken-17-08-21 the largest differences seen are about a third
 // of it (docs/engine.md, "bf16 path").
-//
-// No tolerance makes the median class identical on every window: where the
-// float32 cumulative distribution passes within d of 0.5 at a class
-// boundary, a change of d moves the median to the neighbouring class. The
-// check therefore requires the median to be identical on every window
-// whose median is decided by more than the tolerance (which a cumulative
-// difference within the tolerance guarantees), and counts the others.
+//   - The median class must be identical on every window whose median is
+//     decided by more than the tolerance (which a cumulative difference
+//     within it guarantees); the others are counted.
+//   - Why not every window: where the float32 cumulative distribution passes
+//     within d of 0.5 at a class boundary, a change of d moves the median
+//     to the neighbouring class, so no tolerance can promise it.
 const MaxProbDiff = 0.01
 
 // parityTol is the tolerance Parity.OK applies (tests lower it to force a
@@ -212,16 +211,17 @@ func (e *Engine) Precision() Precision {
 }
 
 // SetPrecision selects the arithmetic of the engine and returns the
-// precision in effect. FP32 always succeeds. BF16 and INT8 take effect only
-// where Native (the portable kernels are slower than float32; UsePortable
-// lifts this for tests) and the path
-// agrees with float32 on the probe windows (see Parity.OK); INT8 that
-// cannot falls back to BF16 on the same terms, and what cannot run either
-// stays on (or returns to) float32. The returned Parity is the check of
-// the precision asked for (zero where none ran). probe nil uses built-in
-// synthetic windows (random light flashes and spikes); a serving daemon
-// should pass real windows of its recording. Call it before serving: like
-// Predict, it is not safe for concurrent use.
+// precision in effect with the parity check of the precision asked for
+// (zero where none ran). Call it before serving: like Predict, it is not
+// safe for concurrent use.
+//   - FP32 always succeeds.
+//   - BF16 and INT8 take effect only where Native (the portable kernels are
+//     slower than float32; UsePortable lifts this for tests) and the path
+//     agrees with float32 on the probe windows (Parity.OK).
+//   - INT8 that cannot falls back to BF16 on the same terms; what cannot run
+//     either stays on (or returns to) float32.
+//   - probe nil uses built-in synthetic windows (random light flashes and
+//     spikes); a serving daemon should pass real windows of its recording.
 func (e *Engine) SetPrecision(p Precision, probe *rgc.Batch) (Precision, Parity, error) {
 	switch p {
 	case FP32:

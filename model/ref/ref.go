@@ -8,16 +8,18 @@
 // Given a model.Weights (a model.Config plus every tensor it names, in the
 // layouts documented on model.Config.Params), Net.Forward returns the head
 // outputs of one window and cell, and Net.Probs the 81 class probabilities.
-// Everything is computed in float64 from the float32 weights and inputs:
-// layout [channels][positions] for the encoder and [tokens][features] for
-// the transformer, as in the specification; direct convolutions with "same"
-// zero padding; batch norm with its running statistics (inference mode,
-// model.BNEps), applied after each convolution rather than folded into it;
-// layer norm with model.LNEps; GELU in its tanh form (model.GELUCubic);
-// full causal attention for every token; nothing cached or reused between
-// calls. The inference engine (model/engine) and the training graph in
-// inference mode (model/graph) must agree with it: their parity tests
-// compare against this package with stated tolerances.
+// The inference engine (model/engine) and the training graph in inference
+// mode (model/graph) must agree with it: their parity tests compare against
+// this package with stated tolerances. As in the specification:
+//   - everything in float64 from the float32 weights and inputs;
+//   - layout [channels][positions] for the encoder, [tokens][features] for
+//     the transformer;
+//   - direct convolutions with "same" zero padding;
+//   - batch norm with its running statistics (inference mode, model.BNEps),
+//     applied after each convolution, not folded into it;
+//   - layer norm with model.LNEps; GELU in its tanh form (model.GELUCubic);
+//   - full causal attention for every token;
+//   - nothing cached or reused between calls.
 //
 // It is slow (a few hundred milliseconds for a paper-size window, a
 // hundred times the engine) and allocates freely; it exists to be

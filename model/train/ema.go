@@ -7,23 +7,21 @@ import (
 	"rgcpred/model"
 )
 
-// EMA is an exponential moving average of a model's weights (Polyak
-// averaging: Polyak & Juditsky 1992, "Acceleration of stochastic
-// approximation by averaging"; as in Tarvainen & Valpola 2017, "Mean
-// teachers are better role models"): a float32 copy of every tensor,
-// trainable ones and batch-norm running statistics (model.KindStat)
-// alike, updated after each optimiser step. Late in a run the weights
-// jitter around a minimum at the step size of the learning rate; their
-// average lies nearer its centre, as an ensemble's does.
-//
-// Update t (0-based) sets avg = d_t*avg + (1-d_t)*w with the decay
-// d_t = min(Decay, (1+t)/(10+t)). The average starts at the initial
-// weights; at a constant decay of 0.999 they would keep a share 0.999^t
-// of it, still 37% after 1000 steps, dragging it towards the untrained
-// model. The warm-up decay leaves them the share prod_{s<t} d_s =
-// t! 9! / (t+9)!, below 1e-5 after 10 updates, and makes the average a
-// mean over the last t/9 or so steps until Decay caps it (the
-// num_updates rule of TensorFlow's ExponentialMovingAverage).
+// EMA is an exponential moving average of a model's weights, updated after
+// each optimiser step (Polyak & Juditsky 1992; Tarvainen & Valpola 2017,
+// "Mean teachers are better role models"). Late in a run the weights jitter
+// around a minimum at the learning rate's step size; their average lies
+// nearer its centre, as an ensemble's does.
+//   - It holds a float32 copy of every tensor, trainable ones and batch-norm
+//     running statistics (model.KindStat) alike.
+//   - Update t (0-based) sets avg = d_t*avg + (1-d_t)*w with decay
+//     d_t = min(Decay, (1+t)/(10+t)) (the num_updates rule of TensorFlow's
+//     ExponentialMovingAverage).
+//   - Why the warm-up: the average starts at the initial weights, which a
+//     constant 0.999 would keep at a share 0.999^t (37% after 1000 steps).
+//     The warm-up leaves them prod_{s<t} d_s = t! 9! / (t+9)!, below 1e-5
+//     after 10 updates, and makes the average a mean over the last t/9 or
+//     so steps until Decay caps it.
 type EMA struct {
 	// Decay is the decay d in (0, 1) once the warm-up is over.
 	Decay float64

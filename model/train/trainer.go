@@ -69,16 +69,18 @@ type Options struct {
 	// differ (new cells' embeddings start at the mean of its rows).
 	Init string
 	// Teacher, with Distill > 0, is a predictor whose class distributions
-	// join the targets (knowledge distillation, Hinton et al. 2015): the
-	// target of a training window is Distill' times the teacher's
-	// distribution plus (1 - Distill') times the one-hot true class, where
-	// Distill' falls linearly from Distill at the start to 0 at the
-	// fraction DistillEnd of the run (default 0.6), so the rest of the run
-	// (and its annealing) fits the true classes alone and can go beyond
-	// the teacher. Validation always scores the true classes. Cat head
-	// only. The teacher sees the batch's windows with recording bins as
-	// ends (rgc.Batch from Recording.FillBatch), so a fitted GLM
-	// (rgc/glm.Predictor), trained on the same training split, serves.
+	// join the targets (knowledge distillation, Hinton et al. 2015). Cat
+	// head only.
+	//   - A training window's target is Distill' times the teacher's
+	//     distribution plus (1 - Distill') times the one-hot true class.
+	//   - Distill' falls linearly from Distill at the start to 0 at the
+	//     fraction DistillEnd of the run (default 0.6), so the rest of the
+	//     run (and its annealing) fits the true classes alone and can go
+	//     beyond the teacher.
+	//   - Validation always scores the true classes.
+	//   - The teacher sees the batch's windows with recording bins as ends
+	//     (rgc.Batch from Recording.FillBatch), so a fitted GLM
+	//     (rgc/glm.Predictor) trained on the same training split serves.
 	Teacher             rgc.Predictor
 	Distill, DistillEnd float64
 	// Log receives progress lines (nil: os.Stderr); ProgressEvery is the
