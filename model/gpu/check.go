@@ -54,7 +54,10 @@ func (e *Engine) LayerParity(b *rgc.Batch, cpu *engine.Engine) (*LayerReport, er
 	}
 	n := e.net
 	ops := n.plan(nb)
-	ls := e.prepare(ops)
+	ls, err := e.prepare(ops)
+	if err != nil {
+		return nil, err
+	}
 	host := make([]float32, n.hostLen())
 	if err := n.stage(host, b, 0, nb, e.rowOf); err != nil {
 		return nil, err

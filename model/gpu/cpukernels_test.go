@@ -30,11 +30,20 @@ func TestKernelSourceOnCPU(t *testing.T) {
 	if err := writeCPUSources(dir); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "driver")
-	args := append([]string{"-std=c++20", "-O1", "-pthread", "-fsanitize=undefined", "-fno-sanitize-recover=all",
-		"-I", dir, "-I", "testdata", "-o", bin, "testdata/driver.cpp"}, kernelOptions()...)
-	if out, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
+	// One driver per head size, as NVRTC compiles one module per head size.
+	bins := map[int]string{}
+	driver := func(t *testing.T, headDim int) string {
+		if bin, ok := bins[headDim]; ok {
+			return bin
+		}
+		bin := filepath.Join(dir, fmt.Sprintf("driver%d", headDim))
+		args := append([]string{"-std=c++20", "-O1", "-pthread", "-fsanitize=undefined", "-fno-sanitize-recover=all",
+			"-I", dir, "-I", "testdata", "-o", bin, "testdata/driver.cpp"}, kernelOptions(headDim)...)
+		if out, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
+			t.Fatalf("g++: %v\n%s", err, out)
+		}
+		bins[headDim] = bin
+		return bin
 	}
 	// Four configurations take every kernel through each of its variants:
 	// paper and cpu CNN widths, the projection and 32-wide heads of gpt-b,
@@ -57,7 +66,7 @@ func TestKernelSourceOnCPU(t *testing.T) {
 			if err := writePlan(in, n.w.data, acts, ops); err != nil {
 				t.Fatal(err)
 			}
-			if o, err := exec.Command(bin, in, out).CombinedOutput(); err != nil {
+			if o, err := exec.Command(driver(t, e.Prepared().Config.HeadDim), in, out).CombinedOutput(); err != nil {
 				t.Fatalf("the kernels on the CPU: %v\n%s", err, o)
 			}
 			raw, err := os.ReadFile(out)

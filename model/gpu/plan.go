@@ -43,7 +43,7 @@ var kernelSigs = map[string][]argKind{
 	"seApply":      {argPtr, argPtr, argPtr, argPtr, argInt, argInt},
 	"embed":        {argPtr, argPtr, argPtr, argPtr, argPtr, argPtr, argInt, argInt},
 	"layerNorm":    {argPtr, argPtr, argPtr, argPtr, argInt, argInt, argInt, argInt},
-	"attention":    {argPtr, argPtr, argInt, argInt, argInt},
+	"attention":    {argPtr, argPtr, argInt, argInt},
 }
 
 // kernelNames returns the kernels' names, sorted.
@@ -93,9 +93,28 @@ const (
 	maxSharedDflt = 48 << 10
 )
 
+// maxElems is the most floats one region may hold: the kernels and
+// cuBLAS count elements in 32-bit ints.
+const maxElems = 1<<31 - 1
+
 // checkLaunch reports a kernel launch outside CUDA's limits or the shape
-// the kernels assume (a one-dimensional block).
+// the kernels assume (a one-dimensional block), or a region too large for
+// 32-bit element counts.
 func (op *Op) checkLaunch() error {
+	refs := []Ref{op.Out}
+	for _, a := range op.Args {
+		if a.Ref != nil {
+			refs = append(refs, *a.Ref)
+		}
+	}
+	if g := op.Gemm; g != nil {
+		refs = append(refs, g.A, g.W, g.C)
+	}
+	for _, r := range refs {
+		if r.Len > maxElems {
+			return fmt.Errorf("gpu: %s (%s): a region of %d floats, over the %d of 32-bit counts", op.Layer, op.Kernel, r.Len, maxElems)
+		}
+	}
 	if op.Gemm != nil {
 		return nil
 	}
@@ -106,6 +125,19 @@ func (op *Op) checkLaunch() error {
 			op.Layer, op.Kernel, g, b, op.Shared)
 	}
 	return nil
+}
+
+// batchLimit is the largest batch an engine of p runs in one pass: every
+// activation buffer of that many windows within maxElems floats, and the
+// windows of a launch (a grid's y) within CUDA's 65,535. The im2col buffer
+// decides for the paper CNN (229,376 floats a window: 9,362 windows).
+func batchLimit(p *engine.Prepared) int {
+	n := newNet(p, 1)
+	per := 1
+	for _, b := range n.lay.bufs {
+		per = max(per, b.per)
+	}
+	return min(maxGridYZ, maxElems/per)
 }
 
 // Activation codes of biasAct.
@@ -381,7 +413,7 @@ func (n *net) plan(nb int) []Op {
 		layerNorm(pre+"ln1", n.x.ref(nb), n.h.ref(nb), lw.ln1w, lw.ln1b, rows, d, d)
 		linear(pre+"attn.qkv", lw.qkv, n.h.ref(nb), n.qkv.ref(nb), rows, actNone)
 		ops = append(ops, Op{Layer: pre + "attn", Kernel: "attention", Grid: cuda.Dim3{X: c.Heads, Y: nb, Z: 1}, Block: cuda.Dim3{X: T, Y: 1, Z: 1},
-			Shared: 4 * 2 * T * c.HeadDim, Args: []Arg{ptr(n.qkv.ref(nb)), ptr(n.y.ref(nb)), integer(T), integer(d), integer(c.HeadDim)}, Out: n.y.ref(nb)})
+			Shared: 4 * 2 * T * c.HeadDim, Args: []Arg{ptr(n.qkv.ref(nb)), ptr(n.y.ref(nb)), integer(T), integer(d)}, Out: n.y.ref(nb)})
 		residual(pre+"attn.proj", lw.proj, n.y.ref(nb))
 		layerNorm(pre+"ln2", n.x.ref(nb), n.h.ref(nb), lw.ln2w, lw.ln2b, rows, d, d)
 		linear(pre+"mlp.fc", lw.fc, n.h.ref(nb), n.mlp.ref(nb), rows, actGELU)
@@ -407,5 +439,5 @@ func buckets(maxBatch int) []int {
 const (
 	lnEps      = model.LNEps
 	gelucubic  = model.GELUCubic
-	maxHeadDim = 32 // MAX_HEAD_DIM of kernels.cu
+	maxHeadDim = 32 // the largest RGC_HEAD_DIM kernels.cu takes
 )
