@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"rgcpred/base/cuda"
@@ -363,6 +364,40 @@ func (e *Engine) run() error {
 		return fmt.Errorf("gpu: batch %d: %w", e.buckets[e.cur], err)
 	}
 	return nil
+}
+
+// DeviceTime returns the mean time of one pass of nb windows (1..MaxBatch)
+// on the device over calls passes queued back to back, with one wait at
+// the end: the bucket's graph (input copy from pinned memory, every
+// operation, output copy) without the host's staging, its wait for each
+// call or the probabilities. The inputs are those of the last call.
+func (e *Engine) DeviceTime(nb, calls int) (time.Duration, error) {
+	if nb < 1 || nb > e.maxBatch || calls < 1 {
+		return 0, fmt.Errorf("gpu: device time of %d passes of %d windows (1..%d)", calls, nb, e.maxBatch)
+	}
+	k := bucketIndex(e.buckets, nb)
+	var took time.Duration
+	err := e.dev.Do(func() error {
+		t0 := time.Now()
+		for range calls {
+			if len(e.graphs) > 0 {
+				if err := e.dev.LaunchGraph(e.graphs[k], e.stream); err != nil {
+					return err
+				}
+			} else if err := e.record(k); err != nil {
+				return err
+			}
+		}
+		if err := e.dev.Sync(e.stream); err != nil {
+			return err
+		}
+		took = time.Since(t0) / time.Duration(calls)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gpu: batch %d: %w", nb, err)
+	}
+	return took, nil
 }
 
 // tryTF32 switches the GEMMs to TF32 if probe's probabilities pass

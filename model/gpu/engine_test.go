@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"rgcpred/base/cuda"
 	"rgcpred/model"
@@ -234,4 +235,26 @@ func TestPrepareChecksLaunches(t *testing.T) {
 			t.Errorf("%s: error %v, want error %v", tc.name, err, tc.wantErr)
 		}
 	}
+}
+
+// TestEmulationCost: the parity reference's cost per window is measured,
+// positive, and the paper CNN's exceeds the small CNN's (its im2col and
+// GEMMs are about 7x larger).
+func TestEmulationCost(t *testing.T) {
+	cost := map[string]time.Duration{}
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		w, err := TestWeights(name, len(testCells), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := EmulationCost(w, testCells, 1)
+		if err != nil || c <= 0 {
+			t.Fatalf("%s: cost %v, %v", name, c, err)
+		}
+		cost[name] = c
+	}
+	if cost["gpt-a-cat"] <= cost["gpt-a-cat-cpu"] {
+		t.Errorf("per window: paper CNN %v, small CNN %v; want the paper CNN's larger", cost["gpt-a-cat"], cost["gpt-a-cat-cpu"])
+	}
+	t.Log(cost)
 }
