@@ -66,9 +66,10 @@ type GPUReport struct {
 type GPUParity struct {
 	Config  string `json:"config"`
 	Weights string `json:"weights"` // the checkpoint, or "random (gpu.TestWeights)"
-	// WindowsAsked is the most windows the check was given; Report.Windows
-	// those the budget allowed (parityWindows).
+	// WindowsAsked is the most windows the check was given; Windows those
+	// its share of the budget allowed (parityWindows).
 	WindowsAsked int              `json:"windows_asked"`
+	Windows      int              `json:"windows"`
 	Report       *gpu.LayerReport `json:"report,omitempty"`
 	Error        string           `json:"error,omitempty"`
 }
@@ -215,7 +216,7 @@ func GPUCheck(o GPUCheckOptions) (*GPUReport, error) {
 			}
 		}
 		res, err := run(part, limit(max(2*share, partSetup)))
-		p := GPUParity{Config: name, WindowsAsked: o.Windows}
+		p := GPUParity{Config: name, WindowsAsked: o.Windows, Windows: part.Windows}
 		switch {
 		case errors.Is(err, ErrPartKilled):
 			rep.Skipped = append(rep.Skipped, fmt.Sprintf("parity %s: %v", name, err))
@@ -226,7 +227,7 @@ func GPUCheck(o GPUCheckOptions) (*GPUReport, error) {
 			p.Error = err.Error()
 		case res.Parity != nil:
 			p = *res.Parity
-			p.WindowsAsked = o.Windows
+			p.WindowsAsked, p.Windows = o.Windows, part.Windows
 		}
 		if p.Error != "" {
 			say("%s: %s", name, p.Error)
@@ -326,7 +327,7 @@ func RunGPUPart(o GPUCheckOptions, p GPUPart) (*GPUPartResult, error) {
 	res := &GPUPartResult{}
 	switch p.Kind {
 	case "parity":
-		par := GPUParity{Config: p.Config, WindowsAsked: p.Windows}
+		par := GPUParity{Config: p.Config, WindowsAsked: p.Windows, Windows: p.Windows}
 		o.Windows = p.Windows
 		r, dev, err := checkParity(o, p.Config, recording, &par)
 		if err != nil {

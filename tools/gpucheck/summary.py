@@ -149,7 +149,7 @@ def summary(out):
     for p in gc.get("parity") or []:
         r = p.get("report") or {}
         par.append({"config": p["config"], "weights": p.get("weights"), "report": bool(r), "ok": r.get("ok", False),
-                    "windows": r.get("windows"), "windows_asked": p.get("windows_asked"),
+                    "windows": p.get("windows") or r.get("windows"), "windows_asked": p.get("windows_asked"),
                     "first_over": r.get("first_over"), "first_over_diff": r.get("first_over_diff"),
                     "head_vs_engine": r.get("head_vs_engine"), "error": p.get("error")})
     s["parity"] = par
