@@ -39,7 +39,7 @@ func ParsePrecision(s string) (Precision, error) {
 type Options struct {
 	// MaxBatch is the largest batch of one pass (at least 1); larger
 	// batches run in chunks of it. An engine takes at most its
-	// configuration's limit (9,362 windows for the paper CNN: 32-bit
+	// configuration's limit (32,767 windows for the paper CNN: 32-bit
 	// element counts) and runs larger asks in chunks of that
 	// (Engine.MaxBatch says which).
 	MaxBatch int

@@ -167,14 +167,14 @@ func TestWarmThenCapture(t *testing.T) {
 }
 
 // TestBatchLimit: MaxBatch is capped where a buffer would pass 2^31-1
-// floats (the paper CNN's im2col: 9,362 windows), every launch of the
+// floats (the paper CNN: 32,767 windows), every launch of the
 // capped engine's largest bucket is within CUDA's limits, and one window
 // more would not be.
 func TestBatchLimit(t *testing.T) {
 	for i, tc := range []struct {
 		name string
 		want int
-	}{{"gpt-a-cat", 9362}, {"gpt-b-logmix-cpu", 0}} {
+	}{{"gpt-a-cat", 32767}, {"gpt-b-logmix-cpu", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := cpuEngine(t, tc.name, uint64(i+1)).Prepared()
 			lim := batchLimit(p)

@@ -129,16 +129,25 @@ func (op *Op) checkLaunch() error {
 
 // batchLimit is the largest batch an engine of p runs in one pass: every
 // activation buffer of that many windows within maxElems floats, and the
-// windows of a launch (a grid's y) within CUDA's 65,535. The im2col buffer
-// decides for the paper CNN (229,376 floats a window: 9,362 windows).
+// windows of a launch (a grid's y) within CUDA's 65,535. The first
+// bottleneck's input to its 1x1 convolution decides for the paper CNN
+// (65,536 floats a window: 32,767 windows).
 func batchLimit(p *engine.Prepared) int {
 	n := newNet(p, 1)
 	per := 1
 	for _, b := range n.lay.bufs {
-		per = max(per, b.per)
+		if b.fixed == 0 {
+			per = max(per, b.per)
+		}
 	}
 	return min(maxGridYZ, maxElems/per)
 }
+
+// colBudget is the most floats of one im2col pass (64 MiB): its windows'
+// unrolled rows are written and read back by the GEMM at once, and beyond
+// it a batch is unrolled in parts. One window of the paper CNN unrolls to
+// at most 229,376 floats: 73 windows a pass.
+const colBudget = 1 << 24
 
 // Activation codes of biasAct.
 const (
@@ -148,12 +157,13 @@ const (
 )
 
 // buf is an activation buffer: per window floats, at an offset of the
-// activations arena sized for MaxBatch windows.
+// activations arena sized for MaxBatch windows (or for a fixed number of
+// windows: fixed > 0).
 type buf struct {
-	name   string
-	per    int
-	off    int
-	offset bool // laid out
+	name  string
+	per   int
+	off   int
+	fixed int
 }
 
 // layout places the activation buffers of maxBatch windows.
@@ -167,11 +177,22 @@ type layout struct {
 // and coalesced loads).
 const align = 64
 
-func (l *layout) add(name string, per int) *buf {
-	b := &buf{name: name, per: per, off: l.total}
+func (l *layout) add(name string, per int) *buf { return l.addFor(name, per, 0) }
+
+// addFor places a buffer for fixed windows (0: maxBatch).
+func (l *layout) addFor(name string, per, fixed int) *buf {
+	b := &buf{name: name, per: per, off: l.total, fixed: fixed}
 	l.bufs = append(l.bufs, b)
-	l.total += (l.maxBatch*per + align - 1) / align * align
+	l.total += (b.windows(l.maxBatch)*per + align - 1) / align * align
 	return b
+}
+
+// windows is the number of windows b holds in a layout for maxBatch.
+func (b *buf) windows(maxBatch int) int {
+	if b.fixed > 0 {
+		return b.fixed
+	}
+	return maxBatch
 }
 
 // ref is the region of b's first n windows.
@@ -238,6 +259,7 @@ type net struct {
 	head   linW
 
 	lay                       *layout
+	colWindows                int // windows of one im2col pass (colBudget)
 	in, rows, col, c1, c2     *buf
 	h1, h2, h3, sc, out, pool []*buf // per block; sc nil without shortcut
 	gate                      []*buf
@@ -284,7 +306,8 @@ func newNet(p *engine.Prepared, maxBatch int) *net {
 	for _, b := range p.Blocks {
 		col = max(col, b.Conv2.K*b.Conv2.Cin*b.LOut)
 	}
-	n.col = l.add("im2col", col)
+	n.colWindows = max(1, min(maxBatch, colBudget/col))
+	n.col = l.addFor("im2col", col, n.colWindows)
 	stem := c.InBins / p.Conv1.Stride
 	n.c1 = l.add("cnn.conv1", stem*c.StemCh)
 	n.c2 = l.add("cnn.conv2", stem*c.StemCh)
@@ -344,14 +367,22 @@ func (n *net) plan(nb int) []Op {
 			// with stride s, row l of window b is row (b*lout + l)*s.
 			gemm(layer, rows, f.Cout, f.Cin, in, f.Stride*f.Cin, cw.w, f.Cout, out.ref(nb), f.Cout)
 		default:
+			// im2col and its GEMM run on at most colWindows windows at a
+			// time, so that the unrolled rows stay within colBudget.
 			per := lout * f.K * f.Cin
-			col := n.col.ref(nb)
-			col.Len = nb * per
-			ops = append(ops, Op{Layer: layer, Kernel: "im2col", Grid: cuda.Dim3{X: ceilDiv(per, threads), Y: nb, Z: 1},
-				Block: cuda.Dim3{X: threads, Y: 1, Z: 1},
-				Args: []Arg{ptr(in), ptr(col), integer(lin), integer(f.Cin), integer(winStride), integer(posStride), integer(chStride),
-					integer(lout), integer(f.K), integer(f.Stride), integer(f.Pad)}, Out: col})
-			gemm(layer, rows, f.Cout, f.K*f.Cin, col, f.K*f.Cin, cw.w, f.Cout, out.ref(nb), f.Cout)
+			dst := out.ref(nb)
+			for w0 := 0; w0 < nb; w0 += n.colWindows {
+				k := min(n.colWindows, nb-w0)
+				src := Ref{Arena: in.Arena, Off: in.Off + w0*winStride, Len: k * winStride}
+				col := n.col.ref(k)
+				col.Len = k * per
+				part := Ref{Arena: dst.Arena, Off: dst.Off + w0*lout*f.Cout, Len: k * lout * f.Cout}
+				ops = append(ops, Op{Layer: layer, Kernel: "im2col", Grid: cuda.Dim3{X: ceilDiv(per, threads), Y: k, Z: 1},
+					Block: cuda.Dim3{X: threads, Y: 1, Z: 1},
+					Args: []Arg{ptr(src), ptr(col), integer(lin), integer(f.Cin), integer(winStride), integer(posStride), integer(chStride),
+						integer(lout), integer(f.K), integer(f.Stride), integer(f.Pad)}, Out: col})
+				gemm(layer, k*lout, f.Cout, f.K*f.Cin, col, f.K*f.Cin, cw.w, f.Cout, part, f.Cout)
+			}
 		}
 		biasAct(layer, out.ref(nb), rows, f.Cout, cw.bias, act)
 	}
