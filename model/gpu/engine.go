@@ -335,10 +335,10 @@ func (e *Engine) capture() error {
 }
 
 // warmThenCapture runs bucket k (run) and then captures it (capture), for
-// every bucket (of batch sizes[k]) in turn. cuBLAS chooses its kernels per GEMM size at a
-// size's first call and, with lazy module loading (CUDA 12.2's default),
-// loads them then; drivers before 12.3 cannot load a module inside a
-// stream capture, so every size is first run outside one.
+// every bucket (of batch sizes[k]) in turn. cuBLAS chooses its kernels per
+// GEMM size at a size's first call and, with lazy module loading (CUDA
+// 12.2's default), loads them then; drivers before 12.3 cannot load a
+// module inside a stream capture, so every size is first run outside one.
 func warmThenCapture(sizes []int, run, capture func(k int) error) error {
 	for k, nb := range sizes {
 		if err := run(k); err != nil {

@@ -130,8 +130,8 @@ func (op *Op) checkLaunch() error {
 // batchLimit is the largest batch an engine of p runs in one pass: every
 // activation buffer of that many windows within maxElems floats, and the
 // windows of a launch (a grid's y) within CUDA's 65,535. The first
-// bottleneck's input to its 1x1 convolution decides for the paper CNN
-// (65,536 floats a window: 32,767 windows).
+// bottleneck's first convolution's output decides for the paper CNN
+// (512 positions x 128 channels, 65,536 floats a window: 32,767 windows).
 func batchLimit(p *engine.Prepared) int {
 	n := newNet(p, 1)
 	per := 1
