@@ -7,7 +7,8 @@
 # 0. env.txt: the CUDA libraries found (path, file, version), the
 #    kernel module's release, PyTorch's versions;
 # 1. the device tests of base/cuda and model/gpu (bindings, kernels,
-#    graphs, parity on random weights, allocations);
+#    graphs, parity on random weights, allocations), model/gpu's each in a
+#    process of its own;
 # 2. gpucheck: layer-by-layer parity against the CPU on up to 256 real
 #    windows for every configuration (shipped checkpoints first), then the
 #    GPU engine's batch-1 latency and throughput at batches 64, 1024 and
@@ -67,8 +68,11 @@ export RGCPRED_CUDA_LIB=${RGCPRED_CUDA_LIB:-$libs}
 
 step cuda-test 40 "$bin/cuda.test" -test.v -test.count=1
 # The device tests and NVRTC's compile of the kernels (the CPU-side tests
-# ran where the folder was built).
-step gpu-test 100 "$bin/gpu.test" -test.v -test.count=1 -test.run 'Device|KernelsCompile|NVRTC|AttentionInRegisters|HeadDim'
+# ran where the folder was built), each test in a process of its own: a
+# sticky CUDA error spoils its process's context, not the tests after it.
+for t in $("$bin/gpu.test" -test.list 'Device|KernelsCompile|NVRTC|AttentionInRegisters|HeadDim'); do
+	step "gpu-test-$t" 60 "$bin/gpu.test" -test.v -test.count=1 -test.run "^$t\$"
+done
 step gpucheck 200 "$bin/gpucheck" --data data/chicken-17-08-21 --models models --json "$out/gpucheck.json" --budget 150s
 : >"$out/torch.jsonl"
 for stem in gpt-a gpt-b; do
@@ -92,5 +96,5 @@ for n in 1 10 40 100 167; do
 done
 python3 summary.py --out "$out" >"$out/summary.log" 2>&1
 cat "$out/summary.log"
-grep -h -E '^(--- FAIL|FAIL|panic)' "$out"/*-test.log
+grep -h -E '^(--- FAIL|FAIL|panic)' "$out"/*-test*.log
 echo "device check done in $(($(date +%s) - start)) s; $out/summary.json"

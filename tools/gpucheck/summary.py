@@ -140,7 +140,7 @@ def summary(out):
     s["device"] = gc.get("device", "")
     s["date"] = gc.get("date", "")
     s["libraries"] = gc.get("libraries") or []
-    s["tests"] = {os.path.basename(f)[:-4]: tests(f) for f in sorted(glob.glob(os.path.join(out, "*-test.log")))}
+    s["tests"] = {os.path.basename(f)[:-4]: tests(f) for f in sorted(glob.glob(os.path.join(out, "*-test*.log")))}
     skipped = gc.get("skipped") or []
     s["skipped"] = skipped
     unmeasured = {}
