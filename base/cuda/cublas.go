@@ -68,10 +68,7 @@ func openBLAS(libDirs string) (*lib, error) {
 	dirs := SearchDirs(libDirs)
 	p, err := findLib("cuBLAS (libcublas)", cublasNames, dirs)
 	if err != nil {
-		if l := loaderLib(cublasNames); l != nil {
-			return l, nil
-		}
-		return nil, fmt.Errorf("%w; the dynamic loader has none of them either", err)
+		return viaLoader(cublasNames, err)
 	}
 	// libcublas needs libcublasLt of its folder, and some builds the CUDA
 	// runtime, which the loader may not find (the NVIDIA wheels' folders

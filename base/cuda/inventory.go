@@ -49,10 +49,7 @@ func Libraries(extra string) []Library {
 		l := Library{Name: name}
 		h, err := openLib(name, names, dirs)
 		if err == nil {
-			l.Path = h.path
-			if f, ferr := filepath.EvalSymlinks(h.path); ferr == nil && f != h.path {
-				l.File = f
-			}
+			l.Path, l.File = h.path, resolved(h.path)
 			l.Version, err = version(h)
 		}
 		if err != nil {
@@ -86,19 +83,14 @@ func Libraries(extra string) []Library {
 		libs = append(libs, l, Library{Name: "libcublasLt", Error: "libcublas not found"})
 		return libs
 	}
-	l.Path = blas.path
-	if f, err := filepath.EvalSymlinks(blas.path); err == nil && f != blas.path {
-		l.File = f
-	}
+	l.Path, l.File = blas.path, resolved(blas.path)
 	var err error
 	if l.Version, err = blasVersion(blas); err != nil {
 		l.Error = err.Error()
 	}
 	libs = append(libs, l)
 	lt := Library{Name: "libcublasLt", Path: mappedPath("libcublasLt.so.1")}
-	if f, err := filepath.EvalSymlinks(lt.Path); err == nil && f != lt.Path {
-		lt.File = f
-	}
+	lt.File = resolved(lt.Path)
 	if fn, err := purego.Dlsym(blas.h, "cublasLtGetVersion"); err == nil && fn != 0 {
 		v, _, _ := purego.SyscallN(fn)
 		lt.Version = dotted(int(v), 10000, 100)
@@ -172,4 +164,13 @@ func blasVersion(h *lib) (string, error) {
 // "major.minor.patch".
 func dotted(v, a, b int) string {
 	return fmt.Sprintf("%d.%d.%d", v/a, v%a/b, v%b)
+}
+
+// resolved is path with its symbolic links resolved, or "" where that is
+// path itself or cannot be resolved.
+func resolved(path string) string {
+	if f, err := filepath.EvalSymlinks(path); err == nil && f != path {
+		return f
+	}
+	return ""
 }

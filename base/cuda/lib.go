@@ -24,10 +24,7 @@ type lib struct {
 func openLib(what string, names, dirs []string) (*lib, error) {
 	p, err := findLib(what, names, dirs)
 	if err != nil {
-		if l := loaderLib(names); l != nil {
-			return l, nil
-		}
-		return nil, fmt.Errorf("%w; the dynamic loader has none of them either", err)
+		return viaLoader(names, err)
 	}
 	h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
@@ -36,19 +33,20 @@ func openLib(what string, names, dirs []string) (*lib, error) {
 	return &lib{path: p, h: h}, nil
 }
 
-// loaderLib opens the first soname of names (a name with a version after
-// ".so.") that the dynamic loader finds, or returns nil. Its path is the
-// file the process then maps.
-func loaderLib(names []string) *lib {
+// viaLoader opens the first soname of names (a name with a version after
+// ".so.") that the dynamic loader finds, its path the file the process
+// then maps; else it returns notFound (findLib's error), saying that the
+// loader has none of them either.
+func viaLoader(names []string, notFound error) (*lib, error) {
 	for _, n := range names {
 		if !strings.Contains(n, ".so.") {
 			continue // a bare .so is a development link, not a soname
 		}
 		if h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
-			return &lib{path: mappedPath(n), h: h}
+			return &lib{path: mappedPath(n), h: h}, nil
 		}
 	}
-	return nil
+	return nil, fmt.Errorf("%w; the dynamic loader has none of them either", notFound)
 }
 
 // mappedPath returns the file of the process's mappings (/proc/self/maps)
