@@ -1,6 +1,10 @@
 package cuda
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -36,5 +40,46 @@ func TestCallAllocs(t *testing.T) {
 	call(memcpy, uintptr(unsafe.Pointer(&dst)), uintptr(unsafe.Pointer(&src[0])), 4)
 	if dst != 42 {
 		t.Errorf("out-parameter = %d, want 42", dst)
+	}
+}
+
+// TestHeaderCheckCovers: every C function the bindings look up by name is
+// in testdata/headercheck.c, the one-off check of their C types against
+// CUDA's headers (tools/gpucheck/headercheck.sh), so that a binding added
+// later is not left out of it.
+func TestHeaderCheckCovers(t *testing.T) {
+	if _, err := os.Stat("driver.go"); err != nil {
+		t.Skipf("the package's sources are not here (a test binary run elsewhere: the device check): %v", err)
+	}
+	check, err := os.ReadFile("testdata/headercheck.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym := regexp.MustCompile(`"((?:cu|nvrtc|cublas|cuda)[A-Z]\w*)"`)
+	n := 0
+	for _, f := range srcs {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range sym.FindAllStringSubmatch(string(b), -1) {
+			if strings.HasSuffix(m[1], "_t") {
+				continue // a type's name (cublasStatus_t), not a function
+			}
+			n++
+			if !strings.Contains(string(check), "= "+m[1]+";") {
+				t.Errorf("%s: %s is not checked in testdata/headercheck.c", f, m[1])
+			}
+		}
+	}
+	if n < 50 {
+		t.Errorf("found %d bound functions, want the driver's, NVRTC's and cuBLAS's (50 or more)", n)
 	}
 }

@@ -33,25 +33,7 @@ const (
 // on stream s, with workspace bytes of device memory at work (needed for
 // graph capture: cuBLAS then allocates nothing inside a capture).
 func (dev *Device) NewBLAS(libDirs string, s Stream, work Ptr, workBytes int) (*BLAS, error) {
-	dirs := SearchDirs(libDirs)
-	p, err := findLib("cuBLAS (libcublas)", cublasNames, dirs)
-	if err != nil {
-		return nil, err
-	}
-	// libcublas needs libcublasLt of its folder, and some builds the CUDA
-	// runtime, which the loader may not find (the NVIDIA wheels' folders
-	// are not on its path): open them first, globally.
-	if rt, err := findLib("the CUDA runtime (libcudart)", cudartNames, dirs); err == nil {
-		if _, err := purego.Dlopen(rt, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
-			return nil, fmt.Errorf("cuda: open %s: %w", rt, err)
-		}
-	}
-	if lt, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "libcublasLt.so*")); len(lt) > 0 {
-		if _, err := purego.Dlopen(lt[len(lt)-1], purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
-			return nil, fmt.Errorf("cuda: open %s: %w", lt[len(lt)-1], err)
-		}
-	}
-	l, err := openLib("cuBLAS (libcublas)", []string{filepath.Base(p)}, []string{filepath.Dir(p)})
+	l, err := openBLAS(libDirs)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +61,30 @@ func (dev *Device) NewBLAS(libDirs string, s Stream, work Ptr, workBytes int) (*
 
 // Path is the library's file.
 func (b *BLAS) Path() string { return b.lib.path }
+
+// openBLAS opens libcublas from SearchDirs(libDirs), or through the
+// dynamic loader where none of them holds it.
+func openBLAS(libDirs string) (*lib, error) {
+	dirs := SearchDirs(libDirs)
+	p, err := findLib("cuBLAS (libcublas)", cublasNames, dirs)
+	if err != nil {
+		return viaLoader(cublasNames, err)
+	}
+	// libcublas needs libcublasLt of its folder, and some builds the CUDA
+	// runtime, which the loader may not find (the NVIDIA wheels' folders
+	// are not on its path): open them first, globally.
+	if rt, err := findLib("the CUDA runtime (libcudart)", cudartNames, dirs); err == nil {
+		if _, err := purego.Dlopen(rt, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+			return nil, fmt.Errorf("cuda: open %s: %w", rt, err)
+		}
+	}
+	if lt := globSorted(filepath.Join(filepath.Dir(p), "libcublasLt*.so*")); len(lt) > 0 {
+		if _, err := purego.Dlopen(lt[0], purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+			return nil, fmt.Errorf("cuda: open %s: %w", lt[0], err)
+		}
+	}
+	return openLib("cuBLAS (libcublas)", []string{filepath.Base(p)}, []string{filepath.Dir(p)})
+}
 
 // check turns cuBLAS status r of call fn into an error.
 func (b *BLAS) check(fn string, r int32) error {

@@ -203,6 +203,12 @@ func (dev *Device) Close() error {
 	return <-dev.results
 }
 
+// SyncContext waits for everything queued in the context, on every
+// stream, the legacy default stream (synchronous copies, Memset) included.
+func (dev *Device) SyncContext() error {
+	return dev.d.check("cuCtxSynchronize", call(dev.d.ctxSynchronize))
+}
+
 // Ptr is a device address (CUdeviceptr).
 type Ptr uintptr
 

@@ -2,6 +2,9 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -10,21 +13,61 @@ import (
 // lib is one shared library opened with dlopen, its functions looked up
 // by name.
 type lib struct {
-	path string
+	path string // the file opened
 	h    uintptr
 }
 
-// openLib finds the first of names in dirs and opens it.
+// openLib finds the first of names in dirs and opens it; where no folder
+// holds one, it asks the dynamic loader for each soname of names (its
+// cache and configured folders: a driver installed where no folder of
+// dirs points).
 func openLib(what string, names, dirs []string) (*lib, error) {
 	p, err := findLib(what, names, dirs)
 	if err != nil {
-		return nil, err
+		return viaLoader(names, err)
 	}
 	h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: open %s: %w", p, err)
 	}
 	return &lib{path: p, h: h}, nil
+}
+
+// viaLoader opens the first soname of names (a name with a version after
+// ".so.") that the dynamic loader finds, its path the file the process
+// then maps; else it returns notFound (findLib's error), saying that the
+// loader has none of them either.
+func viaLoader(names []string, notFound error) (*lib, error) {
+	for _, n := range names {
+		if !strings.Contains(n, ".so.") {
+			continue // a bare .so is a development link, not a soname
+		}
+		if h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+			return &lib{path: mappedPath(n), h: h}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w; the dynamic loader has none of them either", notFound)
+}
+
+// mappedPath returns the file of the process's mappings (/proc/self/maps)
+// that is soname's library (libcuda.so.1: libcuda.so.535.104.05, or a
+// wheel's hashed libcuda-0123abcd.so.1), or soname where there is none.
+func mappedPath(soname string) string {
+	stem := soname[:strings.Index(soname, ".so")]
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return soname
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		if b := filepath.Base(f[5]); strings.HasPrefix(b, stem+".so") || strings.HasPrefix(b, stem+"-") {
+			return f[5]
+		}
+	}
+	return soname
 }
 
 // syms looks up every function of fns (name -> where its address goes),

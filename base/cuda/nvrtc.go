@@ -29,9 +29,9 @@ func LoadNVRTC(extra string) (*NVRTC, error) {
 	// NVRTC opens its builtins library by soname at the first compile;
 	// the loader may not search its folder (the NVIDIA wheels'), so open
 	// it first, globally.
-	if bs, _ := filepath.Glob(filepath.Join(filepath.Dir(l.path), "libnvrtc-builtins.so*")); len(bs) > 0 {
-		if _, err := purego.Dlopen(bs[len(bs)-1], purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
-			return nil, fmt.Errorf("cuda: open %s: %w", bs[len(bs)-1], err)
+	if bs := globSorted(filepath.Join(filepath.Dir(l.path), "libnvrtc-builtins*.so*")); len(bs) > 0 {
+		if _, err := purego.Dlopen(bs[0], purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+			return nil, fmt.Errorf("cuda: open %s: %w", bs[0], err)
 		}
 	}
 	n := &NVRTC{lib: l}

@@ -3,8 +3,10 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
+	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 )
@@ -54,7 +56,10 @@ func (e *Engine) LayerParity(b *rgc.Batch, cpu *engine.Engine) (*LayerReport, er
 	}
 	n := e.net
 	ops := n.plan(nb)
-	ls := e.prepare(ops)
+	ls, err := e.prepare(ops)
+	if err != nil {
+		return nil, err
+	}
 	host := make([]float32, n.hostLen())
 	if err := n.stage(host, b, 0, nb, e.rowOf); err != nil {
 		return nil, err
@@ -149,4 +154,25 @@ func maxRelDiff(got, want []float32) float64 {
 		d = max(d, e)
 	}
 	return d
+}
+
+// EmulationCost returns the CPU time per window of LayerParity's reference
+// for weights w: the emulation of one plan of n windows (random inputs),
+// divided by n. The device check sizes its parity windows to its budget
+// with it; it needs no GPU.
+func EmulationCost(w *model.Weights, cellIDs []int, n int) (time.Duration, error) {
+	cpu, err := engine.NewFromWeights(w, cellIDs, n, 1)
+	if err != nil {
+		return 0, fmt.Errorf("gpu: %w", err)
+	}
+	defer cpu.Close()
+	b := cpu.ProbeWindows(n, 1)
+	net := newNet(cpu.Prepared(), n)
+	host := make([]float32, net.hostLen())
+	if err := net.stage(host, b, 0, n, rowsOf(cellIDs)); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	net.emulatePlan(net.plan(n), host, nil)
+	return time.Since(t0) / time.Duration(n), nil
 }

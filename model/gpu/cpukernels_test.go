@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,11 +31,28 @@ func TestKernelSourceOnCPU(t *testing.T) {
 	if err := writeCPUSources(dir); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "driver")
-	args := append([]string{"-std=c++20", "-O1", "-pthread", "-fsanitize=undefined", "-fno-sanitize-recover=all",
-		"-I", dir, "-I", "testdata", "-o", bin, "testdata/driver.cpp"}, kernelOptions()...)
-	if out, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
+	// One driver per head size, as NVRTC compiles one module per head
+	// size; compiled side by side.
+	bins := map[int]string{}
+	errs := make([]error, len(HeadDims))
+	var wg sync.WaitGroup
+	for i, hd := range HeadDims {
+		bins[hd] = filepath.Join(dir, fmt.Sprintf("driver%d", hd))
+		args := append([]string{"-std=c++20", "-O1", "-pthread", "-fsanitize=undefined", "-fno-sanitize-recover=all",
+			"-I", dir, "-I", "testdata", "-o", bins[hd], "testdata/driver.cpp"}, kernelOptions(hd)...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("g++ for head size %d: %v\n%s", hd, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Four configurations take every kernel through each of its variants:
 	// paper and cpu CNN widths, the projection and 32-wide heads of gpt-b,
@@ -57,7 +75,7 @@ func TestKernelSourceOnCPU(t *testing.T) {
 			if err := writePlan(in, n.w.data, acts, ops); err != nil {
 				t.Fatal(err)
 			}
-			if o, err := exec.Command(bin, in, out).CombinedOutput(); err != nil {
+			if o, err := exec.Command(bins[e.Prepared().Config.HeadDim], in, out).CombinedOutput(); err != nil {
 				t.Fatalf("the kernels on the CPU: %v\n%s", err, o)
 			}
 			raw, err := os.ReadFile(out)

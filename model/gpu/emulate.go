@@ -192,7 +192,13 @@ func emulate(op *Op, mem [numArenas][]float32) {
 			}
 		}
 	case "attention":
-		qkv, y, T, d, hd := p[0], p[1], v[2], v[3], v[4]
+		// The head size is the kernel's compile-time RGC_HEAD_DIM: the
+		// width over the grid's heads.
+		qkv, y, T, d := p[0], p[1], v[2], v[3]
+		if d%g.X != 0 {
+			panic(fmt.Sprintf("gpu: attention of width %d on %d heads", d, g.X))
+		}
+		hd := d / g.X
 		if len(shared) < 2*T*hd {
 			panic(fmt.Sprintf("gpu: attention declares %d bytes of shared memory, needs %d", op.Shared, 8*T*hd))
 		}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"rgcpred/base/cuda"
@@ -37,7 +38,10 @@ func ParsePrecision(s string) (Precision, error) {
 // Options configure an Engine.
 type Options struct {
 	// MaxBatch is the largest batch of one pass (at least 1); larger
-	// batches run in chunks of it.
+	// batches run in chunks of it. An engine takes at most its
+	// configuration's limit (32,767 windows for the paper CNN: 32-bit
+	// element counts) and runs larger asks in chunks of that
+	// (Engine.MaxBatch says which).
 	MaxBatch int
 	// Device is the GPU's ordinal.
 	Device int
@@ -139,6 +143,10 @@ func NewFromWeights(w *model.Weights, cellIDs []int, o Options) (*Engine, error)
 	prep := cpu.Prepared()
 	probe := cpu.ProbeWindows(probeWindows, 1)
 	_ = cpu.Close()
+	if err := checkHeadDim(prep.Config.HeadDim); err != nil {
+		return nil, fmt.Errorf("%w (model %s)", err, prep.Config.Name())
+	}
+	maxBatch := min(o.MaxBatch, batchLimit(prep))
 	nv, err := cuda.LoadNVRTC(o.LibDirs)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: %w", err)
@@ -147,8 +155,8 @@ func NewFromWeights(w *model.Weights, cellIDs []int, o Options) (*Engine, error)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	e := &Engine{cfg: prep.Config, rowOf: rowsOf(cellIDs), maxBatch: o.MaxBatch, net: newNet(prep, o.MaxBatch),
-		buckets: buckets(o.MaxBatch), arith: FP32, noGraphs: o.NoGraphs, dev: dev, funcs: map[string]cuda.Func{}}
+	e := &Engine{cfg: prep.Config, rowOf: rowsOf(cellIDs), maxBatch: maxBatch, net: newNet(prep, maxBatch),
+		buckets: buckets(maxBatch), arith: FP32, noGraphs: o.NoGraphs, dev: dev, funcs: map[string]cuda.Func{}}
 	e.runFn = e.run
 	e.compute = func() error { return e.dev.Do(e.runFn) }
 	if err := dev.Do(func() error { return e.setup(nv, o.LibDirs) }); err != nil {
@@ -171,10 +179,13 @@ func NewFromWeights(w *model.Weights, cellIDs []int, o Options) (*Engine, error)
 }
 
 // setup compiles the kernels for the device, uploads the weights and
-// prepares every bucket's launches (on the device's thread).
+// prepares every bucket's launches (on the device's thread). It ends by
+// synchronising the context: the zeroing and the weights' upload go
+// through the legacy stream, which the engine's non-blocking stream does
+// not wait for.
 func (e *Engine) setup(nv *cuda.NVRTC, libDirs string) error {
 	d, n := e.dev, e.net
-	cubin, err := cubinFor(nv, d.Arch())
+	cubin, err := cubinFor(nv, d.Arch(), e.cfg.HeadDim)
 	if err != nil {
 		return fmt.Errorf("%w (device %s, %s)", err, d.Name, d.Arch())
 	}
@@ -215,16 +226,27 @@ func (e *Engine) setup(nv *cuda.NVRTC, libDirs string) error {
 		return fmt.Errorf("gpu: %w", err)
 	}
 	for _, nb := range e.buckets {
-		e.plans = append(e.plans, e.prepare(n.plan(nb)))
+		ls, err := e.prepare(n.plan(nb))
+		if err != nil {
+			return fmt.Errorf("%w (batch %d)", err, nb)
+		}
+		e.plans = append(e.plans, ls)
+	}
+	if err := d.SyncContext(); err != nil {
+		return fmt.Errorf("gpu: set-up: %w", err)
 	}
 	return nil
 }
 
-// prepare resolves ops' regions to device addresses.
-func (e *Engine) prepare(ops []Op) []launch {
+// prepare checks ops' launches against CUDA's limits and resolves their
+// regions to device addresses.
+func (e *Engine) prepare(ops []Op) ([]launch, error) {
 	ls := make([]launch, len(ops))
 	for i := range ops {
 		op := &ops[i]
+		if err := op.checkLaunch(); err != nil {
+			return nil, err
+		}
 		ls[i].op = op
 		if op.Gemm != nil {
 			continue
@@ -243,7 +265,7 @@ func (e *Engine) prepare(ops []Op) []launch {
 		}
 		ls[i].args = a
 	}
-	return ls
+	return ls, nil
 }
 
 // addr is the device address of region r.
@@ -286,7 +308,8 @@ func (e *Engine) record(k int) error {
 	return nil
 }
 
-// capture records one CUDA graph per bucket (on the device's thread).
+// capture records one CUDA graph per bucket (on the device's thread),
+// each after one uncaptured run of the bucket (warmThenCapture).
 func (e *Engine) capture() error {
 	for _, g := range e.graphs {
 		if err := e.dev.DestroyGraph(g); err != nil {
@@ -294,12 +317,36 @@ func (e *Engine) capture() error {
 		}
 	}
 	e.graphs = e.graphs[:0]
-	for k := range e.buckets {
-		g, err := e.dev.Capture(e.stream, func() error { return e.record(k) })
-		if err != nil {
-			return fmt.Errorf("gpu: capture batch %d: %w", e.buckets[k], err)
+	return warmThenCapture(e.buckets,
+		func(k int) error {
+			if err := e.record(k); err != nil {
+				return err
+			}
+			return e.dev.Sync(e.stream)
+		},
+		func(k int) error {
+			g, err := e.dev.Capture(e.stream, func() error { return e.record(k) })
+			if err != nil {
+				return err
+			}
+			e.graphs = append(e.graphs, g)
+			return nil
+		})
+}
+
+// warmThenCapture runs bucket k (run) and then captures it (capture), for
+// every bucket (of batch sizes[k]) in turn. cuBLAS chooses its kernels per
+// GEMM size at a size's first call and, with lazy module loading (CUDA
+// 12.2's default), loads them then; drivers before 12.3 cannot load a
+// module inside a stream capture, so every size is first run outside one.
+func warmThenCapture(sizes []int, run, capture func(k int) error) error {
+	for k, nb := range sizes {
+		if err := run(k); err != nil {
+			return fmt.Errorf("gpu: warm-up of batch %d: %w", nb, err)
 		}
-		e.graphs = append(e.graphs, g)
+		if err := capture(k); err != nil {
+			return fmt.Errorf("gpu: capture of batch %d: %w", nb, err)
+		}
 	}
 	return nil
 }
@@ -317,6 +364,40 @@ func (e *Engine) run() error {
 		return fmt.Errorf("gpu: batch %d: %w", e.buckets[e.cur], err)
 	}
 	return nil
+}
+
+// DeviceTime returns the mean time of one pass of nb windows (1..MaxBatch)
+// on the device over calls passes queued back to back, with one wait at
+// the end: the bucket's graph (input copy from pinned memory, every
+// operation, output copy) without the host's staging, its wait for each
+// call or the probabilities. The inputs are those of the last call.
+func (e *Engine) DeviceTime(nb, calls int) (time.Duration, error) {
+	if nb < 1 || nb > e.maxBatch || calls < 1 {
+		return 0, fmt.Errorf("gpu: device time of %d passes of %d windows (1..%d)", calls, nb, e.maxBatch)
+	}
+	k := bucketIndex(e.buckets, nb)
+	var took time.Duration
+	err := e.dev.Do(func() error {
+		t0 := time.Now()
+		for range calls {
+			if len(e.graphs) > 0 {
+				if err := e.dev.LaunchGraph(e.graphs[k], e.stream); err != nil {
+					return err
+				}
+			} else if err := e.record(k); err != nil {
+				return err
+			}
+		}
+		if err := e.dev.Sync(e.stream); err != nil {
+			return err
+		}
+		took = time.Since(t0) / time.Duration(calls)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gpu: batch %d: %w", nb, err)
+	}
+	return took, nil
 }
 
 // tryTF32 switches the GEMMs to TF32 if probe's probabilities pass

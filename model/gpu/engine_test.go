@@ -2,9 +2,14 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"rgcpred/base/cuda"
+	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 )
@@ -123,4 +128,133 @@ func TestArithmetic(t *testing.T) {
 			t.Errorf("%s in force: ArithmeticOf = %q, want %q", tc.p, got, tc.want)
 		}
 	}
+}
+
+// TestWarmThenCapture: every bucket runs once uncaptured before its
+// capture, in bucket order, and a failed warm-up stops before its capture
+// with an error naming the batch.
+func TestWarmThenCapture(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failRun int // bucket whose warm-up fails (-1: none)
+		want    []string
+	}{
+		{"all", -1, []string{"run 0", "capture 0", "run 1", "capture 1", "run 2", "capture 2"}},
+		{"second warm-up fails", 1, []string{"run 0", "capture 0", "run 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			err := warmThenCapture([]int{1, 2, 3},
+				func(k int) error {
+					got = append(got, fmt.Sprintf("run %d", k))
+					if k == tc.failRun {
+						return errors.New("boom")
+					}
+					return nil
+				},
+				func(k int) error {
+					got = append(got, fmt.Sprintf("capture %d", k))
+					return nil
+				})
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("calls %v, want %v", got, tc.want)
+			}
+			if (err != nil) != (tc.failRun >= 0) || err != nil && !strings.Contains(err.Error(), "warm-up of batch 2") {
+				t.Errorf("error %v", err)
+			}
+		})
+	}
+}
+
+// TestBatchLimit: MaxBatch is capped where a buffer would pass 2^31-1
+// floats (the paper CNN: 32,767 windows), every launch of the
+// capped engine's largest bucket is within CUDA's limits, and one window
+// more would not be.
+func TestBatchLimit(t *testing.T) {
+	for i, tc := range []struct {
+		name string
+		want int
+	}{{"gpt-a-cat", 32767}, {"gpt-b-logmix-cpu", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := cpuEngine(t, tc.name, uint64(i+1)).Prepared()
+			lim := batchLimit(p)
+			if tc.want > 0 && lim != tc.want {
+				t.Errorf("limit %d windows, want %d", lim, tc.want)
+			}
+			for _, op := range newNet(p, lim).plan(lim) {
+				if err := op.checkLaunch(); err != nil {
+					t.Fatalf("at the limit %d: %v", lim, err)
+				}
+			}
+			over := 0
+			for _, op := range newNet(p, lim+1).plan(lim + 1) {
+				if op.checkLaunch() != nil {
+					over++
+				}
+			}
+			if over == 0 {
+				t.Errorf("every launch of %d windows (the limit + 1) passes: the limit is not tight", lim+1)
+			}
+		})
+	}
+}
+
+// TestNewRejectsWideHeads: attention heads wider than 32 are refused at
+// New, before any CUDA library is looked for.
+func TestNewRejectsWideHeads(t *testing.T) {
+	cfg, err := model.ParseConfigName("gpt-a-cat-cpu", len(testCells))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Heads, cfg.HeadDim = 1, 64
+	_, err = NewFromWeights(model.ParityWeights(cfg, 1), testCells, Options{MaxBatch: 2, LibDirs: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "attention heads of 64") {
+		t.Fatalf("head_dim 64: error %v, want one refusing it", err)
+	}
+}
+
+// TestPrepareChecksLaunches: a launch outside CUDA's limits is an error
+// when an engine prepares its plans, not a launch failure on the device.
+func TestPrepareChecksLaunches(t *testing.T) {
+	e := &Engine{funcs: map[string]cuda.Func{}}
+	ok := Op{Layer: "l", Kernel: "biasAct", Grid: cuda.Dim3{X: 1, Y: 1, Z: 1}, Block: cuda.Dim3{X: 256, Y: 1, Z: 1}}
+	for _, tc := range []struct {
+		name    string
+		mod     func(*Op)
+		wantErr bool
+	}{
+		{"fits", func(*Op) {}, false},
+		{"block of 2048", func(o *Op) { o.Block.X = 2048 }, true},
+		{"grid y of 70000", func(o *Op) { o.Grid.Y = 70000 }, true},
+		{"64 KiB shared", func(o *Op) { o.Shared = 64 << 10 }, true},
+		{"2^31 floats", func(o *Op) { o.Out = Ref{Arena: arenaActs, Len: 1 << 31} }, true},
+	} {
+		op := ok
+		tc.mod(&op)
+		if _, err := e.prepare([]Op{op}); (err != nil) != tc.wantErr {
+			t.Errorf("%s: error %v, want error %v", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// TestEmulationCost: the parity reference's cost per window is measured,
+// positive, and the paper CNN's exceeds the small CNN's (its im2col and
+// GEMMs are about 7x larger).
+func TestEmulationCost(t *testing.T) {
+	cost := map[string]time.Duration{}
+	for _, name := range []string{"gpt-a-cat", "gpt-a-cat-cpu"} {
+		w, err := TestWeights(name, len(testCells), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := EmulationCost(w, testCells, 1)
+		if err != nil || c <= 0 {
+			t.Fatalf("%s: cost %v, %v", name, c, err)
+		}
+		cost[name] = c
+	}
+	if cost["gpt-a-cat"] <= cost["gpt-a-cat-cpu"] {
+		t.Errorf("per window: paper CNN %v, small CNN %v; want the paper CNN's larger", cost["gpt-a-cat"], cost["gpt-a-cat-cpu"])
+	}
+	t.Log(cost)
 }

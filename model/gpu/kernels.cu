@@ -1,7 +1,8 @@
 // CUDA C kernels of the GPU engine: every layer of the forward pass that is
 // not a GEMM (the GEMMs run on cuBLAS). Compiled at start-up by NVRTC for
 // the device's architecture; RGC_LN_EPS and RGC_GELU_CUBIC come from
-// model/consts.go as -D options. Activations are channels-last: window b's
+// model/consts.go as -D options, RGC_HEAD_DIM from the model's
+// configuration. Activations are channels-last: window b's
 // row l of a [L][C] tensor starts at (b*L + l)*C. Each kernel's indexing is
 // mirrored in emulate.go, which the CPU tests run against the CPU engine;
 // keep the two in step.
@@ -12,9 +13,16 @@
 #ifndef RGC_GELU_CUBIC
 #error "RGC_GELU_CUBIC must be defined (-DRGC_GELU_CUBIC=...)"
 #endif
-
-// The widest attention head (gpt-b: 32).
-#define MAX_HEAD_DIM 32
+// The attention head size is a compile-time constant, so that a query and
+// its sum stay in registers with the head loops unrolled. 32 floats each
+// is the most the kernel keeps there (gpt-b's heads).
+#ifndef RGC_HEAD_DIM
+#error "RGC_HEAD_DIM must be defined (-DRGC_HEAD_DIM=...)"
+#endif
+#if RGC_HEAD_DIM < 1 || RGC_HEAD_DIM > 32
+#error "RGC_HEAD_DIM must be 1..32"
+#endif
+#define HD RGC_HEAD_DIM
 
 // im2col unrolls a strided, zero-padded 1-D convolution's input into rows
 // of k*cin values (tap-major, as the folded kernels [k*cin][cout]): col row
@@ -141,44 +149,49 @@ extern "C" __global__ void layerNorm(const float* x, float* y, const float* w, c
 }
 
 // attention is causal multi-head self-attention for one head of one
-// window: qkv [T][3d] holds q (already scaled by 1/sqrt(hd)), k and v side
-// by side, head h in columns h*hd..(h+1)*hd of each; query i attends to
-// keys 0..i with softmax weights; the output goes to columns h*hd.. of y
-// [T][d]. Grid (heads, windows), block (T), dynamic shared memory 2*T*hd
+// window: qkv [T][3d] holds q (already scaled by 1/sqrt(HD)), k and v side
+// by side, head h in columns h*HD..(h+1)*HD of each; query i attends to
+// keys 0..i with softmax weights; the output goes to columns h*HD.. of y
+// [T][d]. Grid (heads, windows), block (T), dynamic shared memory 2*T*HD
 // floats (the head's keys and values).
-extern "C" __global__ void attention(const float* qkv, float* y, int T, int d, int hd) {
+extern "C" __global__ void attention(const float* qkv, float* y, int T, int d) {
     extern __shared__ float kv[];
     float* ks = kv;
-    float* vs = kv + T * hd;
+    float* vs = kv + T * HD;
     int h = blockIdx.x;
     const float* base = qkv + (long long)blockIdx.y * T * 3 * d;
-    for (int e = threadIdx.x; e < T * hd; e += blockDim.x) {
-        int j = e / hd, c = e % hd;
-        ks[e] = base[j * 3 * d + d + h * hd + c];
-        vs[e] = base[j * 3 * d + 2 * d + h * hd + c];
+    for (int e = threadIdx.x; e < T * HD; e += blockDim.x) {
+        int j = e / HD, c = e % HD;
+        ks[e] = base[j * 3 * d + d + h * HD + c];
+        vs[e] = base[j * 3 * d + 2 * d + h * HD + c];
     }
     __syncthreads();
     int i = threadIdx.x;
-    if (i >= T || hd > MAX_HEAD_DIM) return;
-    float q[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
-    for (int c = 0; c < hd; c++) {
-        q[c] = base[i * 3 * d + h * hd + c];
+    if (i >= T) return;
+    float q[HD], acc[HD];
+#pragma unroll
+    for (int c = 0; c < HD; c++) {
+        q[c] = base[i * 3 * d + h * HD + c];
         acc[c] = 0.0f;
     }
     float m = __int_as_float(0xff800000); // -infinity
     for (int j = 0; j <= i; j++) {
         float s = 0.0f;
-        for (int c = 0; c < hd; c++) s += q[c] * ks[j * hd + c];
+#pragma unroll
+        for (int c = 0; c < HD; c++) s += q[c] * ks[j * HD + c];
         m = fmaxf(m, s);
     }
     float z = 0.0f;
     for (int j = 0; j <= i; j++) {
         float s = 0.0f;
-        for (int c = 0; c < hd; c++) s += q[c] * ks[j * hd + c];
+#pragma unroll
+        for (int c = 0; c < HD; c++) s += q[c] * ks[j * HD + c];
         float p = expf(s - m);
         z += p;
-        for (int c = 0; c < hd; c++) acc[c] += p * vs[j * hd + c];
+#pragma unroll
+        for (int c = 0; c < HD; c++) acc[c] += p * vs[j * HD + c];
     }
-    float* yr = y + ((long long)blockIdx.y * T + i) * d + h * hd;
-    for (int c = 0; c < hd; c++) yr[c] = acc[c] / z;
+    float* yr = y + ((long long)blockIdx.y * T + i) * d + h * HD;
+#pragma unroll
+    for (int c = 0; c < HD; c++) yr[c] = acc[c] / z;
 }

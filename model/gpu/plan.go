@@ -43,7 +43,7 @@ var kernelSigs = map[string][]argKind{
 	"seApply":      {argPtr, argPtr, argPtr, argPtr, argInt, argInt},
 	"embed":        {argPtr, argPtr, argPtr, argPtr, argPtr, argPtr, argInt, argInt},
 	"layerNorm":    {argPtr, argPtr, argPtr, argPtr, argInt, argInt, argInt, argInt},
-	"attention":    {argPtr, argPtr, argInt, argInt, argInt},
+	"attention":    {argPtr, argPtr, argInt, argInt},
 }
 
 // kernelNames returns the kernels' names, sorted.
@@ -93,9 +93,28 @@ const (
 	maxSharedDflt = 48 << 10
 )
 
+// maxElems is the most floats one region may hold: the kernels and
+// cuBLAS count elements in 32-bit ints.
+const maxElems = 1<<31 - 1
+
 // checkLaunch reports a kernel launch outside CUDA's limits or the shape
-// the kernels assume (a one-dimensional block).
+// the kernels assume (a one-dimensional block), or a region too large for
+// 32-bit element counts.
 func (op *Op) checkLaunch() error {
+	refs := []Ref{op.Out}
+	for _, a := range op.Args {
+		if a.Ref != nil {
+			refs = append(refs, *a.Ref)
+		}
+	}
+	if g := op.Gemm; g != nil {
+		refs = append(refs, g.A, g.W, g.C)
+	}
+	for _, r := range refs {
+		if r.Len > maxElems {
+			return fmt.Errorf("gpu: %s (%s): a region of %d floats, over the %d of 32-bit counts", op.Layer, op.Kernel, r.Len, maxElems)
+		}
+	}
 	if op.Gemm != nil {
 		return nil
 	}
@@ -108,6 +127,28 @@ func (op *Op) checkLaunch() error {
 	return nil
 }
 
+// batchLimit is the largest batch an engine of p runs in one pass: every
+// activation buffer of that many windows within maxElems floats, and the
+// windows of a launch (a grid's y) within CUDA's 65,535. The first
+// bottleneck's first convolution's output decides for the paper CNN
+// (512 positions x 128 channels, 65,536 floats a window: 32,767 windows).
+func batchLimit(p *engine.Prepared) int {
+	n := newNet(p, 1)
+	per := 1
+	for _, b := range n.lay.bufs {
+		if b.fixed == 0 {
+			per = max(per, b.per)
+		}
+	}
+	return min(maxGridYZ, maxElems/per)
+}
+
+// colBudget is the most floats of one im2col pass (64 MiB): its windows'
+// unrolled rows are written and read back by the GEMM at once, and beyond
+// it a batch is unrolled in parts. One window of the paper CNN unrolls to
+// at most 229,376 floats: 73 windows a pass.
+const colBudget = 1 << 24
+
 // Activation codes of biasAct.
 const (
 	actNone = 0
@@ -116,12 +157,13 @@ const (
 )
 
 // buf is an activation buffer: per window floats, at an offset of the
-// activations arena sized for MaxBatch windows.
+// activations arena sized for MaxBatch windows (or for a fixed number of
+// windows: fixed > 0).
 type buf struct {
-	name   string
-	per    int
-	off    int
-	offset bool // laid out
+	name  string
+	per   int
+	off   int
+	fixed int
 }
 
 // layout places the activation buffers of maxBatch windows.
@@ -135,11 +177,22 @@ type layout struct {
 // and coalesced loads).
 const align = 64
 
-func (l *layout) add(name string, per int) *buf {
-	b := &buf{name: name, per: per, off: l.total}
+func (l *layout) add(name string, per int) *buf { return l.addFor(name, per, 0) }
+
+// addFor places a buffer for fixed windows (0: maxBatch).
+func (l *layout) addFor(name string, per, fixed int) *buf {
+	b := &buf{name: name, per: per, off: l.total, fixed: fixed}
 	l.bufs = append(l.bufs, b)
-	l.total += (l.maxBatch*per + align - 1) / align * align
+	l.total += (b.windows(l.maxBatch)*per + align - 1) / align * align
 	return b
+}
+
+// windows is the number of windows b holds in a layout for maxBatch.
+func (b *buf) windows(maxBatch int) int {
+	if b.fixed > 0 {
+		return b.fixed
+	}
+	return maxBatch
 }
 
 // ref is the region of b's first n windows.
@@ -206,6 +259,7 @@ type net struct {
 	head   linW
 
 	lay                       *layout
+	colWindows                int // windows of one im2col pass (colBudget)
 	in, rows, col, c1, c2     *buf
 	h1, h2, h3, sc, out, pool []*buf // per block; sc nil without shortcut
 	gate                      []*buf
@@ -252,7 +306,8 @@ func newNet(p *engine.Prepared, maxBatch int) *net {
 	for _, b := range p.Blocks {
 		col = max(col, b.Conv2.K*b.Conv2.Cin*b.LOut)
 	}
-	n.col = l.add("im2col", col)
+	n.colWindows = max(1, min(maxBatch, colBudget/col))
+	n.col = l.addFor("im2col", col, n.colWindows)
 	stem := c.InBins / p.Conv1.Stride
 	n.c1 = l.add("cnn.conv1", stem*c.StemCh)
 	n.c2 = l.add("cnn.conv2", stem*c.StemCh)
@@ -312,14 +367,22 @@ func (n *net) plan(nb int) []Op {
 			// with stride s, row l of window b is row (b*lout + l)*s.
 			gemm(layer, rows, f.Cout, f.Cin, in, f.Stride*f.Cin, cw.w, f.Cout, out.ref(nb), f.Cout)
 		default:
+			// im2col and its GEMM run on at most colWindows windows at a
+			// time, so that the unrolled rows stay within colBudget.
 			per := lout * f.K * f.Cin
-			col := n.col.ref(nb)
-			col.Len = nb * per
-			ops = append(ops, Op{Layer: layer, Kernel: "im2col", Grid: cuda.Dim3{X: ceilDiv(per, threads), Y: nb, Z: 1},
-				Block: cuda.Dim3{X: threads, Y: 1, Z: 1},
-				Args: []Arg{ptr(in), ptr(col), integer(lin), integer(f.Cin), integer(winStride), integer(posStride), integer(chStride),
-					integer(lout), integer(f.K), integer(f.Stride), integer(f.Pad)}, Out: col})
-			gemm(layer, rows, f.Cout, f.K*f.Cin, col, f.K*f.Cin, cw.w, f.Cout, out.ref(nb), f.Cout)
+			dst := out.ref(nb)
+			for w0 := 0; w0 < nb; w0 += n.colWindows {
+				k := min(n.colWindows, nb-w0)
+				src := Ref{Arena: in.Arena, Off: in.Off + w0*winStride, Len: k * winStride}
+				col := n.col.ref(k)
+				col.Len = k * per
+				part := Ref{Arena: dst.Arena, Off: dst.Off + w0*lout*f.Cout, Len: k * lout * f.Cout}
+				ops = append(ops, Op{Layer: layer, Kernel: "im2col", Grid: cuda.Dim3{X: ceilDiv(per, threads), Y: k, Z: 1},
+					Block: cuda.Dim3{X: threads, Y: 1, Z: 1},
+					Args: []Arg{ptr(src), ptr(col), integer(lin), integer(f.Cin), integer(winStride), integer(posStride), integer(chStride),
+						integer(lout), integer(f.K), integer(f.Stride), integer(f.Pad)}, Out: col})
+				gemm(layer, k*lout, f.Cout, f.K*f.Cin, col, f.K*f.Cin, cw.w, f.Cout, part, f.Cout)
+			}
 		}
 		biasAct(layer, out.ref(nb), rows, f.Cout, cw.bias, act)
 	}
@@ -381,7 +444,7 @@ func (n *net) plan(nb int) []Op {
 		layerNorm(pre+"ln1", n.x.ref(nb), n.h.ref(nb), lw.ln1w, lw.ln1b, rows, d, d)
 		linear(pre+"attn.qkv", lw.qkv, n.h.ref(nb), n.qkv.ref(nb), rows, actNone)
 		ops = append(ops, Op{Layer: pre + "attn", Kernel: "attention", Grid: cuda.Dim3{X: c.Heads, Y: nb, Z: 1}, Block: cuda.Dim3{X: T, Y: 1, Z: 1},
-			Shared: 4 * 2 * T * c.HeadDim, Args: []Arg{ptr(n.qkv.ref(nb)), ptr(n.y.ref(nb)), integer(T), integer(d), integer(c.HeadDim)}, Out: n.y.ref(nb)})
+			Shared: 4 * 2 * T * c.HeadDim, Args: []Arg{ptr(n.qkv.ref(nb)), ptr(n.y.ref(nb)), integer(T), integer(d)}, Out: n.y.ref(nb)})
 		residual(pre+"attn.proj", lw.proj, n.y.ref(nb))
 		layerNorm(pre+"ln2", n.x.ref(nb), n.h.ref(nb), lw.ln2w, lw.ln2b, rows, d, d)
 		linear(pre+"mlp.fc", lw.fc, n.h.ref(nb), n.mlp.ref(nb), rows, actGELU)
@@ -407,5 +470,5 @@ func buckets(maxBatch int) []int {
 const (
 	lnEps      = model.LNEps
 	gelucubic  = model.GELUCubic
-	maxHeadDim = 32 // MAX_HEAD_DIM of kernels.cu
+	maxHeadDim = 32 // the largest RGC_HEAD_DIM kernels.cu takes
 )

@@ -202,7 +202,7 @@ func TestActivationLayout(t *testing.T) {
 		if b.off%align != 0 || b.off < end {
 			t.Errorf("%s at %d: misaligned or overlapping the previous buffer (ends at %d)", b.name, b.off, end)
 		}
-		end = b.off + maxBatch*b.per
+		end = b.off + b.windows(maxBatch)*b.per
 	}
 	if end > n.lay.total {
 		t.Errorf("buffers end at %d, the arena has %d", end, n.lay.total)
@@ -235,7 +235,7 @@ func TestActivationLayout(t *testing.T) {
 				// An activation region lies inside one buffer's room.
 				inside := false
 				for _, b := range n.lay.bufs {
-					if r.Off >= b.off && r.Off+r.Len <= b.off+maxBatch*b.per {
+					if r.Off >= b.off && r.Off+r.Len <= b.off+b.windows(maxBatch)*b.per {
 						inside = true
 					}
 				}
@@ -287,5 +287,52 @@ func TestBuckets(t *testing.T) {
 				t.Errorf("bucket of %d windows: %d with buckets %v", n, b, got)
 			}
 		}
+	}
+}
+
+// TestPlanIm2colInParts: where a batch unrolls beyond colBudget, each
+// convolution's im2col and GEMM run on parts of the batch; the head
+// outputs are still the CPU engine's within ParityTol, with parts of one
+// window and of two (a last part shorter), and the column buffer holds
+// only colWindows windows.
+func TestPlanIm2colInParts(t *testing.T) {
+	for i, name := range []string{"gpt-a-cat-cpu", "gpt-b-logmix-cpu"} {
+		t.Run(name, func(t *testing.T) {
+			e := cpuEngine(t, name, uint64(i+5))
+			const nb = 3
+			b := e.ProbeWindows(nb, 7)
+			want := make([]float32, nb*e.Config().HeadOut())
+			if err := e.Logits(b, want); err != nil {
+				t.Fatal(err)
+			}
+			for _, part := range []int{1, 2} {
+				n := newNet(e.Prepared(), 4)
+				n.colWindows = part // the buffer holds more: parts use its start
+				host := make([]float32, n.hostLen())
+				if err := n.stage(host, b, 0, nb, rowsOf(testCells)); err != nil {
+					t.Fatal(err)
+				}
+				ops := n.plan(nb)
+				cols := 0
+				for _, op := range ops {
+					if op.Kernel == "im2col" {
+						cols++
+						if op.Grid.Y > part {
+							t.Errorf("%s: im2col of %d windows in parts of %d", op.Layer, op.Grid.Y, part)
+						}
+					}
+				}
+				acts := n.emulatePlan(ops, host, nil)
+				if d := maxRelDiff(acts[n.logits.off:n.logits.off+nb*n.headOut], want); d > ParityTol {
+					t.Errorf("parts of %d windows (%d im2col passes): head outputs differ by %.3g", part, cols, d)
+				}
+			}
+		})
+	}
+	// The paper CNN unrolls 229,376 floats a window: 73 windows a pass,
+	// whatever MaxBatch.
+	n := newNet(cpuEngine(t, "gpt-a-cat", 1).Prepared(), 1000)
+	if n.colWindows != colBudget/229376 || n.col.windows(1000) != n.colWindows {
+		t.Errorf("paper CNN: %d windows a pass, buffer for %d; want %d", n.colWindows, n.col.windows(1000), colBudget/229376)
 	}
 }

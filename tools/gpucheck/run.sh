@@ -4,12 +4,17 @@
 #
 #   out/gpucheck/run.sh OUT
 #
+# 0. env.txt: the CUDA libraries found (path, file, version), the
+#    kernel module's release, PyTorch's versions;
 # 1. the device tests of base/cuda and model/gpu (bindings, kernels,
-#    graphs, parity on random weights, allocations);
-# 2. gpucheck: layer-by-layer parity against the CPU on 256 real windows
-#    for every configuration, then the GPU engine's batch-1 latency and
-#    throughput at batches 64, 1024 and 8192 (fp32 and tf32);
-# 3. PyTorch eager (torchref.py --device cuda) at the same batches;
+#    graphs, parity on random weights, allocations), model/gpu's each in a
+#    process of its own;
+# 2. gpucheck: layer-by-layer parity against the CPU on up to 256 real
+#    windows for every configuration (shipped checkpoints first), then the
+#    GPU engine's batch-1 latency and throughput at batches 64, 1024 and
+#    8192 (fp32 and tf32), each part in a child process of its own;
+# 3. PyTorch eager (torchcmp.py over torchref.py's model) at the same
+#    batches and precisions, end to end and on the device;
 # 4. the latency bench, --backend cuda, N devices of 60 cells, N rising
 #    until a count is not served in real time;
 # 5. summary.json: the goals of docs/engine.md against what was measured.
@@ -37,7 +42,9 @@ step() { # step NAME SECONDS CMD...: run CMD with at most SECONDS (and what is l
 		return
 	fi
 	local t0=$(date +%s)
-	timeout "$t" "$@" >"$out/$name.log" 2>&1
+	# -k: a process stuck in the driver ignores TERM; KILL it 10 s later,
+	# so that the script always reaches its summary.
+	timeout -k 10 "$t" "$@" >"$out/$name.log" 2>&1
 	local rc=$?
 	echo '{"step":"'"$name"'","status":'"$rc"',"seconds":'"$(($(date +%s) - t0))"',"limit_s":'"$t"'}' >>"$out/steps.jsonl"
 }
@@ -49,20 +56,29 @@ libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(d for p in nvi
 tlib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
 libs=${libs}${tlib:+:$tlib}
 export RGCPRED_CUDA_LIB=${RGCPRED_CUDA_LIB:-$libs}
-echo "RGCPRED_CUDA_LIB=$RGCPRED_CUDA_LIB" >"$out/env.txt"
+# Lazy module loading stays as the driver sets it (the engine runs each
+# batch size once before capturing its graph): what is checked is what
+# predictord does.
+{
+	echo "RGCPRED_CUDA_LIB=$RGCPRED_CUDA_LIB"
+	echo "CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-unset (the driver default)}"
+	echo "torch: $(cat "$out/torch-version.txt")"
+	timeout -k 5 20 "$bin/gpucheck" --libs 2>&1
+} >"$out/env.txt"
 
 step cuda-test 40 "$bin/cuda.test" -test.v -test.count=1
 # The device tests and NVRTC's compile of the kernels (the CPU-side tests
-# ran where the folder was built).
-step gpu-test 100 "$bin/gpu.test" -test.v -test.count=1 -test.run 'Device|KernelsCompile|NVRTC'
+# ran where the folder was built), each test in a process of its own: a
+# sticky CUDA error spoils its process's context, not the tests after it.
+for t in $("$bin/gpu.test" -test.list 'Device|KernelsCompile|NVRTC|AttentionInRegisters|HeadDim'); do
+	step "gpu-test-$t" 60 "$bin/gpu.test" -test.v -test.count=1 -test.run "^$t\$"
+done
 step gpucheck 200 "$bin/gpucheck" --data data/chicken-17-08-21 --models models --json "$out/gpucheck.json" --budget 150s
 : >"$out/torch.jsonl"
 for stem in gpt-a gpt-b; do
-	step "torch-$stem-1" 30 python3 torchref.py --device cuda --stem "$stem" --mode infer1 --iters 200
-	cat "$out/torch-$stem-1.log" | grep '^{' >>"$out/torch.jsonl"
-	for b in 64 1024 8192; do
-		step "torch-$stem-$b" 30 python3 torchref.py --device cuda --stem "$stem" --mode inferB --batch "$b" --iters 20
-		grep '^{' "$out/torch-$stem-$b.log" >>"$out/torch.jsonl"
+	for prec in fp32 tf32; do
+		step "torch-$stem-$prec" 40 python3 torchcmp.py --stem "$stem" --precision "$prec" --batches 1,64,1024,8192 --iters 20
+		grep '^{' "$out/torch-$stem-$prec.log" >>"$out/torch.jsonl"
 	done
 done
 # The latency bench: the paper CNN's gpt-a-cat, devices of 60 cells each.
@@ -80,5 +96,5 @@ for n in 1 10 40 100 167; do
 done
 python3 summary.py --out "$out" >"$out/summary.log" 2>&1
 cat "$out/summary.log"
-grep -h -E '^(--- FAIL|FAIL|panic)' "$out"/*-test.log
+grep -h -E '^(--- FAIL|FAIL|panic)' "$out"/*-test*.log
 echo "device check done in $(($(date +%s) - start)) s; $out/summary.json"
