@@ -61,6 +61,13 @@ type GateStats struct {
 	// Suppressed counts messages not published because a message at or
 	// after their position had already been published or observed.
 	Suppressed uint64
+	// Matched counts kept messages dropped because the holder's copy (a
+	// message at or after their position) was observed.
+	Matched uint64
+	// Discarded counts kept messages dropped at a takeover as at or before
+	// the last position published; with the flush rules of Publish and
+	// Gain it stays 0, and anything else is a lost message.
+	Discarded uint64
 	// Ahead counts observed positions ignored as implausible: further
 	// ahead of this instance's own position than MaxAhead frames or a
 	// next epoch's event, or ahead of it at all while this instance
@@ -180,7 +187,14 @@ func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
 		return nil
 	}
 	if g.active && g.held() {
-		return g.send(subject, pos, data)
+		// A holding that lapsed and was renewed before Gain ran leaves
+		// kept messages: they go out first, so sending pos does not make
+		// them look already published.
+		first := g.flush()
+		if err := g.send(subject, pos, data); first == nil {
+			first = err
+		}
+		return first
 	}
 	g.keep(subject, pos, data)
 	return nil
@@ -222,6 +236,7 @@ func (g *Gate) Observe(pos Pos) {
 	for g.n > 0 && !pos.Less(g.ring[g.head].pos) {
 		g.head = (g.head + 1) % len(g.ring)
 		g.n--
+		g.stats.Matched++
 	}
 }
 
@@ -237,17 +252,25 @@ func (g *Gate) Gain() error {
 		// holder's last message from a forged one.
 		g.observed = g.own
 	}
+	return g.flush()
+}
+
+// flush publishes the kept messages past the last observed position, in
+// order. It returns the first publish error, after trying every message;
+// g.mu is held.
+func (g *Gate) flush() error {
 	var first error
 	for g.n > 0 {
 		h := &g.ring[g.head]
 		g.head = (g.head + 1) % len(g.ring)
 		g.n--
 		if g.seen && !g.observed.Less(h.pos) {
+			g.stats.Discarded++
 			continue
 		}
 		g.stats.Flushed++
 		if err := g.send(h.subject, h.pos, h.data); err != nil && first == nil {
-			first = fmt.Errorf("standby: flush at takeover: %w", err)
+			first = fmt.Errorf("standby: flush kept messages: %w", err)
 		}
 	}
 	return first

@@ -61,7 +61,7 @@ func TestGateNext(t *testing.T) {
 // gateOp is one step of a gate scenario: publish message i (position
 // Pos{Epoch: 1, Bin: i, Index: 0}), observe the holder's message i, gain or lose the lease.
 type gateOp struct {
-	op string // "pub", "obs", "obs-pos" (observe p), "gain", "lose", "expire"
+	op string // "pub", "obs", "obs-pos" (observe p), "gain", "lose", "expire", "renew" (holding again, Gain not yet called)
 	i  int64
 	p  Pos
 }
@@ -98,16 +98,16 @@ func TestGate(t *testing.T) {
 		{"holder publishes all", 8, cat([]gateOp{{op: "gain"}}, pubs(1, 5)), []int64{1, 2, 3, 4, 5},
 			GateStats{Published: 5}},
 		{"standby publishes none", 8, cat(pubs(1, 5), obs(1, 5)), nil,
-			GateStats{Held: 5}},
+			GateStats{Held: 5, Matched: 5}},
 		{"takeover flushes the unobserved", 8, cat(pubs(1, 5), obs(1, 3), []gateOp{{op: "gain"}}, pubs(6, 7)),
-			[]int64{4, 5, 6, 7}, GateStats{Published: 4, Held: 5, Flushed: 2}},
+			[]int64{4, 5, 6, 7}, GateStats{Published: 4, Held: 5, Flushed: 2, Matched: 3}},
 		// The new holder starts from its own position (5): it re-sends 6,
 		// which the device's fence drops.
 		{"standby behind the holder", 8, cat(obs(1, 6), pubs(1, 5), []gateOp{{op: "gain"}}, pubs(6, 8)),
 			[]int64{6, 7, 8}, GateStats{Published: 3, Suppressed: 5}},
 		{"forged position ignored by a standby, then takeover", 8,
 			cat(pubs(1, 3), obs(1, 2), []gateOp{{op: "obs-pos", p: forged}}, pubs(4, 5), obs(4, 4), []gateOp{{op: "gain"}}, pubs(6, 7)),
-			[]int64{5, 6, 7}, GateStats{Published: 3, Held: 5, Flushed: 1, Ahead: 1}},
+			[]int64{5, 6, 7}, GateStats{Published: 3, Held: 5, Flushed: 1, Matched: 4, Ahead: 1}},
 		{"forged position ignored by the holder", 8,
 			cat([]gateOp{{op: "gain"}}, pubs(1, 2), []gateOp{{op: "obs-pos", p: forged}, {op: "obs-pos", p: Pos{Epoch: 1, Bin: 3}}}, pubs(3, 4)),
 			[]int64{1, 2, 3, 4}, GateStats{Published: 4, Ahead: 2}},
@@ -116,7 +116,7 @@ func TestGate(t *testing.T) {
 			[]int64{1, 2, 3}, GateStats{Published: 3, Held: 3, Flushed: 3, Ahead: 1}},
 		{"standby: a next epoch's decision ignored, its event believed", 8,
 			cat(pubs(1, 2), []gateOp{{op: "obs-pos", p: Pos{Epoch: 2, Bin: 7}}, {op: "obs-pos", p: Pos{Epoch: 2, Bin: EventBin}}}, pubs(3, 3)),
-			nil, GateStats{Held: 2, Suppressed: 1, Ahead: 1}},
+			nil, GateStats{Held: 2, Suppressed: 1, Matched: 2, Ahead: 1}},
 		{"forged before any message dropped at the first", 8,
 			cat([]gateOp{{op: "obs-pos", p: forged}}, pubs(1, 2), []gateOp{{op: "gain"}}, pubs(3, 3)),
 			[]int64{1, 2, 3}, GateStats{Published: 3, Held: 2, Flushed: 2, Ahead: 1}},
@@ -126,10 +126,21 @@ func TestGate(t *testing.T) {
 			[]int64{3, 4, 5}, GateStats{Published: 3, Held: 5, Flushed: 3, Overflow: 2}},
 		{"lose keeps messages for a later gain", 8,
 			cat([]gateOp{{op: "gain"}}, pubs(1, 2), []gateOp{{op: "lose"}}, pubs(3, 4), obs(3, 3), []gateOp{{op: "gain"}}, pubs(5, 5)),
-			[]int64{1, 2, 4, 5}, GateStats{Published: 4, Held: 2, Flushed: 1}},
+			[]int64{1, 2, 4, 5}, GateStats{Published: 4, Held: 2, Flushed: 1, Matched: 1}},
 		{"expired holding keeps messages", 8,
 			cat([]gateOp{{op: "gain"}}, pubs(1, 1), []gateOp{{op: "expire"}}, pubs(2, 3)),
 			[]int64{1}, GateStats{Published: 1, Held: 2}},
+		// The lease-lapse race: the holding lapses (11 and 12 kept), a
+		// renewal lands and holds again before OnGain calls Gain, 13 is
+		// produced; 11 and 12 go out before it, and Gain finds nothing.
+		{"renewal after a lapse, before Gain", 8,
+			cat([]gateOp{{op: "gain"}}, pubs(10, 10), []gateOp{{op: "expire"}}, pubs(11, 12), []gateOp{{op: "renew"}}, pubs(13, 13),
+				[]gateOp{{op: "gain"}}, pubs(14, 14)),
+			[]int64{10, 11, 12, 13, 14}, GateStats{Published: 5, Held: 2, Flushed: 2}},
+		{"renewal after a lapse, holder's copies observed meanwhile", 8,
+			cat([]gateOp{{op: "gain"}}, pubs(10, 10), []gateOp{{op: "expire"}}, pubs(11, 12), obs(11, 11), []gateOp{{op: "renew"}},
+				pubs(13, 13), []gateOp{{op: "gain"}}),
+			[]int64{10, 12, 13}, GateStats{Published: 3, Held: 2, Flushed: 1, Matched: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -164,6 +175,8 @@ func TestGate(t *testing.T) {
 					g.Lose()
 				case "expire":
 					holding = false
+				case "renew":
+					holding = true
 				}
 			}
 			if !slices.Equal(got, c.want) {
