@@ -14,6 +14,7 @@ import (
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
 	"rgcpred/serve/recorder"
+	"rgcpred/serve/standby"
 )
 
 // JetStreamFeatures are predictord's opt-in features that need NATS
@@ -21,8 +22,8 @@ import (
 // no JetStream).
 type JetStreamFeatures struct {
 	// Standby makes this instance one of a hot-standby group (off when
-	// Standby.Group is empty).
-	Standby StandbyConfig
+	// Standby.Group is empty; the service needs Config.Replica).
+	Standby standby.GroupConfig
 	// Record records every served device's frames, control messages,
 	// decisions and stream events in a stream (off when Record.Stream is
 	// empty; Record.Devices defaults to the served devices).

@@ -8,40 +8,19 @@ import (
 	"rgcpred/stream"
 )
 
-// PosHeader is the NATS header that carries a gated message's Pos, so that
-// standbys observing the subjects know how far the holder got.
-const PosHeader = stream.PosHeader
-
-// Pos orders the messages one instance publishes for a device
-// (stream.Pos).
-type Pos = stream.Pos
-
-// EventBin is the Bin of a stream event's message: it comes before every
-// decision of its epoch.
-const EventBin = stream.EventBin
-
-// ParsePos parses a header form written by Pos.AppendText.
-func ParsePos(s string) (Pos, error) {
-	p, err := stream.ParsePos(s)
-	if err != nil {
-		return Pos{}, fmt.Errorf("standby: %w", err)
-	}
-	return p, nil
-}
-
 // DefaultMaxAhead is the gate's default bound, in frames, on how far ahead
 // of its own position a standby believes an observed position: about a
 // second of frames, more than a synced standby trails its holder.
 const DefaultMaxAhead = 1024
 
 // Publisher sends one message with its position (e.g. a NATS publish with
-// PosHeader set).
-type Publisher func(subject string, pos Pos, data []byte) error
+// stream.PosHeader set).
+type Publisher func(subject string, pos stream.Pos, data []byte) error
 
 // held is a message a standby computed and keeps until the holder's copy is
 // observed.
 type held struct {
-	pos     Pos
+	pos     stream.Pos
 	subject string
 	data    []byte
 }
@@ -102,10 +81,10 @@ type Gate struct {
 	held func() bool
 
 	mu       sync.Mutex
-	active   bool // this instance acts as holder
-	observed Pos  // the last position seen published (by anyone)
+	active   bool       // this instance acts as holder
+	observed stream.Pos // the last position seen published (by anyone)
 	seen     bool
-	own      Pos // the last position this instance produced
+	own      stream.Pos // the last position this instance produced
 	hasOwn   bool
 	maxAhead int64
 	ring     []held
@@ -113,7 +92,7 @@ type Gate struct {
 	stats    GateStats
 
 	// Position counter of the producing goroutine.
-	cur Pos
+	cur stream.Pos
 }
 
 // NewGate returns a gate publishing through pub while holder() is true and
@@ -127,7 +106,7 @@ func NewGate(pub Publisher, holder func() bool, capacity int) (*Gate, error) {
 		return nil, fmt.Errorf("standby: gate capacity %d not positive", capacity)
 	}
 	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), maxAhead: DefaultMaxAhead,
-		cur: Pos{Bin: EventBin, Index: -1}}, nil
+		cur: stream.Pos{Bin: stream.EventBin, Index: -1}}, nil
 }
 
 // SetMaxAhead sets how many frames ahead of this instance's own position
@@ -140,7 +119,7 @@ func (g *Gate) SetMaxAhead(frames int64) {
 
 // plausible reports whether an observed position p can be another
 // instance's; g.mu is held.
-func (g *Gate) plausible(p Pos) bool {
+func (g *Gate) plausible(p stream.Pos) bool {
 	if !g.hasOwn || !g.own.Less(p) {
 		return true // nothing produced yet (checked again at the first), or not ahead
 	}
@@ -149,32 +128,32 @@ func (g *Gate) plausible(p Pos) bool {
 	}
 	switch {
 	case p.Epoch == g.own.Epoch:
-		return g.own.Bin == EventBin || g.own.Bin > math.MaxInt64-g.maxAhead || p.Bin <= g.own.Bin+g.maxAhead
+		return g.own.Bin == stream.EventBin || g.own.Bin > math.MaxInt64-g.maxAhead || p.Bin <= g.own.Bin+g.maxAhead
 	case p.Epoch-1 == g.own.Epoch:
-		return p.Bin == EventBin
+		return p.Bin == stream.EventBin
 	}
 	return false
 }
 
 // Next returns the position of the next message produced while processing
-// bin of epoch (EventBin for a stream event): index 0 for the first message
+// bin of epoch (stream.EventBin for a stream event): index 0 for the first message
 // of a bin, one more for each further message of the same bin.
-func (g *Gate) Next(epoch uint32, bin int64) Pos {
+func (g *Gate) Next(epoch uint32, bin int64) stream.Pos {
 	if g.cur.Epoch == epoch && g.cur.Bin == bin {
 		g.cur.Index++
 	} else {
-		g.cur = Pos{Epoch: epoch, Bin: bin}
+		g.cur = stream.Pos{Epoch: epoch, Bin: bin}
 	}
 	return g.cur
 }
 
 // ResetPos restarts the position counter of Next, for a producer whose
 // state was replaced (a standby that restored the holder's state).
-func (g *Gate) ResetPos() { g.cur = Pos{Bin: EventBin, Index: -1} }
+func (g *Gate) ResetPos() { g.cur = stream.Pos{Bin: stream.EventBin, Index: -1} }
 
 // Publish publishes data on subject at pos if this instance is the holder,
 // or keeps a copy otherwise. It returns the publisher's error.
-func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
+func (g *Gate) Publish(subject string, pos stream.Pos, data []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.own, g.hasOwn = pos, true
@@ -201,14 +180,14 @@ func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
 }
 
 // send publishes one message; g.mu is held.
-func (g *Gate) send(subject string, pos Pos, data []byte) error {
+func (g *Gate) send(subject string, pos stream.Pos, data []byte) error {
 	g.stats.Published++
 	g.observed, g.seen = pos, true
 	return g.pub(subject, pos, data)
 }
 
 // keep stores a copy of a message, reusing the slot's buffer; g.mu is held.
-func (g *Gate) keep(subject string, pos Pos, data []byte) {
+func (g *Gate) keep(subject string, pos stream.Pos, data []byte) {
 	if g.n == len(g.ring) {
 		g.head = (g.head + 1) % len(g.ring)
 		g.n--
@@ -222,7 +201,7 @@ func (g *Gate) keep(subject string, pos Pos, data []byte) {
 
 // Observe records that the message at pos was published (by the holder,
 // or by this instance); kept messages up to pos are dropped.
-func (g *Gate) Observe(pos Pos) {
+func (g *Gate) Observe(pos stream.Pos) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.seen && !g.observed.Less(pos) {
@@ -292,7 +271,7 @@ func (g *Gate) Active() bool {
 
 // Observed returns the last position seen published and whether there is
 // one.
-func (g *Gate) Observed() (Pos, bool) {
+func (g *Gate) Observed() (stream.Pos, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.observed, g.seen

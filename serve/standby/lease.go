@@ -18,7 +18,8 @@
 // instances within Margin. A holder frozen (SIGSTOP, a paused VM) after
 // its client took a message and before it wrote it breaks that: the message
 // goes out when the holder resumes, after the new holder sent its own copy;
-// a receiver that must act on each message once drops a repeated PosHeader.
+// a receiver that must act on each message once drops a repeated position
+// (stream.PosHeader).
 // A lost holder is thus replaced within about TTL +
 // Retry, whatever the bucket's own expiry (kept at least LeaseBucketMinTTL,
 // so that a server need not expire entries at the lease's pace).
@@ -301,7 +302,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 
 // ErrLost is returned by Renew when another instance holds the lease or the
 // entry is gone: this instance is no longer the holder.
-var ErrLost = errors.New("lease lost")
+var ErrLost = errors.New("standby: lease lost")
 
 // Renew extends the holding by a revision-checked update of the entry. It
 // returns ErrLost (and calls OnLoss) when the entry changed or vanished; on
@@ -312,7 +313,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	held, rev := l.held, l.rev
 	l.mu.Unlock()
 	if !held {
-		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, ErrLost)
+		return fmt.Errorf("%w: renewing %s", ErrLost, l.cfg.Key)
 	}
 	start := time.Now()
 	nrev, err := l.KV().Update(ctx, l.cfg.Key, l.value, rev)
@@ -334,7 +335,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
 		errors.Is(err, jetstream.ErrKeyExists):
 		l.lose()
-		return fmt.Errorf("standby: renew lease %s: %w (%w)", l.cfg.Key, ErrLost, err)
+		return fmt.Errorf("%w: renewing %s: %w", ErrLost, l.cfg.Key, err)
 	default:
 		if !l.Held() {
 			l.lose()

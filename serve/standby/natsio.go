@@ -22,7 +22,7 @@ func Scope(group string, shard, shards int) string {
 }
 
 // NATSPublisher returns a Publisher that publishes on nc with the position
-// in PosHeader, scope in stream.GroupHeader and the lease revision
+// in stream.PosHeader, scope in stream.GroupHeader and the lease revision
 // (revision(), typically Lease.Revision) in stream.LeaseHeader. It is for
 // one goroutine at a time (the gate serialises it) and reuses its message
 // and header buffers. While nc is not connected it returns
@@ -33,14 +33,14 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 	var rev uint64 // the revision revText holds
 	revText := []string{"0"}
 	m.Header[stream.LeaseHeader] = revText
-	return func(subject string, pos Pos, data []byte) error {
+	return func(subject string, pos stream.Pos, data []byte) error {
 		buf = pos.AppendText(buf[:0])
 		if r := revision(); r != rev {
 			rev = r
 			revText[0] = strconv.FormatUint(r, 10)
 		}
 		m.Subject, m.Data = subject, data
-		m.Header.Set(PosHeader, string(buf))
+		m.Header.Set(stream.PosHeader, string(buf))
 		if !nc.IsConnected() {
 			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, ErrNotConnected)
 		}
@@ -52,14 +52,14 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 }
 
 // ObserveNATS subscribes to subjects on nc and tells g the position of every
-// message of scope carrying PosHeader (messages of another scope, or of
+// message of scope carrying stream.PosHeader (messages of another scope, or of
 // none, are counted in GateStats.Foreign; messages without a position are
 // ignored; malformed ones go to onErr, which may be nil). Unsubscribe the
 // returned subscriptions to stop.
 func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
 	subs := make([]*nats.Subscription, 0, len(subjects))
 	cb := func(m *nats.Msg) {
-		v := m.Header.Get(PosHeader)
+		v := m.Header.Get(stream.PosHeader)
 		if v == "" {
 			return
 		}
@@ -67,7 +67,7 @@ func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjec
 			g.countForeign()
 			return
 		}
-		p, err := ParsePos(v)
+		p, err := stream.ParsePos(v)
 		if err != nil {
 			if onErr != nil {
 				onErr(fmt.Errorf("standby: message on %s: %w", m.Subject, err))
