@@ -387,6 +387,9 @@ func (d *device) handle(it item) {
 		d.sink.at = it.at
 		d.core.Frames(&d.frames, d.queuedFrames.Load())
 		d.last.Store(d.core.LastSeq())
+		if d.sb != nil {
+			d.sb.AfterFrames(d.core.Epoch(), d.core.LastSeq())
+		}
 		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {

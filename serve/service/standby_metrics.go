@@ -26,6 +26,11 @@ var (
 	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
 		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none).",
 		[]string{"device", "reason"}, nil)
+	standbyAlarmsDesc = prometheus.NewDesc("predictord_standby_alarms_total",
+		"Alarms raised by this instance, by reason: divergence (a state digest or stream event differs from the holder's; the replica catches up again), state_refused (a state answer claiming the lease not from its holder), lease_foreign (a lease entry written by no instance, refused).",
+		[]string{"group", "reason"}, nil)
+	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
+		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
 )
 
 func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -34,6 +39,8 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbySyncedDesc
 	ch <- standbyMessagesDesc
 	ch <- standbyIgnoredDesc
+	ch <- standbyAlarmsDesc
+	ch <- standbyRestoresDesc
 }
 
 func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -45,12 +52,17 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(standbyHolderDesc, prometheus.GaugeValue, held, cfg.Group, cfg.ID)
 	ch <- prometheus.MustNewConstMetric(standbyTakeoversDesc, prometheus.CounterValue, float64(ls.Gains), cfg.Group)
+	alarms := c.g.Alarms()
+	for _, r := range standby.AlarmReasons {
+		ch <- prometheus.MustNewConstMetric(standbyAlarmsDesc, prometheus.CounterValue, float64(alarms[r]), cfg.Group, r)
+	}
 	for _, d := range c.s.devices {
 		synced := 0.0
 		if d.sb.Synced() {
 			synced = 1
 		}
 		ch <- prometheus.MustNewConstMetric(standbySyncedDesc, prometheus.GaugeValue, synced, d.name)
+		ch <- prometheus.MustNewConstMetric(standbyRestoresDesc, prometheus.CounterValue, float64(d.sb.Restores()), d.name)
 		gs := d.sb.Gate().Stats()
 		for _, f := range []struct {
 			fate string

@@ -49,6 +49,9 @@ type GroupConfig struct {
 	// (keyed, for a rate limiter; nil: Log).
 	Log  zerolog.Logger
 	Warn func(key string, err error)
+	// Auth, if not nil, signs the lease value, state answers and digests
+	// of this instance and verifies the others'.
+	Auth Authenticator
 }
 
 // DefaultBucket is GroupConfig.Bucket's default.
@@ -63,6 +66,7 @@ type Group struct {
 	replicas []*Replica
 	late     bool
 	subs     []*nats.Subscription
+	alarms   alarms
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -110,6 +114,10 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if err != nil {
 		return nil, err
 	}
+	if st, err := kv.Status(ctx); err == nil {
+		cfg.Log.Info().Str("bucket", cfg.Bucket).Int("replicas", st.Config().Replicas).
+			Msg("standby: lease bucket ready, replicated on as many nodes as the cluster allows (up to 3)")
+	}
 	g := &Group{cfg: cfg, nc: nc}
 	if _, err := kv.Get(ctx, cfg.Group); err == nil {
 		g.late = true
@@ -117,7 +125,8 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 		return nil, fmt.Errorf("standby: read lease %s: %w", cfg.Group, err)
 	}
 	g.lease, err = NewLease(LeaseConfig{KV: kv, Key: cfg.Group, Holder: cfg.ID, TTL: cfg.TTL,
-		Eligible: g.synced, Healthy: cfg.Healthy,
+		Eligible: g.synced, Healthy: cfg.Healthy, Auth: cfg.Auth,
+		OnForeign: func(err error) { g.alarm(AlarmLease, "", err) },
 		Recreate: func(ctx context.Context) (jetstream.KeyValue, error) {
 			return LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
 		},
@@ -158,16 +167,22 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 		return nil, err
 	}
 	r := &Replica{group: g, dev: dev, name: name, gate: gate, raw: raw,
-		stimSubj: stream.StimSubject(name), ctlSubj: stream.ControlSubject(name)}
+		stimSubj: stream.StimSubject(name), ctlSubj: stream.ControlSubject(name), eventSubj: stream.EventsSubject(name),
+		digestSubj: DigestSubject(g.cfg.Group, name), digestBlock: -1}
 	r.snapSubj = StateSubject(g.cfg.Group, name)
 	r.applySubj = r.snapSubj + ".apply"
 	r.synced.Store(!g.late)
-	obs, err := ObserveNATS(g.nc, gate, g.cfg.Scope, func(err error) { g.cfg.Warn(name+"/standby", err) },
-		stream.SpikesSubject(name), stream.EventsSubject(name))
+	obs, err := observeNATS(g.nc, gate, g.cfg.Scope, func(err error) { g.cfg.Warn(name+"/standby", err) }, r.holderEvent,
+		stream.SpikesSubject(name), r.eventSubj)
 	if err != nil {
 		return nil, err
 	}
 	g.subs = append(g.subs, obs...)
+	dsub, err := g.nc.Subscribe(r.digestSubj, r.holderDigest)
+	if err != nil {
+		return nil, fmt.Errorf("standby: subscribe %s: %w", r.digestSubj, err)
+	}
+	g.subs = append(g.subs, dsub)
 	sub, err := g.nc.ChanSubscribe(r.snapSubj, raw)
 	if err != nil {
 		return nil, fmt.Errorf("standby: subscribe %s: %w", r.snapSubj, err)

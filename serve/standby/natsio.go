@@ -57,6 +57,13 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 // ignored; malformed ones go to onErr, which may be nil). Unsubscribe the
 // returned subscriptions to stop.
 func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
+	return observeNATS(nc, g, scope, onErr, nil, subjects...)
+}
+
+// observeNATS is ObserveNATS that also hands every message of scope with
+// its position to seen (nil: none).
+func observeNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), seen func(*nats.Msg, stream.Pos),
+	subjects ...string) ([]*nats.Subscription, error) {
 	subs := make([]*nats.Subscription, 0, len(subjects))
 	cb := func(m *nats.Msg) {
 		v := m.Header.Get(stream.PosHeader)
@@ -75,6 +82,9 @@ func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjec
 			return
 		}
 		g.Observe(p)
+		if seen != nil {
+			seen(m, p)
+		}
 	}
 	for _, s := range subjects {
 		sub, err := nc.Subscribe(s, cb)

@@ -51,6 +51,7 @@ type Replica struct {
 	// stimSubj and ctlSubj are the device's inputs; snapSubj receives
 	// state requests, applySubj carries a received state to the processor.
 	stimSubj, ctlSubj   string
+	eventSubj           string
 	snapSubj, applySubj string
 	// synced: the core's state is the group's (it saw the stream from its
 	// start, or restored the holder's state). Only a synced instance
@@ -69,6 +70,14 @@ type Replica struct {
 	requestQueued, applyQueued atomic.Bool
 	lastRequest                atomic.Int64
 	restores                   atomic.Uint64
+	// The state digests and stream events compared with the holder's
+	// (DigestSubject); the epoch and DigestEvery block of the last digest
+	// (processor goroutine).
+	digestSubj  string
+	ledger      ledger
+	checked     atomic.Uint64
+	digestEpoch uint32
+	digestBlock int64
 }
 
 // Name returns the device's name.
@@ -80,6 +89,10 @@ func (r *Replica) Gate() *Gate { return r.gate }
 // Synced reports whether the device's state is the group's.
 func (r *Replica) Synced() bool { return r.synced.Load() }
 
+// Checked counts the state digests and stream events compared with the
+// holder's.
+func (r *Replica) Checked() uint64 { return r.checked.Load() }
+
 // Restores counts the holder's states restored.
 func (r *Replica) Restores() uint64 { return r.restores.Load() }
 
@@ -89,6 +102,9 @@ func (r *Replica) Restores() uint64 { return r.restores.Load() }
 func (r *Replica) Publish(subject string, epoch uint32, bin int64, data []byte) error {
 	if !r.synced.Load() && !r.replaying {
 		return nil
+	}
+	if bin == stream.EventBin && !r.replaying && !r.group.lease.Held() {
+		r.compare(mark{epoch: epoch, bin: bin}, data, false)
 	}
 	return r.gate.Publish(subject, r.gate.Next(epoch, bin), data)
 }
@@ -144,6 +160,16 @@ func (r *Replica) Done(m *nats.Msg) {
 	} else {
 		r.requestQueued.Store(false)
 	}
+}
+
+// holderEvent compares a stream event observed from the group (the
+// holder's announcement of where a stream starts) with this replica's own
+// (NATS goroutine).
+func (r *Replica) holderEvent(m *nats.Msg, p stream.Pos) {
+	if p.Bin != stream.EventBin || m.Subject != r.eventSubj || r.group.lease.Held() || !r.synced.Load() {
+		return
+	}
+	r.compare(mark{epoch: p.Epoch, bin: p.Bin}, m.Data, true)
 }
 
 // Diverged marks a replica whose core left the group's state (a group

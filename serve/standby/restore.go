@@ -22,8 +22,13 @@ func (r *Replica) HandleState(m *nats.Msg) (restored bool, err error) {
 			return false, nil
 		}
 		b, err := json.Marshal(r.dev.Snapshot())
+		var a *nats.Msg
 		if err == nil {
-			err = m.Respond(b)
+			a, err = stateAnswer(b, r.group.lease, r.group.cfg.Auth)
+		}
+		if err == nil {
+			a.Subject = m.Reply
+			err = r.group.nc.PublishMsg(a)
 		}
 		if err != nil {
 			return false, fmt.Errorf("standby: answer a state request: %w", err)
@@ -119,6 +124,8 @@ func (r *Replica) restore(data []byte) (err error) {
 		}
 	}
 	r.retained, r.retainedBytes = nil, 0
+	r.ledger.reset()
+	r.digestBlock = -1
 	r.dev.Restored()
 	return nil
 }
