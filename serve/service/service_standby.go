@@ -108,7 +108,7 @@ func (d *device) publishEvent(epoch uint32, b []byte) error {
 func (d *device) standbyAdmit(m *nats.Msg) bool {
 	ok, limited := d.sb.Admit(m)
 	if limited {
-		d.reject("state_request_limited", 1, "a standby's state request refused: one answered per 20ms")
+		d.reject("state_request_limited", 1, "a standby's state request refused: one answered per "+standby.StateEvery.String())
 	}
 	return ok
 }

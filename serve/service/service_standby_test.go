@@ -221,11 +221,10 @@ func TestStandbyFailover(t *testing.T) {
 						mu.Unlock()
 					}
 				case c.fault == "restart" && i == n/2:
-					// The device holds its frames while the server is down. A
-					// standby group has no reconnect buffer (a decision seconds
-					// late is worse than none), so decisions computed during the
-					// outage are lost by design: the device waits until those of
-					// the frames it sent are in before the server stops.
+					// The device holds its frames while the server is down (a
+					// frame published then reaches only the subscribers back
+					// before it): it waits until the decisions of the frames
+					// it sent are in before the server stops.
 					for _, r := range []*replicaSvc{a, b} {
 						d := r.s.devices[0]
 						checkFor(t, waitLimit, func() error {

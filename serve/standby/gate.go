@@ -1,6 +1,7 @@
 package standby
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -31,8 +32,9 @@ type GateStats struct {
 	Published uint64
 	// Held counts messages kept back as a standby.
 	Held uint64
-	// Flushed counts held messages published at a takeover (the holder's
-	// copy was never observed).
+	// Flushed counts kept messages published later: at a takeover (the
+	// holder's copy was never observed), at a renewal after the holding
+	// ran out, or once the connection is back after an outage.
 	Flushed uint64
 	// Overflow counts held messages dropped unpublished because the buffer
 	// was full (a gap if this instance then takes over).
@@ -166,24 +168,45 @@ func (g *Gate) Publish(subject string, pos stream.Pos, data []byte) error {
 		return nil
 	}
 	if g.active && g.held() {
-		// A holding that lapsed and was renewed before Gain ran leaves
-		// kept messages: they go out first, so sending pos does not make
-		// them look already published.
-		first := g.flush()
-		if err := g.send(subject, pos, data); first == nil {
-			first = err
+		// Kept messages (a holding that lapsed and was renewed before Gain
+		// ran, or publishes refused while the connection was down) go out
+		// first, so sending pos does not make them look already
+		// published; while the connection is still down pos waits behind
+		// them.
+		err := g.flush()
+		if g.n == 0 {
+			err = g.send(subject, pos, data)
 		}
-		return first
+		if errors.Is(err, ErrNotConnected) {
+			g.keep(subject, pos, data)
+		}
+		return err
 	}
 	g.keep(subject, pos, data)
 	return nil
 }
 
-// send publishes one message; g.mu is held.
+// send publishes one message; g.mu is held. A message refused with
+// ErrNotConnected is not published: the caller keeps it.
 func (g *Gate) send(subject string, pos stream.Pos, data []byte) error {
+	err := g.pub(subject, pos, data)
+	if errors.Is(err, ErrNotConnected) {
+		return err
+	}
 	g.stats.Published++
 	g.observed, g.seen = pos, true
-	return g.pub(subject, pos, data)
+	return err
+}
+
+// Retry publishes the kept messages if this instance is the holder (after
+// an outage: they were refused while the connection was down).
+func (g *Gate) Retry() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active || !g.held() || g.n == 0 {
+		return nil
+	}
+	return g.flush()
 }
 
 // keep stores a copy of a message, reusing the slot's buffer; g.mu is held.
@@ -235,20 +258,27 @@ func (g *Gate) Gain() error {
 }
 
 // flush publishes the kept messages past the last observed position, in
-// order. It returns the first publish error, after trying every message;
-// g.mu is held.
+// order. It returns the first publish error, after trying every message,
+// except that it stops at a message refused with ErrNotConnected, which
+// stays kept with those after it; g.mu is held.
 func (g *Gate) flush() error {
 	var first error
 	for g.n > 0 {
 		h := &g.ring[g.head]
-		g.head = (g.head + 1) % len(g.ring)
-		g.n--
 		if g.seen && !g.observed.Less(h.pos) {
+			g.head = (g.head + 1) % len(g.ring)
+			g.n--
 			g.stats.Discarded++
 			continue
 		}
+		err := g.send(h.subject, h.pos, h.data)
+		if errors.Is(err, ErrNotConnected) {
+			return fmt.Errorf("standby: flush kept messages: %w", err)
+		}
+		g.head = (g.head + 1) % len(g.ring)
+		g.n--
 		g.stats.Flushed++
-		if err := g.send(h.subject, h.pos, h.data); err != nil && first == nil {
+		if err != nil && first == nil {
 			first = fmt.Errorf("standby: flush kept messages: %w", err)
 		}
 	}

@@ -63,7 +63,7 @@ func TestGateNext(t *testing.T) {
 // gateOp is one step of a gate scenario: publish message i (position
 // stream.Pos{Epoch: 1, Bin: i, Index: 0}), observe the holder's message i, gain or lose the lease.
 type gateOp struct {
-	op string // "pub", "obs", "obs-pos" (observe p), "gain", "lose", "expire", "renew" (holding again, Gain not yet called)
+	op string // "pub", "obs", "obs-pos" (observe p), "gain", "lose", "expire", "renew" (holding again, Gain not yet called), "down" and "up" (the connection), "retry"
 	i  int64
 	p  stream.Pos
 }
@@ -143,12 +143,29 @@ func TestGate(t *testing.T) {
 			cat([]gateOp{{op: "gain"}}, pubs(10, 10), []gateOp{{op: "expire"}}, pubs(11, 12), obs(11, 11), []gateOp{{op: "renew"}},
 				pubs(13, 13), []gateOp{{op: "gain"}}),
 			[]int64{10, 12, 13}, GateStats{Published: 3, Held: 2, Flushed: 1, Matched: 1}},
+		// An outage: publishes refused while the connection is down are
+		// kept and go out first once it is back, in order.
+		{"outage: kept, sent before the next", 8,
+			cat([]gateOp{{op: "gain"}}, pubs(1, 1), []gateOp{{op: "down"}}, pubs(2, 3), []gateOp{{op: "up"}}, pubs(4, 4)),
+			[]int64{1, 2, 3, 4}, GateStats{Published: 4, Held: 2, Flushed: 2}},
+		{"outage: kept, sent on retry", 8,
+			cat([]gateOp{{op: "gain"}}, pubs(1, 1), []gateOp{{op: "down"}}, pubs(2, 3), []gateOp{{op: "retry"}, {op: "up"}, {op: "retry"}}),
+			[]int64{1, 2, 3}, GateStats{Published: 3, Held: 2, Flushed: 2}},
+		{"outage longer than the buffer", 2,
+			cat([]gateOp{{op: "gain"}}, []gateOp{{op: "down"}}, pubs(1, 4), []gateOp{{op: "up"}}, pubs(5, 5)),
+			[]int64{3, 4, 5}, GateStats{Published: 3, Held: 4, Flushed: 2, Overflow: 2}},
+		{"outage, then the holder's copies observed as a standby", 8,
+			cat([]gateOp{{op: "gain"}}, []gateOp{{op: "down"}}, pubs(1, 2), []gateOp{{op: "lose"}, {op: "up"}}, obs(1, 2), pubs(3, 3)),
+			nil, GateStats{Held: 3, Matched: 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []int64
-			holding := true
+			holding, down := true, false
 			g, err := NewGate(func(subject string, p stream.Pos, data []byte) error {
+				if down {
+					return ErrNotConnected
+				}
 				if want := fmt.Sprint(p.Bin); string(data) != want || subject != "s" {
 					t.Errorf("published %q on %q at %v, want %q on s", data, subject, p, want)
 				}
@@ -161,7 +178,13 @@ func TestGate(t *testing.T) {
 			for _, op := range c.ops {
 				switch op.op {
 				case "pub":
-					if err := g.Publish("s", stream.Pos{Epoch: 1, Bin: op.i}, []byte(fmt.Sprint(op.i))); err != nil {
+					if err := g.Publish("s", stream.Pos{Epoch: 1, Bin: op.i}, []byte(fmt.Sprint(op.i))); err != nil && !(down && errors.Is(err, ErrNotConnected)) {
+						t.Fatal(err)
+					}
+				case "down", "up":
+					down = op.op == "down"
+				case "retry":
+					if err := g.Retry(); err != nil && !(down && errors.Is(err, ErrNotConnected)) {
 						t.Fatal(err)
 					}
 				case "obs":
@@ -170,7 +193,7 @@ func TestGate(t *testing.T) {
 					g.Observe(op.p)
 				case "gain":
 					holding = true
-					if err := g.Gain(); err != nil {
+					if err := g.Gain(); err != nil && !down {
 						t.Fatal(err)
 					}
 				case "lose":

@@ -130,7 +130,7 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 		Recreate: func(ctx context.Context) (jetstream.KeyValue, error) {
 			return LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
 		},
-		OnGain: g.gain, OnLoss: g.loss})
+		OnGain: g.gain, OnLoss: g.loss, OnRenew: g.retry})
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +252,16 @@ func (g *Group) gain() {
 		}
 	}
 	g.cfg.Log.Warn().Str("group", g.cfg.Group).Str("id", g.cfg.ID).Msg("standby: this instance holds the lease and publishes")
+}
+
+// retry publishes what the gates kept while the connection was down
+// (OnRenew: the bucket answered, so the connection is back).
+func (g *Group) retry() {
+	for _, r := range g.replicas {
+		if err := r.gate.Retry(); err != nil && !errors.Is(err, ErrNotConnected) {
+			g.cfg.Warn(r.name+"/standby", err)
+		}
+	}
 }
 
 // loss makes every gate keep its messages (OnLoss).

@@ -3,6 +3,7 @@ package standby
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/daemon"
+	"rgcpred/serve/embednats"
 	"rgcpred/stream"
 )
 
@@ -25,7 +27,11 @@ type groupDev struct {
 	r        *Replica
 	g        *Group
 	raw      chan *nats.Msg
+	nc       *nats.Conn
 	restored atomic.Int32
+	// produced lists the epoch and frame of every decisions message the
+	// core produced, in order.
+	produced []stream.Pos
 }
 
 func (d *groupDev) Snapshot() *daemon.Snapshot       { return d.core.Snapshot() }
@@ -34,6 +40,7 @@ func (d *groupDev) Frames(f *stream.Frames)          { d.core.Frames(f, 0) }
 func (d *groupDev) Control(c *stream.Control)        { d.core.Control(c) }
 func (d *groupDev) Restored()                        { d.restored.Add(1) }
 func (d *groupDev) Decisions(t int64, _ []stream.Decision) {
+	d.produced = append(d.produced, stream.Pos{Epoch: d.core.Epoch(), Bin: t})
 	_ = d.r.Publish(stream.SpikesSubject("dev0"), d.core.Epoch(), t, []byte{1})
 }
 func (d *groupDev) Batch(int, time.Duration) {}
@@ -52,7 +59,7 @@ func startGroup(t *testing.T, url, id string) *groupDev {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	d := &groupDev{raw: make(chan *nats.Msg, 64)}
+	d := &groupDev{raw: make(chan *nats.Msg, 64), nc: nc}
 	if d.core, err = daemon.New(fakepred.New(testCells), d, daemon.Config{Known: testCells, Cells: testCells, Stagger: true, PublishSilence: true, Replica: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +238,105 @@ func TestGroupStateOnlyFromHolder(t *testing.T) {
 	}
 	if n := b.g.Alarms()[AlarmState]; n == 0 || forgeries.Load() == 0 {
 		t.Fatalf("%d forged answers, %d alarms; want every one refused and alarmed", forgeries.Load(), n)
+	}
+}
+
+// TestGroupFullOutage: while no server is reachable the holder keeps the
+// decisions it computes (frames it had received); once a server is back
+// they go out first, in order, each once, then the new ones, whether the
+// outage outlasted the lease's holding or not.
+func TestGroupFullOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an outage longer than the lease TTL takes seconds")
+	}
+	for _, c := range []struct {
+		name   string
+		outage time.Duration
+	}{
+		{"shorter than the holding", 300 * time.Millisecond},
+		{"longer than the lease TTL", testTTL + 500*time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			port := srv.Addr().(*net.TCPAddr).Port
+			a := startGroup(t, srv.ClientURL(), "a")
+			waitGroup(t, "a holds the lease", a.g.Lease().Held)
+			// The device reconnects at once, before the holder (2 s).
+			dc, err := nats.Connect(srv.ClientURL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(dc.Close)
+			var mu sync.Mutex
+			var got []stream.Pos
+			if _, err := dc.Subscribe(stream.SpikesSubject("dev0"), func(m *nats.Msg) {
+				p, err := stream.ParsePos(m.Header.Get(stream.PosHeader))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got = append(got, stream.Pos{Epoch: p.Epoch, Bin: p.Bin})
+				mu.Unlock()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			all := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				return len(got) >= len(a.produced)
+			}
+			for lo := int64(0); lo < 1500; lo += 100 {
+				a.feed(t, lo, 100, 0.5)
+			}
+			waitGroup(t, "the decisions before the outage", all)
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			waitGroup(t, "the holder cut off", func() bool { return !a.nc.IsConnected() })
+			before := a.r.Gate().Stats().Held
+			for lo := int64(1500); lo < 1700; lo += 100 {
+				a.feed(t, lo, 100, 0.5)
+			}
+			if kept := a.r.Gate().Stats().Held - before; kept == 0 {
+				t.Fatal("no decision kept during the outage")
+			}
+			time.Sleep(c.outage)
+			if srv, err = embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			waitGroup(t, "the device reconnected", dc.IsConnected)
+			if err := dc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			waitGroup(t, "the kept decisions, with no new frame", all)
+			for lo := int64(1700); lo < 1800; lo += 100 {
+				a.feed(t, lo, 100, 0.5)
+			}
+			waitGroup(t, "every decision", all)
+			time.Sleep(100 * time.Millisecond) // a repeat would arrive by now
+			mu.Lock()
+			defer mu.Unlock()
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if len(got) != len(a.produced) {
+				t.Fatalf("%d decisions messages received, %d produced", len(got), len(a.produced))
+			}
+			for i := range got {
+				if got[i] != a.produced[i] {
+					t.Fatalf("message %d at %v, want %v (in order, each once)", i, got[i], a.produced[i])
+				}
+			}
+		})
 	}
 }

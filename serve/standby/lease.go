@@ -110,6 +110,9 @@ type LeaseConfig struct {
 	// OnGain is called (from Run's goroutine) when this instance becomes
 	// the holder; OnLoss when it stops being the holder. Either may be nil.
 	OnGain, OnLoss func()
+	// OnRenew, if not nil, is called (from Renew's goroutine) after each
+	// successful renewal.
+	OnRenew func()
 	// Auth, if not nil, signs this instance's entry and verifies the
 	// others'.
 	Auth Authenticator
@@ -396,6 +399,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 			// The holding had run out (messages were kept meanwhile) and
 			// nobody took the lease: holding again, as at a takeover.
 			l.cfg.OnGain()
+		}
+		if l.cfg.OnRenew != nil {
+			l.cfg.OnRenew()
 		}
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),

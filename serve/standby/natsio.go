@@ -12,8 +12,10 @@ import (
 
 // ErrNotConnected is returned by a NATSPublisher while its connection is
 // down: a gated message is never left in the client's reconnect buffer,
-// which could release it after a successor took over.
-var ErrNotConnected = errors.New("not connected: message dropped, not buffered")
+// which could release it after a successor took over; the gate keeps it
+// instead, and sends it once the connection is back while this instance
+// still holds the lease.
+var ErrNotConnected = errors.New("standby: not connected: message kept by the gate, not buffered by the client")
 
 // Scope returns the GroupHeader value of a group's shard: replicas observe
 // only messages of their own scope.
@@ -42,7 +44,7 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 		m.Subject, m.Data = subject, data
 		m.Header.Set(stream.PosHeader, string(buf))
 		if !nc.IsConnected() {
-			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, ErrNotConnected)
+			return fmt.Errorf("%w: publish %s at %s", ErrNotConnected, subject, buf)
 		}
 		if err := nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, err)

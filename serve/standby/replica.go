@@ -1,6 +1,7 @@
 package standby
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +34,9 @@ const (
 	maxRetainedBytes = 64 << 20
 )
 
-// stateEvery is how often a synced instance answers a state request at
+// StateEvery is how often a synced instance answers a state request at
 // most, per device: a snapshot costs the processor far more than a frame.
-const stateEvery = 20 * time.Millisecond
+const StateEvery = 20 * time.Millisecond
 
 // Replica is one device's side of the replication protocol: the gate of
 // its decisions, whether its state is the group's, the messages kept to
@@ -97,8 +98,10 @@ func (r *Replica) Checked() uint64 { return r.checked.Load() }
 func (r *Replica) Restores() uint64 { return r.restores.Load() }
 
 // Publish sends a message produced while processing bin of epoch
-// (stream.EventBin for a stream event) through the gate; an unsynced replica
-// publishes nothing, except while it replays after a restore.
+// (stream.EventBin for a stream event) through the gate; an unsynced
+// replica publishes nothing, except while it replays after a restore. A
+// message the connection refused (ErrNotConnected) is kept, not an error:
+// it goes out once the connection is back (Gate.Retry).
 func (r *Replica) Publish(subject string, epoch uint32, bin int64, data []byte) error {
 	if !r.synced.Load() && !r.replaying {
 		return nil
@@ -106,7 +109,11 @@ func (r *Replica) Publish(subject string, epoch uint32, bin int64, data []byte) 
 	if bin == stream.EventBin && !r.replaying && !r.group.lease.Held() {
 		r.compare(mark{epoch: epoch, bin: bin}, data, false)
 	}
-	return r.gate.Publish(subject, r.gate.Next(epoch, bin), data)
+	err := r.gate.Publish(subject, r.gate.Next(epoch, bin), data)
+	if errors.Is(err, ErrNotConnected) {
+		return nil
+	}
+	return err
 }
 
 // Seen keeps a copy of a frames or control message an unsynced replica
@@ -136,7 +143,7 @@ func (r *Replica) IsState(subject string) bool {
 
 // Admit reports whether a state message may wait for the processor
 // (reader goroutine): requests only on a synced instance (an unsynced one
-// has no state to give), at most one per stateEvery; one of each at a
+// has no state to give), at most one per StateEvery; one of each at a
 // time. limited reports a request refused for the rate.
 func (r *Replica) Admit(m *nats.Msg) (ok, limited bool) {
 	if m.Subject == r.applySubj {
@@ -146,7 +153,7 @@ func (r *Replica) Admit(m *nats.Msg) (ok, limited bool) {
 		return false, false
 	}
 	now := time.Now().UnixNano()
-	if now-r.lastRequest.Load() < int64(stateEvery) || !r.requestQueued.CompareAndSwap(false, true) {
+	if now-r.lastRequest.Load() < int64(StateEvery) || !r.requestQueued.CompareAndSwap(false, true) {
 		return false, true
 	}
 	r.lastRequest.Store(now)

@@ -180,7 +180,7 @@ func TestReplicaRestoreRefusals(t *testing.T) {
 
 // TestReplicaBudgets: a joining replica's retained messages are bounded by
 // bytes, the newest kept; state requests are taken only by a synced
-// replica, one per stateEvery and one at a time; a received state waits
+// replica, one per StateEvery and one at a time; a received state waits
 // one at a time.
 func TestReplicaBudgets(t *testing.T) {
 	r := newTestReplica(t, newCore(t, testCells))
@@ -209,8 +209,8 @@ func TestReplicaBudgets(t *testing.T) {
 		{"unsynced: request not taken", false, 0, false, request, false, false},
 		{"synced: taken", true, 0, false, request, true, false},
 		{"second within the rate: limited", true, 0, false, request, false, true},
-		{"after the rate, one still waiting: limited", true, stateEvery + time.Millisecond, false, request, false, true},
-		{"after the rate, none waiting: taken", true, stateEvery + time.Millisecond, true, request, true, false},
+		{"after the rate, one still waiting: limited", true, StateEvery + time.Millisecond, false, request, false, true},
+		{"after the rate, none waiting: taken", true, StateEvery + time.Millisecond, true, request, true, false},
 		{"a received state: taken", false, 0, false, apply, true, false},
 		{"a second received state: not taken", false, 0, false, apply, false, false},
 	}
