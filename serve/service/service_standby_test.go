@@ -362,6 +362,27 @@ func TestStandbyFailover(t *testing.T) {
 			if v := gathered(t, b.s, "predictord_standby_synced"); v != 1 {
 				t.Fatalf("b's synced gauge %v, want 1", v)
 			}
+			// Replicas that saw the same frames never find each other
+			// diverged, and none refused a state or a lease entry.
+			for _, r := range []*replicaSvc{a, b} {
+				for reason, n := range r.s.group.Alarms() {
+					if n != 0 {
+						t.Errorf("%s: %d %s alarms", r.s.group.Config().ID, n, reason)
+					}
+				}
+			}
+			series := map[string]int{}
+			mfs, err := survivor.s.Registry().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				series[mf.GetName()] = len(mf.GetMetric())
+			}
+			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 7 {
+				t.Errorf("alarm series %d, message fates %d: want every reason and fate exported from 0",
+					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"])
+			}
 			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v",
 				len(ds), worst, standbyTTL, p.FenceStats())
 		})

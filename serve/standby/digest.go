@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -101,6 +102,12 @@ func (r *Replica) holderDigest(nm *nats.Msg) {
 		return
 	}
 	if st := g.lease.Status(); m.Incarnation == "" || m.Incarnation != st.HolderIncarnation {
+		// Read the holder anew, at most once per SyncEvery: a digest of
+		// another incarnation (a successor, or a forger) costs no more.
+		now := time.Now().UnixNano()
+		if last := r.holderRead.Load(); now-last < int64(g.cfg.SyncEvery) || !r.holderRead.CompareAndSwap(last, now) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.SyncEvery)
 		e, _, err := g.lease.Holder(ctx)
 		cancel()

@@ -65,7 +65,9 @@ type GateStats struct {
 // When this instance takes over it publishes the kept messages past the
 // last position observed, then every new one: no message twice, none lost,
 // as long as the buffer holds the messages between the holder's last
-// publish and the takeover.
+// publish and the takeover. The holder keeps, the same way, the messages
+// the connection refuses (ErrNotConnected) and those produced while its
+// holding had lapsed, and publishes them first when it can again.
 //
 // An observed position counts only while it is plausible: at most
 // MaxAhead frames ahead of this instance's own position (the last it
@@ -77,7 +79,7 @@ type GateStats struct {
 // what the old one sent past it, which the device drops (stream.Fence).
 //
 // Publish is called by the one goroutine producing the messages, in
-// position order; Observe, Gain and Lose by any goroutine.
+// position order; Observe, Gain, Lose and Retry by any goroutine.
 type Gate struct {
 	pub  Publisher
 	held func() bool

@@ -77,6 +77,7 @@ type Replica struct {
 	digestSubj  string
 	ledger      ledger
 	checked     atomic.Uint64
+	holderRead  atomic.Int64 // when holderDigest last read the lease entry (Unix ns)
 	digestEpoch uint32
 	digestBlock int64
 }
