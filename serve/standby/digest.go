@@ -2,7 +2,6 @@ package standby
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -48,12 +47,7 @@ func (r *Replica) AfterFrames(epoch uint32, last int64) {
 	if !r.synced.Load() {
 		return
 	}
-	b, err := json.Marshal(r.dev.Snapshot())
-	if err != nil {
-		r.group.cfg.Warn(r.name+"/digest", fmt.Errorf("standby: digest the state: %w", err))
-		return
-	}
-	sum := sha256.Sum256(b)
+	sum := r.dev.Snapshot().Digest()
 	g := r.group
 	if g.lease.Held() {
 		m := digestMsg{Epoch: epoch, Last: last, Digest: sum[:], Incarnation: g.lease.Incarnation()}
