@@ -282,6 +282,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	svc, err := service.New(service.Config{
 		Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
+		Replica: o.standbyGroup != "",
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
 		Policy: policy, Log: log, Registry: reg,
 		PingInterval: o.pingInterval, MaxPingsOutstanding: o.maxPings, StaleAfter: o.staleAfter, DrainTimeout: o.drainTimeout,
@@ -327,7 +328,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	}
 
 	stopJS, err := svc.EnableJetStream(ctx, nc, service.JetStreamFeatures{
-		Standby: service.StandbyConfig{Group: o.standbyGroup, ID: o.standbyID, TTL: o.standbyTTL},
+		Standby: standby.GroupConfig{Group: o.standbyGroup, ID: o.standbyID, TTL: o.standbyTTL},
 		Record:  recorder.Config{Stream: o.record, MaxBytes: o.recordMaxBytes, MaxAge: o.recordMaxAge}})
 	if err != nil {
 		return err

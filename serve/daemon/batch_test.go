@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,40 +89,49 @@ func (r *endsRecorder) Predict(b *rgc.Batch, out []float32) error {
 	return r.p.Predict(b, out)
 }
 
-// TestCoreSetGather: switching gathering off decides the windows gathered
-// so far at once, and from then on every model call holds windows of one
-// bin even with frames waiting.
-func TestCoreSetGather(t *testing.T) {
+// TestCoreReplica: a replica core refuses gathering and skipping, sends
+// whole calls, and with frames waiting still calls the model on windows
+// of one bin.
+func TestCoreReplica(t *testing.T) {
 	cells := []int{1, 2, 3, 4, 5, 6, 7, 8}
-	sink := &countSink{}
-	rec := &endsRecorder{p: fakepred.New(cells)}
-	core, err := New(rec, sink, Config{Known: cells, Cells: cells, PublishSilence: true, Gather: 8, Stagger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core.Frames(synthFrames(0, 1024+40), 5) // frames wait: windows are gathered
-	if len(core.gath) == 0 {
-		t.Fatal("no window gathered with frames waiting")
-	}
-	before := sink.n
-	core.SetGather(0)
-	if len(core.gath) != 0 || sink.n == before {
-		t.Fatalf("after SetGather(0): %d windows still gathered, %d decisions sent (%d before)", len(core.gath), sink.n, before)
-	}
-	calls := len(rec.ends)
-	core.Frames(synthFrames(1024+40, 200), 5)
-	if len(core.gath) != 0 {
-		t.Fatalf("%d windows gathered with gathering off", len(core.gath))
-	}
-	if len(rec.ends) == calls {
-		t.Fatal("no model call after SetGather(0)")
-	}
-	for _, ends := range rec.ends[calls:] {
-		for _, e := range ends {
-			if e != ends[0] {
-				t.Fatalf("a call with windows ending at %v after SetGather(0), want one bin per call", ends)
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{"plain", Config{Replica: true}, false},
+		{"gather 1", Config{Replica: true, Gather: 1}, false},
+		{"gathering", Config{Replica: true, Gather: 8}, true},
+		{"skipping", Config{Replica: true, MaxLag: 100}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Known, c.cfg.Cells, c.cfg.PublishSilence, c.cfg.Stagger = cells, cells, true, true
+			rec := &endsRecorder{p: fakepred.New(cells)}
+			core, err := New(rec, &countSink{}, c.cfg)
+			if c.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "replica") {
+					t.Fatalf("New: %v, want a replica's refusal", err)
+				}
+				return
 			}
-		}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !core.Config().WholeCalls {
+				t.Fatal("a replica without whole calls")
+			}
+			core.Frames(synthFrames(0, 1024+200), 5) // frames wait: a gathering core would gather
+			if len(rec.ends) == 0 {
+				t.Fatal("no model call")
+			}
+			for _, ends := range rec.ends {
+				for _, e := range ends {
+					if e != ends[0] {
+						t.Fatalf("a replica's call with windows ending at %v, want one bin per call", ends)
+					}
+				}
+			}
+		})
 	}
 }
 

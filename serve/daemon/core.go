@@ -1,27 +1,29 @@
-// Package daemon is predictord's core for one device, free of NATS: the
-// shared stimulus ring (two windows of bins: a window and room for windows
-// that fall due late), every served cell's autoregressive state
-// (rollout.Cell: next window end and its own generated spikes), the
-// batching of every cell due at a frame into one Predict call (announced a
-// frame ahead to a predictor that can prepare for it, rgc.Expecter; its
-// decisions sent as the predictor hands its windows over,
-// rgc.Progressive), and the robustness rules of docs/protocol.md (stale and
-// duplicate frames, gaps, clamping, late histories, overload, stream
-// epochs). The stepping rule is
-// rollout.Step via rollout.Cell, the one the offline rollout uses, so for
-// the same stimulus, predictor and initial histories the core emits the
-// offline rollout's spikes.
+// Package daemon is predictord's core for one device, free of NATS: it
+// turns frames and control messages into the offline rollout's decisions.
 //
-// Invariants: no input sequence stops the core from deciding. Every window
-// that falls due yields exactly one decision to the sink (a spike, a
-// silence when Config.PublishSilence is set, or a KindSkipped decision when
-// the model was not run or failed), stamped with the epoch of the stream it
-// belongs to; a frame that does not continue the current stream never moves
-// the current stream's clock, and a new numbering is adopted only once
-// Config.ConfirmFrames of its frames arrived with no frame of the current
-// stream among them, after which the sink hears Sink.Stream.
+// What it holds: the shared stimulus ring (a window, and room for windows
+// that fall due late); every served cell's autoregressive state
+// (rollout.Cell); the batching of the cells due at a frame into one
+// Predict call (announced a frame ahead, rgc.Expecter; decisions sent as
+// the predictor hands windows over, rgc.Progressive); the robustness rules
+// of docs/protocol.md (stale and duplicate frames, gaps, clamping, late
+// histories, overload, stream epochs).
 //
-// A Core is not safe for concurrent use: one goroutine feeds it.
+// Invariants:
+//   - The stepping rule is rollout.Step via rollout.Cell: for the same
+//     stimulus, predictor and initial histories the core emits the offline
+//     rollout's spikes.
+//   - No input sequence stops the core from deciding.
+//   - Every window that falls due yields exactly one decision to the sink
+//     (a spike, a silence with Config.PublishSilence, or a KindSkipped
+//     decision when the model was not run or failed), stamped with its
+//     stream's epoch.
+//   - A frame that does not continue the current stream never moves the
+//     current stream's clock.
+//   - A new numbering is adopted only once Config.ConfirmFrames of its
+//     frames arrived with no frame of the current stream among them; the
+//     sink then hears Sink.Stream.
+//   - A Core is not safe for concurrent use: one goroutine feeds it.
 package daemon
 
 import (
@@ -110,16 +112,21 @@ type Config struct {
 	// window at a time. The decisions are the same; only their calls are
 	// grouped. 0 or 1: every bin's due windows go to the model at once.
 	Gather int
-	// WholeCalls sends a call's decisions together when the call ends,
-	// even where the predictor hands windows over as it computes them
-	// (rgc.Progressive), whose decisions are otherwise sent at once: the
-	// first windows of a batch need not wait for its last. Where a call's
-	// decisions are handed over depends on the threads' timing, so the
-	// messages that carry them do too; with WholeCalls, each model call's
-	// decisions are one message (or its MaxDecisionsPerMsg parts), the same
-	// on every instance that sees the same frames (a hot-standby group
-	// matches its replicas' messages).
+	// WholeCalls sends each model call's decisions together when the call
+	// ends.
+	//   - Without it, a predictor that hands windows over as it computes
+	//     them (rgc.Progressive) has their decisions sent at once.
+	//   - With it, each call's decisions are one message (or its
+	//     MaxDecisionsPerMsg parts), the same on every instance that sees
+	//     the same frames.
 	WholeCalls bool
+	// Replica makes the core one replica of a hot-standby group: its
+	// decisions and their messages depend on the frames alone, never on
+	// this instance's timing.
+	//   - No gathering: Gather must be 0 or 1.
+	//   - No skipping: MaxLag must be 0.
+	//   - Whole calls: WholeCalls is implied.
+	Replica bool
 }
 
 // MaxGatherBins bounds how long a gathered window waits for others: the
@@ -286,6 +293,12 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	if cfg.MaxLag < 0 {
 		return nil, fmt.Errorf("daemon: negative max lag %d", cfg.MaxLag)
 	}
+	if cfg.Replica {
+		if cfg.Gather > 1 || cfg.MaxLag > 0 {
+			return nil, fmt.Errorf("daemon: a replica neither gathers nor skips: gather %d, max lag %d", cfg.Gather, cfg.MaxLag)
+		}
+		cfg.WholeCalls = true
+	}
 	c := &Core{cfg: cfg, pred: p, sink: sink, known: make(map[int]bool, len(cfg.Known)), index: make(map[int]int, len(cfg.Cells))}
 	for _, id := range cfg.Known {
 		c.known[id] = true
@@ -341,28 +354,8 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	return c, nil
 }
 
-// SetGather sets Config.Gather. Call it between frames from the goroutine
-// feeding the core (or before the first).
-func (c *Core) SetGather(n int) {
-	c.Flush()
-	c.cfg.Gather = n
-}
-
-// SetMaxLag sets Config.MaxLag (0: never skip). Call it between frames
-// from the goroutine feeding the core (or before the first).
-func (c *Core) SetMaxLag(n int64) {
-	if n >= 0 {
-		c.cfg.MaxLag = n
-	}
-}
-
-// Config returns the configuration in force: New's defaults filled in and
-// the setters applied. Its slices are the core's: do not modify them.
+// Config returns the configuration in force, New's defaults filled in. Its slices are the core's: do not modify them.
 func (c *Core) Config() Config { return c.cfg }
-
-// SetWholeCalls sets Config.WholeCalls. Call it between frames from the
-// goroutine feeding the core (or before the first).
-func (c *Core) SetWholeCalls(on bool) { c.cfg.WholeCalls = on }
 
 // SetPredictor swaps the predictor (checkpoint reload); cell states are kept.
 func (c *Core) SetPredictor(p rgc.Predictor) { c.pred = p }

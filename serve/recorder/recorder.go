@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"rgcpred/serve/jsreplicas"
 	"rgcpred/stream"
 )
 
@@ -49,7 +50,8 @@ func Subjects(device string) []string {
 }
 
 // Ensure creates the recording stream of cfg, or updates its subjects and
-// limits, and returns it.
+// limits, and returns it; it has as many replicas as the cluster allows
+// (jsreplicas).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
 	if cfg.Stream == "" || len(cfg.Devices) == 0 {
 		return nil, errors.New("recorder: a stream name and at least one device are needed")
@@ -80,7 +82,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 	if cfg.Memory {
 		sc.Storage = jetstream.MemoryStorage
 	}
-	s, err := js.CreateOrUpdateStream(ctx, sc)
+	var s jetstream.Stream
+	_, err := jsreplicas.Create(func(replicas int) (err error) {
+		sc.Replicas = replicas
+		s, err = js.CreateOrUpdateStream(ctx, sc)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("recorder: stream %s: %w", cfg.Stream, err)
 	}

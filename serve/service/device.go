@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/serve/daemon"
+	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
 
@@ -91,7 +92,7 @@ type device struct {
 	frames stream.Frames
 	ctl    stream.Control
 	sink   sink
-	sb     deviceStandby // hot standby (service_standby.go); zero: off
+	sb     *standby.Replica // hot standby (service_standby.go); nil: off
 
 	statusMu  sync.Mutex
 	statusBuf []byte
@@ -245,6 +246,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Policy:         s.cfg.Policy,
 		Gather:         s.gather(),
 		WholeCalls:     s.cfg.WholeCalls,
+		Replica:        s.cfg.Replica,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
@@ -300,11 +302,6 @@ func (d *device) enqueue(m *nats.Msg) {
 		d.queuedMsgs.Add(1)
 		d.queuedBytes.Add(size)
 		d.queuedFrames.Add(it.frames)
-	case d.sb.snapSubj, d.sb.applySubj:
-		if size > stream.MaxPayload || !d.stateAdmit(m) {
-			return
-		}
-		it.state = true
 	case d.ctlSubj:
 		if size > stream.MaxPayload {
 			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
@@ -318,8 +315,14 @@ func (d *device) enqueue(m *nats.Msg) {
 		d.queuedCtl.Add(1)
 		d.queuedCtlBytes.Add(size)
 	default:
-		d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
-		return
+		if d.sb == nil || !d.sb.IsState(m.Subject) {
+			d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
+			return
+		}
+		if size > stream.MaxPayload || !d.standbyAdmit(m) {
+			return
+		}
+		it.state = true
 	}
 	d.work <- it // never blocks: the budgets above keep the queue below its capacity
 }
@@ -328,7 +331,7 @@ func (d *device) enqueue(m *nats.Msg) {
 func (d *device) dequeued(it item) {
 	size := int64(len(it.m.Data))
 	if it.state {
-		d.stateDone(it.m)
+		d.sb.Done(it.m)
 		return
 	}
 	if it.ctl {
@@ -365,7 +368,9 @@ func (d *device) handle(it item) {
 	d.handling.Store(time.Now().UnixNano())
 	defer d.handling.Store(0)
 	d.dequeued(it)
-	d.standbySeen(it.m)
+	if d.sb != nil {
+		d.sb.Seen(it.m)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			d.reject("panic", 1, fmt.Sprintf("panic while handling a message on %s: %v", it.m.Subject, r))
@@ -382,6 +387,9 @@ func (d *device) handle(it item) {
 		d.sink.at = it.at
 		d.core.Frames(&d.frames, d.queuedFrames.Load())
 		d.last.Store(d.core.LastSeq())
+		if d.sb != nil {
+			d.sb.AfterFrames(d.core.Epoch(), d.core.LastSeq())
+		}
 		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
@@ -398,10 +406,12 @@ func (d *device) handle(it item) {
 		}
 		d.first.Store(d.core.First())
 		d.last.Store(d.core.LastSeq())
-	case d.sb.snapSubj, d.sb.applySubj:
-		d.standbyMsg(it.m)
 	default:
-		d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)
+		if it.state {
+			d.standbyMsg(it.m)
+		} else {
+			d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)
+		}
 	}
 	d.syncStats()
 }

@@ -30,6 +30,7 @@ import (
 
 	"rgcpred/rgc"
 	"rgcpred/rollout"
+	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
 
@@ -125,6 +126,10 @@ type Config struct {
 	// (daemon.Config.WholeCalls): the first windows of a batch then wait
 	// for its last.
 	WholeCalls bool
+	// Replica makes every device's core a replica of a hot-standby group
+	// (daemon.Config.Replica): no gathering, no skipping (a MaxLag is
+	// turned off, with a warning), whole calls. EnableStandby needs it.
+	Replica bool
 	// Timing, if not nil, hears when each decision's frames message
 	// arrived, when its model call ran and when it was handed to NATS
 	// (DecisionTiming; a hot standby's gate may still hold it back), from
@@ -175,8 +180,9 @@ type Service struct {
 	m       *metrics
 	limiter *limiter
 
-	pred    *combiner  // every device's cores call the model through it
-	rec     *recording // the flight recorder's session headers, nil when off
+	pred    *combiner      // every device's cores call the model through it
+	rec     *recording     // the flight recorder's session headers, nil when off
+	group   *standby.Group // the hot-standby group, nil when off
 	model   atomic.Pointer[Model]
 	engine  *engineCollector // the engine's counters, across reloads
 	known   []int
@@ -285,6 +291,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.StaleAfter < 0 || cfg.DrainTimeout < 0 {
 		return nil, fmt.Errorf("service: negative stale-after %v or drain timeout %v", cfg.StaleAfter, cfg.DrainTimeout)
+	}
+	if cfg.Replica {
+		if cfg.MaxLag > 0 {
+			cfg.Log.Warn().Int64("max_lag", cfg.MaxLag).Msg("standby: replicas never skip decisions: --max-lag is off in a standby group")
+		}
+		cfg.MaxLag, cfg.Gather = 0, -1
 	}
 	s := &Service{cfg: cfg, log: cfg.Log, reg: cfg.Registry}
 	s.limiter = newLimiter(cfg.LogEvery)

@@ -14,6 +14,7 @@ import (
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
 	"rgcpred/serve/recorder"
+	"rgcpred/serve/standby"
 )
 
 // JetStreamFeatures are predictord's opt-in features that need NATS
@@ -21,8 +22,8 @@ import (
 // no JetStream).
 type JetStreamFeatures struct {
 	// Standby makes this instance one of a hot-standby group (off when
-	// Standby.Group is empty).
-	Standby StandbyConfig
+	// Standby.Group is empty; the service needs Config.Replica).
+	Standby standby.GroupConfig
 	// Record records every served device's frames, control messages,
 	// decisions and stream events in a stream (off when Record.Stream is
 	// empty; Record.Devices defaults to the served devices).
@@ -71,9 +72,11 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	if err != nil {
 		return nil, fmt.Errorf("service: record: %w", err)
 	}
-	if _, err := recorder.Ensure(ctx, js, cfg); err != nil {
+	st, err := recorder.Ensure(ctx, js, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
+	replicas := st.CachedInfo().Config.Replicas
 	r := &recording{s: s, js: js, pending: make(chan string, 1), started: time.Now().UTC()}
 	for _, d := range cfg.Devices {
 		if slices.Contains(s.cfg.Devices, d) { // else recorded, but served by another daemon
@@ -90,7 +93,7 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 			Msg("flight recorder without a size or an age limit: the stream grows until the server's storage is full (--record-max-bytes, --record-max-age)")
 	}
 	s.log.Info().Str("stream", cfg.Stream).Strs("devices", cfg.Devices).Int64("max_bytes", cfg.MaxBytes).
-		Dur("max_age", cfg.MaxAge).Msg("flight recorder on: frames, control, decisions and events go to the stream")
+		Dur("max_age", cfg.MaxAge).Int("replicas", replicas).Msg("flight recorder on: frames, control, decisions and events go to the stream, replicated on as many nodes as the cluster allows (up to 3)")
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); r.run(rctx) }()

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/recorder"
+	"rgcpred/serve/standby"
 )
 
 // gathered sums the samples of metric name in s's registry.
@@ -102,7 +104,7 @@ func startRecordingWith(t *testing.T, e *env, load Loader, rec recorder.Config) 
 		})
 	}}
 	t.Cleanup(r.stop)
-	waitUntil(t, "service ready", s.Ready)
+	checkFor(t, waitLimit, func() error { return awaited("service ready", s.Ready()) })
 	return r
 }
 
@@ -122,9 +124,15 @@ func TestRecordAndAudit(t *testing.T) {
 	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 	defer acancel()
 	// The stream stores asynchronously: wait until the last decisions are in.
-	waitUntil(t, "the recording complete", func() bool {
+	checkFor(t, waitLimit, func() error {
 		rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
-		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions()))
+		switch {
+		case err != nil:
+			return err
+		case !rep.OK() || rep.Recorded != uint64(len(c.Decisions())):
+			return fmt.Errorf("recording incomplete: %d of %d decisions recorded, audit OK %v", rep.Recorded, len(c.Decisions()), rep.OK())
+		}
+		return nil
 	})
 	rep, err := recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids[1:])})
 	if err == nil && rep.OK() {
@@ -137,7 +145,7 @@ func TestRecordAndAudit(t *testing.T) {
 // nothing needs JetStream.
 func TestJetStreamFeaturesNeedJetStream(t *testing.T) {
 	e := startNATS(t)
-	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Log: zerolog.New(io.Discard)})
+	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Replica: true, Log: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +163,7 @@ func TestJetStreamFeaturesNeedJetStream(t *testing.T) {
 	stop()
 	for _, f := range []JetStreamFeatures{
 		{Record: recorder.Config{Stream: "REC"}},
-		{Standby: StandbyConfig{Group: "g"}},
+		{Standby: standby.GroupConfig{Group: "g"}},
 	} {
 		if _, err := s.EnableJetStream(ctx, nc, f); err == nil || !strings.Contains(err.Error(), "no JetStream") {
 			t.Errorf("features %+v without JetStream: %v", f, err)
@@ -191,18 +199,18 @@ func TestRecordSessionHeaderRepeated(t *testing.T) {
 	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the header again after the first stream's event", func() bool { return headers() == 2 })
+	checkFor(t, waitLimit, func() error { return awaited("the header again after the first stream's event", headers() == 2) })
 	if err := p.Reset(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.PublishFrames(f.frames(f.lo, f.lo+8)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the header again after the reset's stream event", func() bool { return headers() == 3 })
+	checkFor(t, waitLimit, func() error { return awaited("the header again after the reset's stream event", headers() == 3) })
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the header again after the reload", func() bool { return headers() == 4 })
+	checkFor(t, waitLimit, func() error { return awaited("the header again after the reload", headers() == 4) })
 }
 
 // namedArith is a predictor that names its own arithmetic, as the GPU
@@ -232,7 +240,7 @@ func TestRecordSessionArithmetic(t *testing.T) {
 			load := func(string, int) (*Model, error) { return &Model{Predictor: tc.pred, Cells: f.ids, Name: "fake"}, nil }
 			r := startRecordingWith(t, e, load, recorder.Config{MaxAge: time.Hour})
 			var got []string
-			waitUntil(t, "the session header", func() bool {
+			checkFor(t, waitLimit, func() error {
 				got = got[:0]
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer rcancel()
@@ -243,7 +251,7 @@ func TestRecordSessionArithmetic(t *testing.T) {
 					}
 					return nil
 				})
-				return len(got) > 0
+				return awaited("the session header", len(got) > 0)
 			})
 			if got[0] != tc.want {
 				t.Errorf("recorded precision %q, want %q", got[0], tc.want)

@@ -18,6 +18,7 @@ import (
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/recorder"
+	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
 
@@ -62,9 +63,9 @@ func TestStandbyGroupReset(t *testing.T) {
 	e := startJetStream(t)
 	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 	a := startReplicaRecording(t, e.url, cfg, "a", recorder.Config{Stream: "REC", MaxAge: time.Hour})
-	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	b := startReplica(t, e.url, cfg, "b")
-	waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+	checkFor(t, waitLimit, func() error { return awaited("b caught up", b.s.devices[0].sb.Synced()) })
 	nc, err := nats.Connect(e.url)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestStandbyGroupReset(t *testing.T) {
 			// lead of a window is about 130 ms at this test's pace).
 			for _, r := range []*replicaSvc{a, b} {
 				d := r.s.devices[0]
-				waitUntil(t, "the reset announced", func() bool { return d.resetAt.Load() >= 0 })
+				checkFor(t, waitLimit, func() error { return awaited("the reset announced", d.resetAt.Load() >= 0) })
 			}
 		}
 		time.Sleep(time.Millisecond)
@@ -134,10 +135,10 @@ func TestStandbyGroupReset(t *testing.T) {
 	}
 	for _, r := range []*replicaSvc{a, b} {
 		d := r.s.devices[0]
-		waitUntil(t, "every frame processed", func() bool { return d.last.Load() == int64(f.hi-1) })
+		checkFor(t, waitLimit, func() error { return awaited("every frame processed", d.last.Load() == int64(f.hi-1)) })
 	}
 	// The instances' states, as a joining standby would receive them.
-	states, err := gatherReplies(nc, a.s.devices[0].sb.snapSubj, nil, 2, 10*time.Second)
+	states, err := gatherReplies(nc, standby.StateSubject("g", "dev0"), nil, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,19 +185,19 @@ func TestStandbyGroupReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep *recorder.Report
-	waitUntilWhy(t, "the recording audited", func() (bool, string) {
+	checkFor(t, waitLimit, func() error {
 		actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 		defer acancel()
 		rep, err = recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
 		switch got := len(c.Decisions()); {
 		case err != nil:
-			return false, err.Error()
+			return err
 		case !rep.OK():
-			return false, fmt.Sprintf("audit not OK: %+v", *rep)
+			return fmt.Errorf("audit not OK: %+v", *rep)
 		case rep.Recorded != uint64(got):
-			return false, fmt.Sprintf("%d decisions recorded, %d received by the device", rep.Recorded, got)
+			return fmt.Errorf("%d decisions recorded, %d received by the device", rep.Recorded, got)
 		}
-		return true, ""
+		return nil
 	})
 	t.Logf("reset announced at frame %d; %d decisions, audit: %d matched, %d controls replayed", at, len(c.Decisions()), rep.Matched, rep.Controls)
 }
@@ -211,9 +212,9 @@ func TestStandbyLateReset(t *testing.T) {
 	e := startJetStream(t)
 	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 	a := startReplica(t, e.url, cfg, "a")
-	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	b := startReplica(t, e.url, cfg, "b")
-	waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+	checkFor(t, waitLimit, func() error { return awaited("b caught up", b.s.devices[0].sb.Synced()) })
 	p := newPublisher(t, e, "dev0")
 	half := f.lo + (f.hi-f.lo)/2
 	if err := p.SendHistory(f.histories()); err != nil {
@@ -226,7 +227,7 @@ func TestStandbyLateReset(t *testing.T) {
 	}
 	for _, r := range []*replicaSvc{a, b} {
 		d := r.s.devices[0]
-		waitUntil(t, "the first half processed", func() bool { return d.last.Load() == int64(half-1) })
+		checkFor(t, waitLimit, func() error { return awaited("the first half processed", d.last.Load() == int64(half-1)) })
 	}
 	late, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpResetAt, Epoch: 1, At: int64(half - 100)})
 	if err != nil {
@@ -235,13 +236,13 @@ func TestStandbyLateReset(t *testing.T) {
 	if err := p.Conn().Publish(stream.ControlSubject("dev0"), late); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the late reset counted on both", func() bool {
+	checkFor(t, waitLimit, func() error {
 		for _, r := range []*replicaSvc{a, b} {
 			if r.s.devices[0].rejected.Load() == 0 {
-				return false
+				return fmt.Errorf("the late reset not counted on %s", r.s.group.Config().ID)
 			}
 		}
-		return true
+		return nil
 	})
 	for lo := half; lo < f.hi; lo += 8 {
 		if err := p.PublishFrames(f.frames(lo, min(lo+8, f.hi))); err != nil {
@@ -250,10 +251,10 @@ func TestStandbyLateReset(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	bd := b.s.devices[0]
-	waitUntil(t, "b caught up again", func() bool { return bd.sb.synced.Load() && bd.sb.restores.Load() == 2 })
+	checkFor(t, waitLimit, func() error { return awaited("b caught up again", bd.sb.Synced() && bd.sb.Restores() == 2) })
 	for _, r := range []*replicaSvc{a, b} {
 		d := r.s.devices[0]
-		waitUntil(t, "every frame processed", func() bool { return d.last.Load() == int64(f.hi-1) })
+		checkFor(t, waitLimit, func() error { return awaited("every frame processed", d.last.Load() == int64(f.hi-1)) })
 		d.rejectedMu.Lock()
 		n := d.rejectedBy["reset_late"]
 		d.rejectedMu.Unlock()
@@ -261,10 +262,10 @@ func TestStandbyLateReset(t *testing.T) {
 			t.Fatalf("%d late resets counted, want 1", n)
 		}
 	}
-	if !a.s.devices[0].sb.synced.Load() {
+	if !a.s.devices[0].sb.Synced() {
 		t.Fatal("the holder no longer synced")
 	}
-	states, err := gatherReplies(p.Conn(), bd.sb.snapSubj, nil, 2, 10*time.Second)
+	states, err := gatherReplies(p.Conn(), standby.StateSubject("g", "dev0"), nil, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

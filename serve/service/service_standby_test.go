@@ -2,7 +2,8 @@ package service
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -44,6 +45,7 @@ func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
 func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec recorder.Config) *replicaSvc {
 	t.Helper()
 	cfg.Devices = []string{"dev0"}
+	cfg.Replica = true
 	cfg.Log = zerolog.New(io.Discard)
 	if testing.Verbose() && os.Getenv("STANDBY_LOG") != "" {
 		cfg.Log = zerolog.New(os.Stderr)
@@ -57,21 +59,21 @@ func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: StandbyConfig{Group: "g", ID: id, TTL: standbyTTL}, Record: rec})
+	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: standbyTTL}, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Nothing that depends on the instance's own timing: replicas must
 	// take the same decisions and send them in the same messages.
 	for _, d := range s.devices {
-		if c := d.core.Config(); c.Gather != 0 || c.MaxLag != 0 || !c.WholeCalls {
-			t.Fatalf("replica %s, device %s: gather %d, max lag %d, whole calls %v; want no gathering, no skipping, whole calls",
-				id, d.name, c.Gather, c.MaxLag, c.WholeCalls)
+		if c := d.core.Config(); !c.Replica || c.Gather > 1 || c.MaxLag != 0 || !c.WholeCalls {
+			t.Fatalf("replica %s, device %s: replica %v, gather %d, max lag %d, whole calls %v; want a replica core",
+				id, d.name, c.Replica, c.Gather, c.MaxLag, c.WholeCalls)
 		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, nc) }()
-	waitUntil(t, "service ready", s.Ready)
+	checkFor(t, waitLimit, func() error { return awaited("service ready", s.Ready()) })
 	var once sync.Once
 	r := &replicaSvc{s: s, nc: nc}
 	r.stop = func() {
@@ -90,27 +92,32 @@ func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec 
 	return r
 }
 
-// waitUntil polls cond for up to 60 s and fails the test if it never holds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitUntilWhy(t, what, func() (bool, string) { return cond(), "" })
-}
+// waitLimit bounds the waits of checkFor in these tests.
+const waitLimit = 60 * time.Second
 
-// waitUntilWhy is waitUntil for a condition that says why it does not hold
-// yet; a timeout reports the latest reason.
-func waitUntilWhy(t *testing.T, what string, cond func() (bool, string)) {
+// checkFor calls f every 5 ms until it returns nil, and fails the test
+// with f's latest error if d passes first.
+func checkFor(t testing.TB, d time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(d)
 	for {
-		ok, why := cond()
-		if ok {
+		err := f()
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s (latest: %s)", what, why)
+			t.Fatalf("timed out after %v: %v", d, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// awaited returns nil when ok, else an error saying what is awaited.
+func awaited(what string, ok bool) error {
+	if ok {
+		return nil
+	}
+	return errors.New("waiting for " + what)
 }
 
 // TestStandbyFailover: two instances of a group serve one device; the
@@ -148,7 +155,7 @@ func TestStandbyFailover(t *testing.T) {
 			e := &env{srv: srv, url: srv.ClientURL()}
 			cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 			a := startReplica(t, e.url, cfg, "a")
-			waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+			checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 			var b *replicaSvc
 			bID := "b"
 			if c.fault == "same id" {
@@ -198,7 +205,7 @@ func TestStandbyFailover(t *testing.T) {
 				case c.fault == "late" && i == n/4:
 					t0 := time.Now()
 					b = startReplica(t, e.url, cfg, "b")
-					waitUntil(t, "b caught up", func() bool { return b.s.devices[0].sb.synced.Load() })
+					checkFor(t, waitLimit, func() error { return awaited("b caught up", b.s.devices[0].sb.Synced()) })
 					t.Logf("b started and caught up in %v", time.Since(t0))
 				case c.fault == "forged" && i == n/4:
 					for _, h := range []nats.Header{
@@ -214,14 +221,15 @@ func TestStandbyFailover(t *testing.T) {
 						mu.Unlock()
 					}
 				case c.fault == "restart" && i == n/2:
-					// The device holds its frames while the server is down. A
-					// standby group has no reconnect buffer (a decision seconds
-					// late is worse than none), so decisions computed during the
-					// outage are lost by design: the device waits until those of
-					// the frames it sent are in before the server stops.
+					// The device holds its frames while the server is down (a
+					// frame published then reaches only the subscribers back
+					// before it): it waits until the decisions of the frames
+					// it sent are in before the server stops.
 					for _, r := range []*replicaSvc{a, b} {
 						d := r.s.devices[0]
-						waitUntil(t, "the frames sent processed", func() bool { return d.last.Load() >= int64(lo-1) && d.handling.Load() == 0 })
+						checkFor(t, waitLimit, func() error {
+							return awaited("the frames sent processed", d.last.Load() >= int64(lo-1) && d.handling.Load() == 0)
+						})
 						if err := r.nc.FlushTimeout(10 * time.Second); err != nil {
 							t.Fatal(err)
 						}
@@ -242,10 +250,10 @@ func TestStandbyFailover(t *testing.T) {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-					waitUntil(t, "every client reconnected and subscribed", func() bool {
-						return a.nc.IsConnected() && b.nc.IsConnected() && p.Conn().IsConnected() &&
+					checkFor(t, waitLimit, func() error {
+						return awaited("every client reconnected and subscribed", a.nc.IsConnected() && b.nc.IsConnected() && p.Conn().IsConnected() &&
 							srv.GlobalAccount().Interest(stream.StimSubject("dev0")) >= in &&
-							srv.GlobalAccount().Interest(stream.SpikesSubject("dev0")) >= out
+							srv.GlobalAccount().Interest(stream.SpikesSubject("dev0")) >= out)
 					})
 					for _, nc := range []*nats.Conn{a.nc, b.nc, p.Conn()} {
 						if err := nc.FlushTimeout(10 * time.Second); err != nil {
@@ -268,12 +276,15 @@ func TestStandbyFailover(t *testing.T) {
 			if c.fault == "restart" {
 				survivor = a
 			}
-			waitUntil(t, "the survivor holds the lease", func() bool { st, _ := survivor.s.StandbyStatus(); return st.Held })
+			checkFor(t, waitLimit, func() error {
+				st, _ := survivor.s.StandbyStatus()
+				return awaited("the survivor holds the lease", st.Held)
+			})
 			want := 0
 			for _, w := range f.want {
 				want += len(w)
 			}
-			waitUntil(t, "every spike", func() bool {
+			checkFor(t, waitLimit, func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				k := 0
@@ -282,7 +293,10 @@ func TestStandbyFailover(t *testing.T) {
 						k++
 					}
 				}
-				return k >= want
+				if k < want {
+					return fmt.Errorf("%d of %d spikes received", k, want)
+				}
+				return nil
 			})
 			time.Sleep(standbyTTL) // a duplicate would arrive by now
 			mu.Lock()
@@ -326,7 +340,7 @@ func TestStandbyFailover(t *testing.T) {
 			if c.fault == "forged" {
 				// The holder's and b's gates ignored the forged positions.
 				for _, r := range []*replicaSvc{a, b} {
-					gs := r.s.devices[0].sb.gate.Stats()
+					gs := r.s.devices[0].sb.Gate().Stats()
 					if gs.Ahead+gs.Foreign == 0 {
 						t.Errorf("gate stats %+v: the forged positions not counted", gs)
 					}
@@ -335,11 +349,11 @@ func TestStandbyFailover(t *testing.T) {
 			// b found a holder at its start (with the same id too), so it
 			// caught up from the holder's state once (in the first case a
 			// state before any frame).
-			if r := b.s.devices[0].sb.restores.Load(); r != 1 {
+			if r := b.s.devices[0].sb.Restores(); r != 1 {
 				t.Fatalf("b restored the holder's state %d times, want 1", r)
 			}
 			st, _ := survivor.s.StandbyStatus()
-			if st.Holder != survivor.s.devices[0].sb.state.cfg.ID {
+			if st.Holder != survivor.s.group.Config().ID {
 				t.Fatalf("survivor's lease status %+v", st)
 			}
 			if v := gathered(t, survivor.s, "predictord_standby_holder"); v != 1 {
@@ -347,6 +361,27 @@ func TestStandbyFailover(t *testing.T) {
 			}
 			if v := gathered(t, b.s, "predictord_standby_synced"); v != 1 {
 				t.Fatalf("b's synced gauge %v, want 1", v)
+			}
+			// Replicas that saw the same frames never find each other
+			// diverged, and none refused a state or a lease entry.
+			for _, r := range []*replicaSvc{a, b} {
+				for reason, n := range r.s.group.Alarms() {
+					if n != 0 {
+						t.Errorf("%s: %d %s alarms", r.s.group.Config().ID, n, reason)
+					}
+				}
+			}
+			series := map[string]int{}
+			mfs, err := survivor.s.Registry().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				series[mf.GetName()] = len(mf.GetMetric())
+			}
+			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 7 {
+				t.Errorf("alarm series %d, message fates %d: want every reason and fate exported from 0",
+					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"])
 			}
 			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v",
 				len(ds), worst, standbyTTL, p.FenceStats())
@@ -379,7 +414,7 @@ func TestStandbyStaleHolder(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kv, err := standby.LeaseBucket(ctx, js, DefaultStandbyBucket, standbyTTL)
+	kv, err := standby.LeaseBucket(ctx, js, standby.DefaultBucket, standbyTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,10 +422,10 @@ func TestStandbyStaleHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startReplica(t, srv.ClientURL(), Config{Load: fakeLoader(f.ids), PublishSilence: true, Stagger: true}, "b")
-	if b.s.devices[0].sb.synced.Load() {
+	if b.s.devices[0].sb.Synced() {
 		t.Fatal("b synced at once although the lease named another holder")
 	}
-	waitUntil(t, "b holds the lease", func() bool { st, _ := b.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := b.s.StandbyStatus(); return awaited("b holds the lease", st.Held) })
 	e := &env{srv: srv, url: srv.ClientURL()}
 	p := newPublisher(t, e, "dev0")
 	c := collectAll(t, p)
@@ -415,9 +450,9 @@ func TestStandbyWedgedHolder(t *testing.T) {
 	a := startReplica(t, e.url, acfg, "a")
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(hung.Release) }) }) // before a stops
-	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	b := startReplica(t, e.url, cfg, "b")
-	waitUntil(t, "b synced", func() bool { return b.s.devices[0].sb.synced.Load() })
+	checkFor(t, waitLimit, func() error { return awaited("b synced", b.s.devices[0].sb.Synced()) })
 	p := newPublisher(t, e, "dev0")
 	c := collectAll(t, p)
 	n := (f.hi - f.lo + 15) / 16
@@ -427,10 +462,13 @@ func TestStandbyWedgedHolder(t *testing.T) {
 		}
 	})
 	<-hung.Entered
-	waitUntil(t, "b holds the lease", func() bool { st, _ := b.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := b.s.StandbyStatus(); return awaited("b holds the lease", st.Held) })
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
 	release.Do(func() { close(hung.Release) })
-	waitUntil(t, "a knows it lost the lease", func() bool { st, _ := a.s.StandbyStatus(); return !st.Held && st.Holder == "b" })
+	checkFor(t, waitLimit, func() error {
+		st, _ := a.s.StandbyStatus()
+		return awaited("a knows it lost the lease", !st.Held && st.Holder == "b")
+	})
 	time.Sleep(500 * time.Millisecond) // a's late decisions, if it published any, arrive by now
 	type key struct {
 		cell int32
@@ -446,143 +484,5 @@ func TestStandbyWedgedHolder(t *testing.T) {
 	}
 	if st, _ := b.s.StandbyStatus(); !st.Held {
 		t.Fatalf("b's lease status %+v after a recovered, want held", st)
-	}
-}
-
-// TestStandbyRestoreReplay: a standby restores the holder's state and
-// replays the frames it retained past it, skipping what the state already
-// holds, including a resent message wholly within it; it ends with the
-// holder's state and marks itself synced only after the replay.
-func TestStandbyRestoreReplay(t *testing.T) {
-	f := getFixtureStagger(t, true)
-	cfg := Config{Devices: []string{"dev0"}, Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true,
-		Log: zerolog.New(io.Discard)}
-	newDev := func() *device {
-		s, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.devices[0]
-	}
-	must := func(b []byte, err error) []byte {
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	lo := f.lo
-	cases := []struct {
-		name   string
-		frames [][2]int // retained frames messages [from, to) relative to lo; the state ends at frame 15
-	}{
-		{"in order", [][2]int{{0, 8}, {8, 16}, {16, 24}, {24, 32}}},
-		{"straddling the state", [][2]int{{0, 12}, {12, 20}, {20, 32}}},
-		{"a short message resent within the state", [][2]int{{0, 8}, {8, 16}, {16, 24}, {2, 6}, {24, 32}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			holder, sb := newDev(), newDev()
-			g, err := standby.NewGate(func(string, standby.Pos, []byte) error { return nil }, func() bool { return false }, 1<<10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb.sb.on, sb.sb.gate = true, g
-			sb.sb.snapSubj, sb.sb.applySubj = "rgcpred.standby.g.dev0.state", "rgcpred.standby.g.dev0.state.apply"
-			hist := &stream.Control{Op: stream.OpHistory, Histories: f.histories()}
-			holder.core.Control(hist)
-			sb.sb.retained = append(sb.sb.retained, &nats.Msg{Subject: sb.ctlSubj, Data: must(stream.AppendControl(nil, hist))})
-			for _, fr := range c.frames {
-				data := must(stream.AppendFrames(nil, f.frames(lo+fr[0], lo+fr[1])))
-				sb.sb.retained = append(sb.sb.retained, &nats.Msg{Subject: sb.stimSubj, Data: data})
-			}
-			holder.core.Frames(f.frames(lo, lo+16), 0)
-			snap, err := json.Marshal(holder.core.Snapshot())
-			if err != nil {
-				t.Fatal(err)
-			}
-			holder.core.Frames(f.frames(lo+16, lo+32), 0)
-			sb.standbyMsg(&nats.Msg{Subject: sb.sb.applySubj, Data: snap})
-			if !sb.sb.synced.Load() {
-				t.Fatal("not synced after the restore")
-			}
-			if got, want := sb.core.LastSeq(), holder.core.LastSeq(); got != want {
-				t.Fatalf("last seq %d after the replay, want the holder's %d", got, want)
-			}
-			a, _ := json.Marshal(sb.core.Snapshot())
-			b, _ := json.Marshal(holder.core.Snapshot())
-			if string(a) != string(b) {
-				t.Fatal("state after the replay differs from the holder's")
-			}
-			if sb.sb.replaying {
-				t.Fatal("still replaying")
-			}
-		})
-	}
-}
-
-// TestStandbyStateBudget: a joining standby's retained messages are bounded
-// by bytes, the newest kept; state requests wait on their own budget (a
-// full control queue does not refuse them), only a synced instance takes
-// them, one per stateEvery.
-func TestStandbyStateBudget(t *testing.T) {
-	s, err := New(Config{Devices: []string{"dev0"}, Load: fakeLoader([]int{1, 2}), Log: zerolog.New(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := s.devices[0]
-	d.sb.on = true
-	d.sb.snapSubj, d.sb.applySubj = "rgcpred.standby.g.dev0.state", "rgcpred.standby.g.dev0.state.apply"
-
-	big := make([]byte, 1<<20)
-	for i := range maxRetainedBytes>>20 + 8 {
-		d.standbySeen(&nats.Msg{Subject: d.stimSubj, Data: big[:len(big)-i]})
-	}
-	if d.sb.retainedBytes > maxRetainedBytes {
-		t.Fatalf("%d bytes retained, want at most %d", d.sb.retainedBytes, maxRetainedBytes)
-	}
-	n := 0
-	for _, m := range d.sb.retained {
-		n += len(m.Data)
-	}
-	if n != d.sb.retainedBytes || len(d.sb.retained[len(d.sb.retained)-1].Data) != len(big)-(maxRetainedBytes>>20+7) {
-		t.Fatalf("retained %d bytes (counted %d); the newest message not last", n, d.sb.retainedBytes)
-	}
-
-	for range ctlQueueLen {
-		d.enqueue(&nats.Msg{Subject: d.ctlSubj, Data: []byte{1}})
-	}
-	if d.queuedCtl.Load() != ctlQueueLen {
-		t.Fatalf("%d control messages queued, want a full queue of %d", d.queuedCtl.Load(), ctlQueueLen)
-	}
-	request := &nats.Msg{Subject: d.sb.snapSubj, Reply: "_INBOX.x"}
-	steps := []struct {
-		name   string
-		synced bool
-		wait   time.Duration
-		queued int // work items after the step
-	}{
-		{"unsynced: not taken", false, 0, ctlQueueLen},
-		{"synced: taken past a full control queue", true, 0, ctlQueueLen + 1},
-		{"second within the rate: refused", true, 0, ctlQueueLen + 1},
-		{"after the rate, one still waiting: refused", true, stateEvery + time.Millisecond, ctlQueueLen + 1},
-	}
-	for _, st := range steps {
-		d.sb.synced.Store(st.synced)
-		time.Sleep(st.wait)
-		d.enqueue(request)
-		if len(d.work) != st.queued {
-			t.Fatalf("%s: %d items queued, want %d", st.name, len(d.work), st.queued)
-		}
-	}
-	if got := d.rejectedBy["state_request_limited"]; got != 2 {
-		t.Fatalf("%d state requests counted as limited, want 2", got)
-	}
-	for len(d.work) > 0 {
-		d.dequeued(<-d.work)
-	}
-	time.Sleep(stateEvery + time.Millisecond)
-	d.enqueue(request)
-	if len(d.work) != 1 {
-		t.Fatalf("after the queue drained and the rate passed: %d items queued, want 1", len(d.work))
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // ErrAborted is returned by Serve when a second termination signal cut the
 // drain short.
-var ErrAborted = errors.New("second signal while draining: exited without finishing the drain")
+var ErrAborted = errors.New("service: second signal while draining: exited without finishing the drain")
 
 // Serve runs the service on nc (Run) under the process's signals, read
 // from sigs: SIGHUP reloads the checkpoint while serving (Reload; ignored

@@ -56,9 +56,9 @@ func TestSoakStandby(t *testing.T) {
 	}
 	cfg := Config{Load: fakeLoader(ids), PublishSilence: true, Stagger: true, MaxLag: 40}
 	a := startReplica(t, srv.ClientURL(), cfg, "a")
-	waitUntil(t, "a holds the lease", func() bool { st, _ := a.s.StandbyStatus(); return st.Held })
+	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	b := startReplica(t, srv.ClientURL(), cfg, "b")
-	waitUntil(t, "b synced", func() bool { return b.s.devices[0].sb.synced.Load() })
+	checkFor(t, waitLimit, func() error { return awaited("b synced", b.s.devices[0].sb.Synced()) })
 
 	p := newPublisher(t, &env{srv: srv, url: srv.ClientURL()}, "dev0")
 	var mu sync.Mutex

@@ -1,6 +1,7 @@
 package standby
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -8,40 +9,19 @@ import (
 	"rgcpred/stream"
 )
 
-// PosHeader is the NATS header that carries a gated message's Pos, so that
-// standbys observing the subjects know how far the holder got.
-const PosHeader = stream.PosHeader
-
-// Pos orders the messages one instance publishes for a device
-// (stream.Pos).
-type Pos = stream.Pos
-
-// EventBin is the Bin of a stream event's message: it comes before every
-// decision of its epoch.
-const EventBin = stream.EventBin
-
-// ParsePos parses a header form written by Pos.AppendText.
-func ParsePos(s string) (Pos, error) {
-	p, err := stream.ParsePos(s)
-	if err != nil {
-		return Pos{}, fmt.Errorf("standby: %w", err)
-	}
-	return p, nil
-}
-
 // DefaultMaxAhead is the gate's default bound, in frames, on how far ahead
 // of its own position a standby believes an observed position: about a
 // second of frames, more than a synced standby trails its holder.
 const DefaultMaxAhead = 1024
 
 // Publisher sends one message with its position (e.g. a NATS publish with
-// PosHeader set).
-type Publisher func(subject string, pos Pos, data []byte) error
+// stream.PosHeader set).
+type Publisher func(subject string, pos stream.Pos, data []byte) error
 
 // held is a message a standby computed and keeps until the holder's copy is
 // observed.
 type held struct {
-	pos     Pos
+	pos     stream.Pos
 	subject string
 	data    []byte
 }
@@ -52,8 +32,9 @@ type GateStats struct {
 	Published uint64
 	// Held counts messages kept back as a standby.
 	Held uint64
-	// Flushed counts held messages published at a takeover (the holder's
-	// copy was never observed).
+	// Flushed counts kept messages published later: at a takeover (the
+	// holder's copy was never observed), at a renewal after the holding
+	// ran out, or once the connection is back after an outage.
 	Flushed uint64
 	// Overflow counts held messages dropped unpublished because the buffer
 	// was full (a gap if this instance then takes over).
@@ -61,6 +42,13 @@ type GateStats struct {
 	// Suppressed counts messages not published because a message at or
 	// after their position had already been published or observed.
 	Suppressed uint64
+	// Matched counts kept messages dropped because the holder's copy (a
+	// message at or after their position) was observed.
+	Matched uint64
+	// Discarded counts kept messages dropped at a takeover as at or before
+	// the last position published; with the flush rules of Publish and
+	// Gain it stays 0, and anything else is a lost message.
+	Discarded uint64
 	// Ahead counts observed positions ignored as implausible: further
 	// ahead of this instance's own position than MaxAhead frames or a
 	// next epoch's event, or ahead of it at all while this instance
@@ -77,7 +65,9 @@ type GateStats struct {
 // When this instance takes over it publishes the kept messages past the
 // last position observed, then every new one: no message twice, none lost,
 // as long as the buffer holds the messages between the holder's last
-// publish and the takeover.
+// publish and the takeover. The holder keeps, the same way, the messages
+// the connection refuses (ErrNotConnected) and those produced while its
+// holding had lapsed, and publishes them first when it can again.
 //
 // An observed position counts only while it is plausible: at most
 // MaxAhead frames ahead of this instance's own position (the last it
@@ -89,16 +79,16 @@ type GateStats struct {
 // what the old one sent past it, which the device drops (stream.Fence).
 //
 // Publish is called by the one goroutine producing the messages, in
-// position order; Observe, Gain and Lose by any goroutine.
+// position order; Observe, Gain, Lose and Retry by any goroutine.
 type Gate struct {
 	pub  Publisher
 	held func() bool
 
 	mu       sync.Mutex
-	active   bool // this instance acts as holder
-	observed Pos  // the last position seen published (by anyone)
+	active   bool       // this instance acts as holder
+	observed stream.Pos // the last position seen published (by anyone)
 	seen     bool
-	own      Pos // the last position this instance produced
+	own      stream.Pos // the last position this instance produced
 	hasOwn   bool
 	maxAhead int64
 	ring     []held
@@ -106,7 +96,7 @@ type Gate struct {
 	stats    GateStats
 
 	// Position counter of the producing goroutine.
-	cur Pos
+	cur stream.Pos
 }
 
 // NewGate returns a gate publishing through pub while holder() is true and
@@ -120,7 +110,7 @@ func NewGate(pub Publisher, holder func() bool, capacity int) (*Gate, error) {
 		return nil, fmt.Errorf("standby: gate capacity %d not positive", capacity)
 	}
 	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), maxAhead: DefaultMaxAhead,
-		cur: Pos{Bin: EventBin, Index: -1}}, nil
+		cur: stream.Pos{Bin: stream.EventBin, Index: -1}}, nil
 }
 
 // SetMaxAhead sets how many frames ahead of this instance's own position
@@ -133,7 +123,7 @@ func (g *Gate) SetMaxAhead(frames int64) {
 
 // plausible reports whether an observed position p can be another
 // instance's; g.mu is held.
-func (g *Gate) plausible(p Pos) bool {
+func (g *Gate) plausible(p stream.Pos) bool {
 	if !g.hasOwn || !g.own.Less(p) {
 		return true // nothing produced yet (checked again at the first), or not ahead
 	}
@@ -142,32 +132,32 @@ func (g *Gate) plausible(p Pos) bool {
 	}
 	switch {
 	case p.Epoch == g.own.Epoch:
-		return g.own.Bin == EventBin || g.own.Bin > math.MaxInt64-g.maxAhead || p.Bin <= g.own.Bin+g.maxAhead
+		return g.own.Bin == stream.EventBin || g.own.Bin > math.MaxInt64-g.maxAhead || p.Bin <= g.own.Bin+g.maxAhead
 	case p.Epoch-1 == g.own.Epoch:
-		return p.Bin == EventBin
+		return p.Bin == stream.EventBin
 	}
 	return false
 }
 
 // Next returns the position of the next message produced while processing
-// bin of epoch (EventBin for a stream event): index 0 for the first message
+// bin of epoch (stream.EventBin for a stream event): index 0 for the first message
 // of a bin, one more for each further message of the same bin.
-func (g *Gate) Next(epoch uint32, bin int64) Pos {
+func (g *Gate) Next(epoch uint32, bin int64) stream.Pos {
 	if g.cur.Epoch == epoch && g.cur.Bin == bin {
 		g.cur.Index++
 	} else {
-		g.cur = Pos{Epoch: epoch, Bin: bin}
+		g.cur = stream.Pos{Epoch: epoch, Bin: bin}
 	}
 	return g.cur
 }
 
 // ResetPos restarts the position counter of Next, for a producer whose
 // state was replaced (a standby that restored the holder's state).
-func (g *Gate) ResetPos() { g.cur = Pos{Bin: EventBin, Index: -1} }
+func (g *Gate) ResetPos() { g.cur = stream.Pos{Bin: stream.EventBin, Index: -1} }
 
 // Publish publishes data on subject at pos if this instance is the holder,
 // or keeps a copy otherwise. It returns the publisher's error.
-func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
+func (g *Gate) Publish(subject string, pos stream.Pos, data []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.own, g.hasOwn = pos, true
@@ -180,21 +170,49 @@ func (g *Gate) Publish(subject string, pos Pos, data []byte) error {
 		return nil
 	}
 	if g.active && g.held() {
-		return g.send(subject, pos, data)
+		// Kept messages (a holding that lapsed and was renewed before Gain
+		// ran, or publishes refused while the connection was down) go out
+		// first, so sending pos does not make them look already
+		// published; while the connection is still down pos waits behind
+		// them.
+		err := g.flush()
+		if g.n == 0 {
+			err = g.send(subject, pos, data)
+		}
+		if errors.Is(err, ErrNotConnected) {
+			g.keep(subject, pos, data)
+		}
+		return err
 	}
 	g.keep(subject, pos, data)
 	return nil
 }
 
-// send publishes one message; g.mu is held.
-func (g *Gate) send(subject string, pos Pos, data []byte) error {
+// send publishes one message; g.mu is held. A message refused with
+// ErrNotConnected is not published: the caller keeps it.
+func (g *Gate) send(subject string, pos stream.Pos, data []byte) error {
+	err := g.pub(subject, pos, data)
+	if errors.Is(err, ErrNotConnected) {
+		return err
+	}
 	g.stats.Published++
 	g.observed, g.seen = pos, true
-	return g.pub(subject, pos, data)
+	return err
+}
+
+// Retry publishes the kept messages if this instance is the holder (after
+// an outage: they were refused while the connection was down).
+func (g *Gate) Retry() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active || !g.held() || g.n == 0 {
+		return nil
+	}
+	return g.flush()
 }
 
 // keep stores a copy of a message, reusing the slot's buffer; g.mu is held.
-func (g *Gate) keep(subject string, pos Pos, data []byte) {
+func (g *Gate) keep(subject string, pos stream.Pos, data []byte) {
 	if g.n == len(g.ring) {
 		g.head = (g.head + 1) % len(g.ring)
 		g.n--
@@ -208,7 +226,7 @@ func (g *Gate) keep(subject string, pos Pos, data []byte) {
 
 // Observe records that the message at pos was published (by the holder,
 // or by this instance); kept messages up to pos are dropped.
-func (g *Gate) Observe(pos Pos) {
+func (g *Gate) Observe(pos stream.Pos) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.seen && !g.observed.Less(pos) {
@@ -222,6 +240,7 @@ func (g *Gate) Observe(pos Pos) {
 	for g.n > 0 && !pos.Less(g.ring[g.head].pos) {
 		g.head = (g.head + 1) % len(g.ring)
 		g.n--
+		g.stats.Matched++
 	}
 }
 
@@ -237,17 +256,32 @@ func (g *Gate) Gain() error {
 		// holder's last message from a forged one.
 		g.observed = g.own
 	}
+	return g.flush()
+}
+
+// flush publishes the kept messages past the last observed position, in
+// order. It returns the first publish error, after trying every message,
+// except that it stops at a message refused with ErrNotConnected, which
+// stays kept with those after it; g.mu is held.
+func (g *Gate) flush() error {
 	var first error
 	for g.n > 0 {
 		h := &g.ring[g.head]
-		g.head = (g.head + 1) % len(g.ring)
-		g.n--
 		if g.seen && !g.observed.Less(h.pos) {
+			g.head = (g.head + 1) % len(g.ring)
+			g.n--
+			g.stats.Discarded++
 			continue
 		}
+		err := g.send(h.subject, h.pos, h.data)
+		if errors.Is(err, ErrNotConnected) {
+			return fmt.Errorf("standby: flush kept messages: %w", err)
+		}
+		g.head = (g.head + 1) % len(g.ring)
+		g.n--
 		g.stats.Flushed++
-		if err := g.send(h.subject, h.pos, h.data); err != nil && first == nil {
-			first = fmt.Errorf("standby: flush at takeover: %w", err)
+		if err != nil && first == nil {
+			first = fmt.Errorf("standby: flush kept messages: %w", err)
 		}
 	}
 	return first
@@ -269,7 +303,7 @@ func (g *Gate) Active() bool {
 
 // Observed returns the last position seen published and whether there is
 // one.
-func (g *Gate) Observed() (Pos, bool) {
+func (g *Gate) Observed() (stream.Pos, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.observed, g.seen

@@ -18,7 +18,8 @@
 // instances within Margin. A holder frozen (SIGSTOP, a paused VM) after
 // its client took a message and before it wrote it breaks that: the message
 // goes out when the holder resumes, after the new holder sent its own copy;
-// a receiver that must act on each message once drops a repeated PosHeader.
+// a receiver that must act on each message once drops a repeated position
+// (stream.PosHeader).
 // A lost holder is thus replaced within about TTL +
 // Retry, whatever the bucket's own expiry (kept at least LeaseBucketMinTTL,
 // so that a server need not expire entries at the lease's pace).
@@ -34,6 +35,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"rgcpred/serve/jsreplicas"
 )
 
 // DefaultTTL is predictord's lease TTL: renewals every 15 ms, a lost
@@ -46,18 +49,24 @@ const LeaseBucketMinTTL = time.Second
 // LeaseBucket creates (or updates) the key-value bucket of leases named
 // bucket: one entry per lease, kept only max(ttl, LeaseBucketMinTTL) after
 // its last renewal. File storage keeps a lease across a NATS server
-// restart.
+// restart; as many replicas as the cluster allows (jsreplicas) keep it
+// across the loss of a node.
 func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("standby: lease bucket %s: TTL %v not positive", bucket, ttl)
 	}
 	ttl = max(ttl, LeaseBucketMinTTL)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "predictord hot-standby leases",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.FileStorage,
+	var kv jetstream.KeyValue
+	_, err := jsreplicas.Create(func(replicas int) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "predictord hot-standby leases",
+			History:     1,
+			TTL:         ttl,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("standby: lease bucket %s: %w", bucket, err)
@@ -101,6 +110,16 @@ type LeaseConfig struct {
 	// OnGain is called (from Run's goroutine) when this instance becomes
 	// the holder; OnLoss when it stops being the holder. Either may be nil.
 	OnGain, OnLoss func()
+	// OnRenew, if not nil, is called (from Renew's goroutine) after each
+	// successful renewal.
+	OnRenew func()
+	// Auth, if not nil, signs this instance's entry and verifies the
+	// others'.
+	Auth Authenticator
+	// OnForeign, if not nil, hears of an entry no instance wrote (not a
+	// lease entry, or its signature fails): it is refused as a holder and
+	// taken over at once.
+	OnForeign func(err error)
 }
 
 // LeaseEntry is the content of a lease entry: the holder's id and the
@@ -111,6 +130,36 @@ type LeaseEntry struct {
 	Holder      string    `json:"holder"`
 	Incarnation string    `json:"incarnation,omitempty"`
 	Since       time.Time `json:"since"`
+	// Sig is the signature over the entry without it (LeaseConfig.Auth).
+	Sig []byte `json:"sig,omitempty"`
+}
+
+// signed returns the bytes an entry's signature covers.
+func (e LeaseEntry) signed() ([]byte, error) {
+	e.Sig = nil
+	return json.Marshal(e)
+}
+
+// checkEntry decodes a lease entry's value and checks that an instance
+// wrote it: a holder and an incarnation, and with auth a valid signature.
+func checkEntry(value []byte, auth Authenticator) (LeaseEntry, error) {
+	v, err := ReadEntry(value)
+	if err != nil {
+		return v, err
+	}
+	if v.Holder == "" || v.Incarnation == "" {
+		return v, errors.New("standby: lease entry without a holder or an incarnation")
+	}
+	if auth != nil {
+		b, err := v.signed()
+		if err == nil {
+			err = auth.Verify(b, v.Sig)
+		}
+		if err != nil {
+			return v, fmt.Errorf("standby: lease entry of %s: signature: %w", v.Holder, err)
+		}
+	}
+	return v, nil
 }
 
 // ReadEntry decodes a lease entry's value.
@@ -136,12 +185,14 @@ type Lease struct {
 	value []byte
 	inc   string
 
-	mu     sync.Mutex
-	kv     jetstream.KeyValue
-	held   bool
-	rev    uint64
-	until  time.Time // end of the holding by this instance's clock
-	holder string    // the holder last seen, "" none
+	mu        sync.Mutex
+	kv        jetstream.KeyValue
+	held      bool
+	rev       uint64
+	until     time.Time // end of the holding by this instance's clock
+	holder    string    // the holder last seen, "" none
+	holderInc string    // its incarnation
+	foreign   uint64    // entries refused as written by no instance
 	// The other holder's revision last seen and when this instance first
 	// saw it (a revision unchanged for TTL is taken over).
 	seenRev uint64
@@ -173,7 +224,17 @@ func NewLease(cfg LeaseConfig) (*Lease, error) {
 		return nil, fmt.Errorf("standby: lease renewal %v plus margin %v not below TTL %v", cfg.Renew, cfg.Margin, cfg.TTL)
 	}
 	inc := nuid.Next()
-	v, err := json.Marshal(LeaseEntry{Holder: cfg.Holder, Incarnation: inc, Since: time.Now().UTC()})
+	e := LeaseEntry{Holder: cfg.Holder, Incarnation: inc, Since: time.Now().UTC()}
+	if cfg.Auth != nil {
+		b, err := e.signed()
+		if err == nil {
+			e.Sig, err = cfg.Auth.Sign(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("standby: sign the lease value: %w", err)
+		}
+	}
+	v, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("standby: lease value: %w", err)
 	}
@@ -221,8 +282,12 @@ type LeaseStatus struct {
 	Holder string
 	// Revision is the entry's revision this instance last wrote or saw.
 	Revision uint64
+	// HolderIncarnation is that holder's incarnation ("" none).
+	HolderIncarnation string
 	// Gains and Losses count this instance's takeovers and losses.
 	Gains, Losses uint64
+	// Foreign counts entries refused as written by no instance.
+	Foreign uint64
 }
 
 // Status returns the lease's state.
@@ -230,7 +295,8 @@ func (l *Lease) Status() LeaseStatus {
 	held := l.Held()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LeaseStatus{Held: held, Holder: l.holder, Revision: l.rev, Gains: l.gains, Losses: l.losses}
+	return LeaseStatus{Held: held, Holder: l.holder, HolderIncarnation: l.holderInc, Revision: l.rev, Gains: l.gains, Losses: l.losses,
+		Foreign: l.foreign}
 }
 
 // TryAcquire takes the lease if no entry holds it (or the entry is this
@@ -258,21 +324,25 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("standby: lease %s: read holder: %w", l.cfg.Key, gerr)
 		}
 		answered := time.Now()
-		v, herr := ReadEntry(e.Value())
-		if herr != nil {
-			return false, fmt.Errorf("standby: lease %s: %w", l.cfg.Key, herr)
-		}
-		own := v.Holder == l.cfg.Holder && v.Incarnation == l.inc
+		v, herr := checkEntry(e.Value(), l.cfg.Auth)
+		own := herr == nil && v.Holder == l.cfg.Holder && v.Incarnation == l.inc
 		l.mu.Lock()
-		l.holder = v.Holder
+		l.holder, l.holderInc = v.Holder, v.Incarnation
 		stale := false
-		if !own {
+		if herr != nil {
+			// Written by no instance: refused as a holder, taken over now.
+			l.holder, l.holderInc, stale = "", "", true
+			l.foreign++
+		} else if !own {
 			if e.Revision() != l.seenRev {
 				l.seenRev, l.seenAt = e.Revision(), answered
 			}
 			stale = answered.Sub(l.seenAt) > l.cfg.TTL
 		}
 		l.mu.Unlock()
+		if herr != nil && l.cfg.OnForeign != nil {
+			l.cfg.OnForeign(fmt.Errorf("standby: lease %s: refused, taking it over: %w", l.cfg.Key, herr))
+		}
 		if !own && !stale {
 			return false, nil
 		}
@@ -290,7 +360,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("standby: acquire lease %s: %w", l.cfg.Key, err)
 	}
 	l.mu.Lock()
-	l.held, l.rev, l.until, l.holder = true, rev, start.Add(l.cfg.TTL-l.cfg.Margin), l.cfg.Holder
+	l.held, l.rev, l.until, l.holder, l.holderInc = true, rev, start.Add(l.cfg.TTL-l.cfg.Margin), l.cfg.Holder, l.inc
 	l.gains++
 	l.mu.Unlock()
 	if l.cfg.OnGain != nil {
@@ -301,7 +371,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 
 // ErrLost is returned by Renew when another instance holds the lease or the
 // entry is gone: this instance is no longer the holder.
-var ErrLost = errors.New("lease lost")
+var ErrLost = errors.New("standby: lease lost")
 
 // Renew extends the holding by a revision-checked update of the entry. It
 // returns ErrLost (and calls OnLoss) when the entry changed or vanished; on
@@ -312,7 +382,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	held, rev := l.held, l.rev
 	l.mu.Unlock()
 	if !held {
-		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, ErrLost)
+		return fmt.Errorf("%w: renewing %s", ErrLost, l.cfg.Key)
 	}
 	start := time.Now()
 	nrev, err := l.KV().Update(ctx, l.cfg.Key, l.value, rev)
@@ -330,17 +400,40 @@ func (l *Lease) Renew(ctx context.Context) error {
 			// nobody took the lease: holding again, as at a takeover.
 			l.cfg.OnGain()
 		}
+		if l.cfg.OnRenew != nil {
+			l.cfg.OnRenew()
+		}
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound),
 		errors.Is(err, jetstream.ErrKeyExists):
 		l.lose()
-		return fmt.Errorf("standby: renew lease %s: %w (%w)", l.cfg.Key, ErrLost, err)
+		return fmt.Errorf("%w: renewing %s: %w", ErrLost, l.cfg.Key, err)
 	default:
 		if !l.Held() {
 			l.lose()
 		}
 		return fmt.Errorf("standby: renew lease %s: %w", l.cfg.Key, err)
 	}
+}
+
+// Holder reads the lease entry and returns it with its revision, as seen
+// now; the holder last seen (LeaseStatus) becomes its. An entry no
+// instance wrote is an error (checkEntry).
+func (l *Lease) Holder(ctx context.Context) (LeaseEntry, uint64, error) {
+	e, err := l.KV().Get(ctx, l.cfg.Key)
+	if err != nil {
+		return LeaseEntry{}, 0, fmt.Errorf("standby: lease %s: read holder: %w", l.cfg.Key, err)
+	}
+	v, err := checkEntry(e.Value(), l.cfg.Auth)
+	if err != nil {
+		return LeaseEntry{}, 0, err
+	}
+	l.mu.Lock()
+	if !l.held {
+		l.holder, l.holderInc = v.Holder, v.Incarnation
+	}
+	l.mu.Unlock()
+	return v, e.Revision(), nil
 }
 
 // lose marks the lease not held and calls OnLoss once.

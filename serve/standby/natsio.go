@@ -12,8 +12,10 @@ import (
 
 // ErrNotConnected is returned by a NATSPublisher while its connection is
 // down: a gated message is never left in the client's reconnect buffer,
-// which could release it after a successor took over.
-var ErrNotConnected = errors.New("not connected: message dropped, not buffered")
+// which could release it after a successor took over; the gate keeps it
+// instead, and sends it once the connection is back while this instance
+// still holds the lease.
+var ErrNotConnected = errors.New("standby: not connected: message kept by the gate, not buffered by the client")
 
 // Scope returns the GroupHeader value of a group's shard: replicas observe
 // only messages of their own scope.
@@ -22,7 +24,7 @@ func Scope(group string, shard, shards int) string {
 }
 
 // NATSPublisher returns a Publisher that publishes on nc with the position
-// in PosHeader, scope in stream.GroupHeader and the lease revision
+// in stream.PosHeader, scope in stream.GroupHeader and the lease revision
 // (revision(), typically Lease.Revision) in stream.LeaseHeader. It is for
 // one goroutine at a time (the gate serialises it) and reuses its message
 // and header buffers. While nc is not connected it returns
@@ -33,16 +35,16 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 	var rev uint64 // the revision revText holds
 	revText := []string{"0"}
 	m.Header[stream.LeaseHeader] = revText
-	return func(subject string, pos Pos, data []byte) error {
+	return func(subject string, pos stream.Pos, data []byte) error {
 		buf = pos.AppendText(buf[:0])
 		if r := revision(); r != rev {
 			rev = r
 			revText[0] = strconv.FormatUint(r, 10)
 		}
 		m.Subject, m.Data = subject, data
-		m.Header.Set(PosHeader, string(buf))
+		m.Header.Set(stream.PosHeader, string(buf))
 		if !nc.IsConnected() {
-			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, ErrNotConnected)
+			return fmt.Errorf("%w: publish %s at %s", ErrNotConnected, subject, buf)
 		}
 		if err := nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("standby: publish %s at %s: %w", subject, buf, err)
@@ -52,14 +54,21 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 }
 
 // ObserveNATS subscribes to subjects on nc and tells g the position of every
-// message of scope carrying PosHeader (messages of another scope, or of
+// message of scope carrying stream.PosHeader (messages of another scope, or of
 // none, are counted in GateStats.Foreign; messages without a position are
 // ignored; malformed ones go to onErr, which may be nil). Unsubscribe the
 // returned subscriptions to stop.
 func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
+	return observeNATS(nc, g, scope, onErr, nil, subjects...)
+}
+
+// observeNATS is ObserveNATS that also hands every message of scope with
+// its position to seen (nil: none).
+func observeNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), seen func(*nats.Msg, stream.Pos),
+	subjects ...string) ([]*nats.Subscription, error) {
 	subs := make([]*nats.Subscription, 0, len(subjects))
 	cb := func(m *nats.Msg) {
-		v := m.Header.Get(PosHeader)
+		v := m.Header.Get(stream.PosHeader)
 		if v == "" {
 			return
 		}
@@ -67,7 +76,7 @@ func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjec
 			g.countForeign()
 			return
 		}
-		p, err := ParsePos(v)
+		p, err := stream.ParsePos(v)
 		if err != nil {
 			if onErr != nil {
 				onErr(fmt.Errorf("standby: message on %s: %w", m.Subject, err))
@@ -75,6 +84,9 @@ func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjec
 			return
 		}
 		g.Observe(p)
+		if seen != nil {
+			seen(m, p)
+		}
 	}
 	for _, s := range subjects {
 		sub, err := nc.Subscribe(s, cb)

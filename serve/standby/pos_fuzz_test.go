@@ -3,6 +3,8 @@ package standby
 import (
 	"strings"
 	"testing"
+
+	"rgcpred/stream"
 )
 
 // FuzzParsePos: a Rgc-Pos header from the network, whatever its text,
@@ -14,16 +16,16 @@ func FuzzParsePos(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParsePos(s)
+		p, err := stream.ParsePos(s)
 		if err != nil {
 			if !strings.Contains(err.Error(), "position") {
-				t.Fatalf("ParsePos(%q): error %q does not say what it parsed", s, err)
+				t.Fatalf("stream.ParsePos(%q): error %q does not say what it parsed", s, err)
 			}
 			return
 		}
-		back, err := ParsePos(p.String())
+		back, err := stream.ParsePos(p.String())
 		if err != nil || back != p {
-			t.Fatalf("ParsePos(%q) = %+v, whose header form %q parses to %+v, %v", s, p, p.String(), back, err)
+			t.Fatalf("stream.ParsePos(%q) = %+v, whose header form %q parses to %+v, %v", s, p, p.String(), back, err)
 		}
 	})
 }

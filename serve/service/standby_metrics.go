@@ -1,0 +1,77 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rgcpred/serve/standby"
+)
+
+// standbyCollector exports the hot-standby state: who holds the lease,
+// each device's sync state and its gate's counters.
+type standbyCollector struct {
+	s *Service
+	g *standby.Group
+}
+
+var (
+	standbyHolderDesc = prometheus.NewDesc("predictord_standby_holder",
+		"1 while this instance holds its replica group's lease and publishes, else 0.", []string{"group", "id"}, nil)
+	standbyTakeoversDesc = prometheus.NewDesc("predictord_standby_takeovers_total",
+		"Times this instance took its replica group's lease.", []string{"group"}, nil)
+	standbySyncedDesc = prometheus.NewDesc("predictord_standby_synced",
+		"1 once the device's state is the group's (it may take over), else 0.", []string{"device"}, nil)
+	standbyMessagesDesc = prometheus.NewDesc("predictord_standby_messages_total",
+		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published).",
+		[]string{"device", "fate"}, nil)
+	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
+		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none).",
+		[]string{"device", "reason"}, nil)
+	standbyAlarmsDesc = prometheus.NewDesc("predictord_standby_alarms_total",
+		"Alarms raised by this instance, by reason: divergence (a state digest or stream event differs from the holder's; the replica catches up again), state_refused (a state answer claiming the lease not from its holder), lease_foreign (a lease entry written by no instance, refused).",
+		[]string{"group", "reason"}, nil)
+	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
+		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
+)
+
+func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- standbyHolderDesc
+	ch <- standbyTakeoversDesc
+	ch <- standbySyncedDesc
+	ch <- standbyMessagesDesc
+	ch <- standbyIgnoredDesc
+	ch <- standbyAlarmsDesc
+	ch <- standbyRestoresDesc
+}
+
+func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
+	ls := c.g.Lease().Status()
+	cfg := c.g.Config()
+	held := 0.0
+	if ls.Held {
+		held = 1
+	}
+	ch <- prometheus.MustNewConstMetric(standbyHolderDesc, prometheus.GaugeValue, held, cfg.Group, cfg.ID)
+	ch <- prometheus.MustNewConstMetric(standbyTakeoversDesc, prometheus.CounterValue, float64(ls.Gains), cfg.Group)
+	alarms := c.g.Alarms()
+	for _, r := range standby.AlarmReasons {
+		ch <- prometheus.MustNewConstMetric(standbyAlarmsDesc, prometheus.CounterValue, float64(alarms[r]), cfg.Group, r)
+	}
+	for _, d := range c.s.devices {
+		synced := 0.0
+		if d.sb.Synced() {
+			synced = 1
+		}
+		ch <- prometheus.MustNewConstMetric(standbySyncedDesc, prometheus.GaugeValue, synced, d.name)
+		ch <- prometheus.MustNewConstMetric(standbyRestoresDesc, prometheus.CounterValue, float64(d.sb.Restores()), d.name)
+		gs := d.sb.Gate().Stats()
+		for _, f := range []struct {
+			fate string
+			n    uint64
+		}{{"published", gs.Published}, {"held", gs.Held}, {"flushed", gs.Flushed}, {"matched", gs.Matched}, {"overflow", gs.Overflow},
+			{"discarded", gs.Discarded}, {"suppressed", gs.Suppressed}} {
+			ch <- prometheus.MustNewConstMetric(standbyMessagesDesc, prometheus.CounterValue, float64(f.n), d.name, f.fate)
+		}
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Ahead), d.name, "ahead")
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
+	}
+}

@@ -1,0 +1,88 @@
+package standby
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"rgcpred/stream"
+)
+
+// Authenticator signs what a group's instances tell each other (lease
+// values, states, digests) and verifies what they receive, so that a
+// party without its key cannot pass as an instance. Without one (nil),
+// nothing is signed and only the form of a value and the lease holder's
+// incarnation are checked.
+type Authenticator interface {
+	// Sign returns data's signature.
+	Sign(data []byte) ([]byte, error)
+	// Verify returns an error unless sig is data's signature.
+	Verify(data, sig []byte) error
+}
+
+// Headers of a state answer: the answering instance's lease incarnation
+// while it holds the lease (absent otherwise; its revision goes in
+// stream.LeaseHeader), and the signature over the state and both (with an
+// Authenticator).
+const (
+	IncarnationHeader = "Rgc-Incarnation"
+	AuthHeader        = "Rgc-Auth"
+)
+
+// signedText is what a state answer's signature covers.
+func signedText(data []byte, inc string, rev uint64) []byte {
+	b := make([]byte, 0, len(data)+len(inc)+24)
+	b = append(b, inc...)
+	b = append(b, '\n')
+	b = strconv.AppendUint(b, rev, 10)
+	b = append(b, '\n')
+	return append(b, data...)
+}
+
+// stateAnswer builds the answer to a state request: the holder's carries
+// its incarnation, revision and (with auth) signature.
+func stateAnswer(data []byte, l *Lease, auth Authenticator) (*nats.Msg, error) {
+	m := &nats.Msg{Data: data, Header: nats.Header{}}
+	if !l.Held() {
+		return m, nil
+	}
+	rev := l.Revision()
+	m.Header.Set(IncarnationHeader, l.Incarnation())
+	m.Header.Set(stream.LeaseHeader, strconv.FormatUint(rev, 10))
+	if auth != nil {
+		sig, err := auth.Sign(signedText(data, l.Incarnation(), rev))
+		if err != nil {
+			return nil, fmt.Errorf("standby: sign the state: %w", err)
+		}
+		m.Header.Set(AuthHeader, base64.StdEncoding.EncodeToString(sig))
+	}
+	return m, nil
+}
+
+// checkAnswer reports whether a state answer comes from the holder of the
+// lease entry e (its incarnation, a revision it wrote, its signature).
+func checkAnswer(m *nats.Msg, e LeaseEntry, entryRev uint64, auth Authenticator) error {
+	inc := m.Header.Get(IncarnationHeader)
+	if inc == "" {
+		return fmt.Errorf("answer from an instance not holding the lease")
+	}
+	if inc != e.Incarnation {
+		return fmt.Errorf("answer from incarnation %q, the lease is held by %s (incarnation %q)", inc, e.Holder, e.Incarnation)
+	}
+	rev, err := strconv.ParseUint(m.Header.Get(stream.LeaseHeader), 10, 64)
+	if err != nil || rev == 0 || rev > entryRev {
+		return fmt.Errorf("answer at lease revision %q, the entry is at %d", m.Header.Get(stream.LeaseHeader), entryRev)
+	}
+	if auth != nil {
+		sig, err := base64.StdEncoding.DecodeString(m.Header.Get(AuthHeader))
+		if err == nil {
+			err = auth.Verify(signedText(m.Data, inc, rev), sig)
+		}
+		if err != nil {
+			return fmt.Errorf("answer's signature: %w", err)
+		}
+	}
+	return nil
+}
