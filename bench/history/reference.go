@@ -24,20 +24,16 @@ func Rollout(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts roll
 	return ref, res, nil
 }
 
-// SameStarts fails unless the rollout started every cell where the device
-// did: cells[i] first decided the window ending at starts[i].
-func SameStarts(res *rollout.Result, cells, starts []int) error {
-	byID := make(map[int]int, len(res.Trains))
-	for _, tr := range res.Trains {
-		byID[tr.ClusterID] = tr.Start
-	}
+// SameStarts fails unless the reference started every cell where the
+// device did: cells[i] first decided the window ending at starts[i].
+func (r *Reference) SameStarts(cells, starts []int) error {
 	for i, id := range cells {
-		s, ok := byID[id]
+		ws, ok := r.cells[int32(id)]
 		if !ok {
 			return fmt.Errorf("history: cell %d is not in the reference", id)
 		}
-		if s != starts[i] {
-			return fmt.Errorf("history: cell %d starts at window %d on the device and %d in the reference: the start rules differ", id, starts[i], s)
+		if len(ws) > 0 && ws[0].End != int64(starts[i]) {
+			return fmt.Errorf("history: cell %d starts at window %d on the device and %d in the reference: the start rules differ", id, starts[i], ws[0].End)
 		}
 	}
 	return nil

@@ -80,7 +80,7 @@ func checkHistory(ctx context.Context, o *options, rec *rgc.Recording, res *repl
 	if off.From != res.First+1 || off.To != res.To {
 		return nil, fmt.Errorf("--check: the reference compares bins %d..%d, the replay %d..%d", off.From, off.To, res.First+1, res.To)
 	}
-	if err := history.SameStarts(off, res.Cells, res.Starts); err != nil {
+	if err := ref.SameStarts(res.Cells, res.Starts); err != nil {
 		return nil, fmt.Errorf("--check: %w (replay all the daemon's cells)", err)
 	}
 	return history.Check(ref, log.Received(), uint16(res.Epoch)), nil
