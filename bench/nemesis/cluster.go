@@ -121,11 +121,15 @@ func (n *Node) get(path string, v any) error {
 }
 
 // WaitHealthy waits until every running node's /healthz answers 200
-// (JetStream current), at most timeout.
+// (JetStream current) and a node names the JetStream meta leader, at most
+// timeout.
 func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var bad []string
+		if _, err := c.MetaLeader(); err != nil {
+			bad = append(bad, err.Error())
+		}
 		for _, n := range c.Nodes {
 			if !n.Alive() {
 				continue

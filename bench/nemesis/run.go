@@ -57,7 +57,8 @@ type Config struct {
 	TTL time.Duration
 	// Threads is each predictord's --threads (default 1).
 	Threads int
-	// Kinds are the faults drawn from (default all).
+	// Kinds are the faults drawn from (nil: all; empty: none, an
+	// undisturbed run).
 	Kinds []Kind
 	// Dir holds each schedule's logs and stores (seed-N); a passing
 	// schedule's folder is removed.
@@ -79,7 +80,7 @@ func (c *Config) defaults() {
 	if c.Threads == 0 {
 		c.Threads = 1
 	}
-	if len(c.Kinds) == 0 {
+	if c.Kinds == nil {
 		c.Kinds = Kinds
 	}
 	if c.Log == nil {

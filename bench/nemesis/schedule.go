@@ -47,10 +47,14 @@ var Kinds = []Kind{KillHolder, KillStandby, PauseHolder, PauseStandby, KillNode,
 // KillsNode reports whether the fault kills a NATS node.
 func (k Kind) KillsNode() bool { return k == KillNode || k == KillMetaLeader || k == KillLeaseLeader }
 
-// ParseKinds parses a comma-separated list of kinds ("all": every kind).
+// ParseKinds parses a comma-separated list of kinds ("all": every kind;
+// "none": no fault, an undisturbed run).
 func ParseKinds(s string) ([]Kind, error) {
-	if s == "all" || s == "" {
+	switch s {
+	case "all", "":
 		return slices.Clone(Kinds), nil
+	case "none":
+		return []Kind{}, nil
 	}
 	var out []Kind
 	for _, f := range strings.Split(s, ",") {
@@ -105,6 +109,9 @@ func (f Fault) String() string {
 // previous one recovered). ttl is the lease's TTL: pauses last 3 to 30 of
 // them. The same seed, length, ttl and kinds give the same plan.
 func Plan(seed uint64, length, ttl time.Duration, kinds []Kind) []Fault {
+	if len(kinds) == 0 {
+		return nil
+	}
 	r := rand.New(rand.NewPCG(seed, 0x6e656d65736973))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 	var out []Fault

@@ -48,7 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.schedules, "schedules", 100, "number of schedules (seeds --seed, --seed+1, ...)")
 	fs.DurationVar(&o.soak, "soak", 0, "run schedules until this long has passed instead of --schedules (a bounded soak)")
 	fs.Uint64Var(&o.seed, "seed", 1, "first schedule's seed")
-	fs.StringVar(&o.faults, "faults", "all", "fault kinds drawn from, comma-separated (all: every kind)")
+	fs.StringVar(&o.faults, "faults", "all", "fault kinds drawn from, comma-separated (all: every kind; none: an undisturbed run)")
 	fs.IntVar(&o.instances, "instances", 2, "predictord instances in the group")
 	fs.DurationVar(&o.ttl, "ttl", 60*time.Millisecond, "the group's lease TTL (predictord --standby-ttl)")
 	fs.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "nemesis"), "work folder: binaries, and the logs of failed schedules (seed-N)")
