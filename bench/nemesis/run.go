@@ -206,7 +206,7 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 		if err := t.startInstance(i); err != nil {
 			return err
 		}
-		if err := t.waitRecovered(ctx, 20*time.Second); err != nil {
+		if err := t.join(ctx, t.instances[i]); err != nil {
 			return fmt.Errorf("nemesis: instance %d did not join: %w", i, err)
 		}
 	}
@@ -216,7 +216,7 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	}
 	log := history.NewLog()
 	rcfg := replay.Config{Rec: cfg.Rec, From: cfg.From, To: cfg.To, Cells: cfg.Cells, Speed: 1,
-		DecisionTimeout: 20 * time.Second, History: log}
+		DecisionTimeout: 5 * time.Second, History: log}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	began := make(chan time.Time, 1)
@@ -276,6 +276,32 @@ func (t *topology) startInstance(i int) error {
 		"--standby-group", Group, "--standby-id", in.ID, "--standby-ttl", t.cfg.TTL.String(),
 		"--metrics-addr", "127.0.0.1:"+strconv.Itoa(in.Metrics), "--log-format", "json", "--stim", t.cfg.Rec.StimMode.String())
 	return err
+}
+
+// join waits until a started instance recovered the group; an instance
+// that exited (predictord stops when JetStream does not answer its first
+// lease read, as on a cluster that just elected its meta leader) is
+// started again, up to 3 times.
+func (t *topology) join(ctx context.Context, in *Instance) error {
+	if err := t.cluster.WaitHealthy(ctx, 20*time.Second); err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		deadline := time.Now().Add(20 * time.Second)
+		err := t.recovered()
+		for err != nil && in.Alive() && time.Now().Before(deadline) && ctx.Err() == nil {
+			sleep(ctx, 50*time.Millisecond)
+			err = t.recovered()
+		}
+		if err == nil || in.Alive() || try == 3 {
+			return err
+		}
+		fmt.Fprintf(t.cfg.Log, "  %s exited while joining (%v); starting it again\n", in.ID, err)
+		sleep(ctx, time.Second)
+		if err := in.Restart(); err != nil {
+			return err
+		}
+	}
 }
 
 // stop ends every process and proxy.
