@@ -101,8 +101,9 @@ type Verdict struct {
 	History *history.Report `json:"history"`
 	// States compares the final states of the instances that answered
 	// (Answered of Instances).
-	States              *history.StateReport `json:"states"`
-	Answered, Instances int                  `json:"-"`
+	States    *history.StateReport `json:"states"`
+	Answered  int                  `json:"answered"`
+	Instances int                  `json:"instances"`
 	// Published counts the decisions published per lease revision (every
 	// holder's term), before the device's fence.
 	Published map[uint64]int64 `json:"published"`
@@ -142,6 +143,13 @@ func (v *Verdict) String() string {
 	}
 	if v.States != nil {
 		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered\n", v.States, v.Answered, v.Instances)
+	}
+	if len(v.Published) > 0 {
+		var n int64
+		for _, k := range v.Published {
+			n += k
+		}
+		fmt.Fprintf(&b, "  published: %d decisions under %d lease revisions (every holder's term)\n", n, len(v.Published))
 	}
 	if v.Unrecovered > 0 {
 		fmt.Fprintf(&b, "  %d faults not recovered from in time\n", v.Unrecovered)
