@@ -28,7 +28,7 @@ import (
 	"rgcpred/stream"
 )
 
-// Group, Device and Bucket are the names the topology uses.
+// Group, Device and LeaseStream are the names the topology uses.
 const (
 	Group  = "nemesis"
 	Device = "dev0"
@@ -227,14 +227,12 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 		DecisionTimeout: 5 * time.Second, History: log}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	began := make(chan time.Time, 1)
+	t0 := time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t0 := <-began
 		v.Unrecovered = t.applyAll(fctx, v.Faults, t0)
 	}()
-	began <- time.Now()
 	res, err := replay.Run(ctx, pub, rcfg)
 	stopFaults()
 	wg.Wait()
