@@ -69,11 +69,12 @@ func (s *Summary) WriteTable(w io.Writer) {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 	}
-	failed := make([]string, len(s.Failed))
-	for i, f := range s.Failed {
+	seeds := slices.Clone(s.Failed)
+	slices.Sort(seeds)
+	failed := make([]string, len(seeds))
+	for i, f := range seeds {
 		failed[i] = fmt.Sprint(f)
 	}
-	slices.Sort(failed)
 	fmt.Fprintln(w, "| schedules | passed | killing a NATS node | faults applied | decisions checked | matched | lost | duplicated | wrong | late | states differ | errors |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	fmt.Fprintf(w, "| %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Schedules, s.Passed, s.NodeKills,
