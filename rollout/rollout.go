@@ -30,6 +30,16 @@ type Options struct {
 	// MaxBins, if positive, ends the rollout MaxBins bins after the split's
 	// first window (a shorter stretch of a long split). Rollout only.
 	MaxBins int
+	// KeepChoices fills Train.Choices: every window's end and class, the
+	// decisions a daemon takes on the same stretch. Rollout only.
+	KeepChoices bool
+}
+
+// Choice is one window of a cell's rollout: the window ending at End and
+// the class the policy chose for it (Step(End, Class) gives the next
+// window and whether it placed a spike).
+type Choice struct {
+	End, Class int
 }
 
 // Progress reports how far a rollout or NLL evaluation has come.
@@ -57,6 +67,8 @@ type Train struct {
 	// spikes (1 per bin with any) on the bins From..Start, the cell's
 	// history, and the rollout's own spikes after Start.
 	Start int
+	// Choices holds every window of the cell in order (Options.KeepChoices).
+	Choices []Choice
 }
 
 // Result is the outcome of a rollout of several cells.
@@ -194,7 +206,11 @@ func Run(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options)
 			for j, i := range batchIdx {
 				c := &cells[i]
 				prev := c.Next
-				bin, spike := c.Advance(policy.Choose(c.ID, c.Next, out[j*rgc.NumClasses:(j+1)*rgc.NumClasses]))
+				k := policy.Choose(c.ID, c.Next, out[j*rgc.NumClasses:(j+1)*rgc.NumClasses])
+				if opts.KeepChoices {
+					res.Trains[i].Choices = append(res.Trains[i].Choices, Choice{End: prev, Class: k})
+				}
+				bin, spike := c.Advance(k)
 				if spike && bin <= last {
 					res.Trains[i].Generated[bin-from] = 1
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/bench/history"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -49,6 +50,10 @@ type Config struct {
 	// frame at End was published and when the decision arrived. It runs on
 	// the NATS delivery goroutine and must return quickly.
 	OnDecision func(cell int32, end int64, sent, received time.Time)
+	// History, if not nil, records every decision taken (after the fence,
+	// in arrival order) and every decisions message published on the
+	// device's subject by lease revision (package history checks it).
+	History *history.Log
 }
 
 // Result is the outcome of a replay.
@@ -80,11 +85,13 @@ type Result struct {
 	// more); Stale counts repeated or out-of-date decisions and decisions
 	// of another stream epoch (ignored); Skipped counts the windows the
 	// daemon said it skipped (stream.KindSkipped: overload or a model
-	// error; the cell stepped as "no spike"); Lost counts the places where
+	// error; the cell stepped as "no spike"); Gaps counts the places where
 	// a cell's chain of decisions jumped past its expected window with no
-	// decision for it (at least one window each: a decision the daemon
-	// should have sent and did not, or that NATS dropped).
-	Foreign, Stale, Skipped, Lost int64
+	// decision for it, or ended before the stretch's last bin. Lost is the
+	// fewest decisions those gaps hide (history.LostAtLeast: a decision
+	// moves a cell at most rgc.Horizon bins on); the exact count needs the
+	// undisturbed rollout (history.Check).
+	Foreign, Stale, Skipped, Gaps, Lost int64
 	// DaemonSkipped and DaemonRejected are what the daemon's status
 	// counted for the device during the replay (skipped decisions;
 	// rejected messages, frames and histories), -1 when it could not be
@@ -255,6 +262,13 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	defer sub.Unsubscribe()
+	if cfg.History != nil {
+		raw, err := pub.Conn().Subscribe(stream.SpikesSubject(pub.Device()), cfg.History.Publish)
+		if err != nil {
+			return nil, fmt.Errorf("replay: subscribe to the published decisions: %w", err)
+		}
+		defer raw.Unsubscribe()
+	}
 	if err := pub.Reset(); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
@@ -523,6 +537,9 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 	if err != nil {
 		return
 	}
+	if s.cfg.History != nil {
+		s.cfg.History.Receive(d.Decisions)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastRx = s.t0.Add(rx)
@@ -538,7 +555,8 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 			continue
 		}
 		if x.End > c.next {
-			s.res.Lost++
+			s.res.Gaps++
+			s.res.Lost += history.LostAtLeast(x.End - c.next)
 		}
 		if x.Kind == stream.KindSkipped {
 			s.res.Skipped++
@@ -586,6 +604,8 @@ func (s *session) finish() *Result {
 		r.Windows[c.idx] = c.windows
 		if c.next < s.last {
 			r.Missing++
+			r.Gaps++
+			r.Lost += history.LostAtLeast(s.last - c.next)
 		}
 	}
 	if s.late != nil {

@@ -104,7 +104,7 @@ func testEmbeddedReplay(t *testing.T, stagger bool) {
 	if sum.Metrics.VanRossum != want {
 		t.Fatalf("van rossum summary %+v, offline %+v", sum.Metrics.VanRossum, want)
 	}
-	if !strings.Contains(stdout.String(), "(stale 0, skipped 0, lost 0, other cells 0, cells missing their last decision 0)") {
+	if !strings.Contains(stdout.String(), "(stale 0, skipped 0, lost at least 0 in 0 gaps, duplicated 0, other cells 0, cells missing their last decision 0)") {
 		t.Fatalf("decisions skipped, stale or missing:\n%s", stdout.String())
 	}
 	if wantRule := map[bool]string{true: "staggered", false: "simultaneous"}[stagger]; !strings.Contains(stdout.String(), "start rule          "+wantRule) {

@@ -26,7 +26,7 @@ type auditOptions struct {
 func (a *auditOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.stream, "from-stream", "",
 		"audit a session predictord recorded (--record STREAM): re-run it through --ckpt and compare every decision")
-	fs.StringVar(&a.precision, "precision", "", "with --from-stream: re-run in fp32, bf16 or int8 (default: the recorded session's)")
+	fs.StringVar(&a.precision, "precision", "", "fp32, bf16 or int8: --from-stream re-runs in it (default: the session's), --check too (default: fp32 --embedded, else int8)")
 	fs.StringVar(&a.policy, "policy", "", "with --from-stream: the spike policy (default: the recorded session's)")
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"rgcpred/base/cli"
 	"rgcpred/bench"
+	"rgcpred/bench/history"
 	"rgcpred/bench/replay"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
@@ -64,6 +65,7 @@ type options struct {
 	stim      rgc.StimMode
 	raster    rasterOptions
 	audit     auditOptions
+	check     checkOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -98,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"print the cluster ids --cells selects, comma-separated (for predictord --cells), and exit")
 	o.raster.register(fs)
 	o.audit.register(fs)
+	o.check.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -229,7 +232,7 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 		rec.Name, o.split, from, to, float64(to-from-rgc.WindowBins)/rgc.BinRateHz, rgc.WindowBins, len(ids), o.device, mode)
 	cfg := replay.Config{
 		Rec: rec, From: from, To: to, Cells: ids, Speed: o.speed,
-		MaxFramesPerMsg: o.maxFrames, DecisionTimeout: o.timeout,
+		MaxFramesPerMsg: o.maxFrames, DecisionTimeout: o.timeout, History: history.NewLog(),
 	}
 	tty := false
 	if f, ok := stderr.(*os.File); ok {
@@ -254,6 +257,12 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 	if err != nil {
 		return err
 	}
+	var verdict *history.Report
+	if o.check.on {
+		if verdict, err = checkHistory(ctx, o, rec, res, cfg.History, stderr); err != nil {
+			return err
+		}
+	}
 	ev, err := evaluate(rec, res, res.Spikes, o.seed)
 	if err != nil {
 		return err
@@ -266,7 +275,7 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 			return err
 		}
 	}
-	printReport(stdout, rec, o, res, ev, evOnTime)
+	printReport(stdout, rec, o, res, verdict, cfg.History, ev, evOnTime)
 	if o.out != "" {
 		if err := writeOutputs(o, rec, res, ev, evOnTime); err != nil {
 			return err

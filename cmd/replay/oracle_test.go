@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"rgcpred/rgc"
@@ -17,13 +18,14 @@ import (
 
 // TestEmbeddedOracleOnSynthetic replays a synthetic recording through the
 // in-process daemon serving its exact oracle, as fast as possible, and
-// checks the predicted trains against the offline rollout of the oracle.
+// checks the predicted trains against the offline rollout of the oracle,
+// and the decisions with the history check (--check).
 func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 1.5, Seed: 5})
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	o, err := parseFlags([]string{"--data", dir, "--embedded", "--oracle", "--as-fast-as-possible", "--quiet",
-		"--cells", "all", "--out", out}, &stderr)
+		"--cells", "all", "--out", out, "--check"}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +34,9 @@ func TestEmbeddedOracleOnSynthetic(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Log(stdout.String())
+	if !strings.Contains(stdout.String(), "history check       PASS") || !strings.Contains(stdout.String(), "lost 0, duplicated 0, wrong 0") {
+		t.Fatal("the history check of an undisturbed replay did not pass")
+	}
 	rec, err := rgc.Load(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"rgcpred/evaluation"
 
+	"rgcpred/bench/history"
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -89,11 +90,22 @@ func onTime(res *replay.Result) [][]int {
 
 // printReport prints the timing account and the metric table; onTime, if
 // not nil, is the evaluation of the trains without late spikes.
-func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, ev, onTime *replayScores) {
+func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result, verdict *history.Report, log *history.Log,
+	ev, onTime *replayScores) {
 	fmt.Fprintf(w, "frames sent         %d (%d history frames at once, then %d in %.2f s)\n",
 		res.Frames, res.First-res.To+int(res.Frames), res.To-res.First, res.Wall.Seconds())
-	fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost %d, other cells %d, cells missing their last decision %d)\n",
-		res.Decisions, res.Stale, res.Skipped, res.Lost, res.Foreign, res.Missing)
+	if verdict != nil {
+		fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost %d, duplicated %d, wrong %d, other cells %d, cells missing their last decision %d)\n",
+			res.Decisions, res.Stale, res.Skipped, verdict.Lost, verdict.Duplicated, verdict.Wrong, res.Foreign, res.Missing)
+		fmt.Fprintf(w, "history check       %s\n", verdict)
+		for _, e := range verdict.Examples {
+			fmt.Fprintf(w, "                    %s\n", e)
+		}
+	} else {
+		fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost at least %d in %d gaps, duplicated %d, other cells %d, "+
+			"cells missing their last decision %d)\n",
+			res.Decisions, res.Stale, res.Skipped, res.Lost, res.Gaps, history.Duplicates(log.Received()), res.Foreign, res.Missing)
+	}
 	switch {
 	case res.DaemonSkipped < 0:
 		fmt.Fprintf(w, "daemon's account    unavailable (no status reply after the replay)\n")

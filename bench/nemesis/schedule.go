@@ -1,0 +1,142 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The faults. A holder or standby is a predictord of the group (the
+// holder publishes); a node is a NATS server of the cluster.
+const (
+	// KillHolder and KillStandby kill -9 an instance and restart it after
+	// Fault.For.
+	KillHolder  Kind = "kill-holder"
+	KillStandby Kind = "kill-standby"
+	// PauseHolder and PauseStandby SIGSTOP an instance for Fault.For,
+	// several lease TTLs, then SIGCONT it.
+	PauseHolder  Kind = "pause-holder"
+	PauseStandby Kind = "pause-standby"
+	// KillNode kill -9s a random node, KillMetaLeader the JetStream meta
+	// leader, KillLeaseLeader the leader of the lease bucket's stream;
+	// each is restarted after Fault.For with its store.
+	KillNode        Kind = "kill-node"
+	KillMetaLeader  Kind = "kill-meta-leader"
+	KillLeaseLeader Kind = "kill-lease-leader"
+	// CutHolder and CutStandby partition an instance from every node (its
+	// proxies swallow all data; the process keeps running) for Fault.For.
+	CutHolder  Kind = "cut-holder"
+	CutStandby Kind = "cut-standby"
+	// SlowLink delays everything between an instance and the nodes by
+	// Fault.Latency for Fault.For.
+	SlowLink Kind = "slow-link"
+	// Burst publishes Fault.Count malformed messages on the device's frame
+	// and control subjects at once.
+	Burst Kind = "burst"
+)
+
+// Kinds lists every kind of fault.
+var Kinds = []Kind{KillHolder, KillStandby, PauseHolder, PauseStandby, KillNode, KillMetaLeader, KillLeaseLeader,
+	CutHolder, CutStandby, SlowLink, Burst}
+
+// KillsNode reports whether the fault kills a NATS node.
+func (k Kind) KillsNode() bool { return k == KillNode || k == KillMetaLeader || k == KillLeaseLeader }
+
+// ParseKinds parses a comma-separated list of kinds ("all": every kind;
+// "none": no fault, an undisturbed run).
+func ParseKinds(s string) ([]Kind, error) {
+	switch s {
+	case "all", "":
+		return slices.Clone(Kinds), nil
+	case "none":
+		return []Kind{}, nil
+	}
+	var out []Kind
+	for _, f := range strings.Split(s, ",") {
+		k := Kind(strings.TrimSpace(f))
+		if !slices.Contains(Kinds, k) {
+			return nil, fmt.Errorf("nemesis: unknown fault %q (known: %v)", k, Kinds)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// Fault is one planned fault and, once applied, what it hit.
+type Fault struct {
+	Kind Kind `json:"kind"`
+	// Gap is the wait before it, after the previous fault's recovery (or
+	// the replay's start).
+	Gap time.Duration `json:"gap_ns"`
+	// For is how long the fault lasts (down, paused, cut or slow).
+	For time.Duration `json:"for_ns"`
+	// Latency is a slow link's delay; Count a burst's messages.
+	Latency time.Duration `json:"latency_ns,omitempty"`
+	Count   int           `json:"count,omitempty"`
+	// Pick chooses among equal targets (a random node or standby).
+	Pick int `json:"pick"`
+	// Target names what it hit, At when it began (since the replay's
+	// first frame); Skipped says why it was not applied ("" when it was).
+	Target  string        `json:"target,omitempty"`
+	At      time.Duration `json:"at_ns"`
+	Skipped string        `json:"skipped,omitempty"`
+}
+
+// String describes the fault in a few words.
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s %s for %v", f.Kind, f.Target, f.For.Round(time.Millisecond))
+	if f.Kind == SlowLink {
+		s += fmt.Sprintf(" (+%v)", f.Latency)
+	}
+	if f.Kind == Burst {
+		s = fmt.Sprintf("burst of %d", f.Count)
+	}
+	if f.Skipped != "" {
+		s += " (not applied: " + f.Skipped + ")"
+	} else {
+		s += fmt.Sprintf(" at %.1fs", f.At.Seconds())
+	}
+	return s
+}
+
+// Plan returns the faults of a schedule: a seeded random sequence of kinds,
+// durations and gaps filling length, one fault at a time (each after the
+// previous one recovered). ttl is the lease's TTL: pauses last 3 to 30 of
+// them. The same seed, length, ttl and kinds give the same plan.
+func Plan(seed uint64, length, ttl time.Duration, kinds []Kind) []Fault {
+	if len(kinds) == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6e656d65736973))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	var out []Fault
+	used := time.Duration(0)
+	for {
+		f := Fault{Kind: kinds[r.IntN(len(kinds))], Gap: between(time.Second, 3*time.Second), Pick: r.IntN(1 << 16)}
+		switch f.Kind {
+		case KillHolder, KillStandby:
+			f.For = between(200*time.Millisecond, 3*time.Second)
+		case PauseHolder, PauseStandby:
+			f.For = between(3*ttl, 30*ttl)
+		case KillNode, KillMetaLeader, KillLeaseLeader:
+			f.For = between(time.Second, 5*time.Second)
+		case CutHolder, CutStandby:
+			f.For = between(500*time.Millisecond, 4*time.Second)
+		case SlowLink:
+			f.For = between(time.Second, 4*time.Second)
+			f.Latency = between(5*time.Millisecond, 100*time.Millisecond)
+		case Burst:
+			f.Count = 100 + r.IntN(1900)
+		}
+		used += f.Gap + f.For
+		if used > length {
+			return out
+		}
+		out = append(out, f)
+	}
+}

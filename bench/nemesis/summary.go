@@ -1,0 +1,85 @@
+package nemesis
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Summary totals the verdicts of several schedules.
+type Summary struct {
+	// Schedules run; Passed of them; NodeKills those that killed a NATS
+	// node (a fault applied).
+	Schedules, Passed, NodeKills int
+	// Faults counts the faults applied by kind.
+	Faults map[Kind]int
+	// Checked, Lost, Duplicated, Wrong and Late total the history reports;
+	// StatesDiffer counts schedules whose replicas' states differ or did
+	// not all answer; Errors schedules that stopped with an error.
+	Checked, Matched, Lost, Duplicated, Wrong, Late int64
+	StatesDiffer, Errors                            int
+	// Failed lists the seeds of the failed schedules.
+	Failed []uint64
+}
+
+// Summarise totals verdicts.
+func Summarise(vs []*Verdict) *Summary {
+	s := &Summary{Faults: map[Kind]int{}}
+	for _, v := range vs {
+		s.Schedules++
+		if v.OK() {
+			s.Passed++
+		} else {
+			s.Failed = append(s.Failed, v.Seed)
+		}
+		node := false
+		for _, f := range v.Faults {
+			if f.Skipped == "" {
+				s.Faults[f.Kind]++
+				node = node || f.Kind.KillsNode()
+			}
+		}
+		if node {
+			s.NodeKills++
+		}
+		if v.Err != "" {
+			s.Errors++
+		}
+		if h := v.History; h != nil {
+			s.Checked += h.Expected
+			s.Matched += h.Matched
+			s.Lost += h.Lost
+			s.Duplicated += h.Duplicated
+			s.Wrong += h.Wrong
+			s.Late += h.Late
+		}
+		if v.Err == "" && (v.States == nil || !v.States.OK() || v.Answered != v.Instances) {
+			s.StatesDiffer++
+		}
+	}
+	return s
+}
+
+// WriteTable writes the summary as a Markdown table.
+func (s *Summary) WriteTable(w io.Writer) {
+	var kinds []string
+	for _, k := range Kinds {
+		if n := s.Faults[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	seeds := slices.Clone(s.Failed)
+	slices.Sort(seeds)
+	failed := make([]string, len(seeds))
+	for i, f := range seeds {
+		failed[i] = fmt.Sprint(f)
+	}
+	fmt.Fprintln(w, "| schedules | passed | killing a NATS node | faults applied | decisions checked | matched | lost | duplicated | wrong | late | states differ | errors |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "| %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Schedules, s.Passed, s.NodeKills,
+		strings.Join(kinds, ", "), s.Checked, s.Matched, s.Lost, s.Duplicated, s.Wrong, s.Late, s.StatesDiffer, s.Errors)
+	if len(s.Failed) > 0 {
+		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))
+	}
+}
