@@ -260,6 +260,9 @@ func coreConfig(c daemon.Config, s *Session) (daemon.Config, error) {
 		}
 		return c, nil
 	}
+	if c.BinPeriod == 0 {
+		c.BinPeriod = s.BinPeriod
+	}
 	if c.Policy == nil && s.Policy != "" {
 		p, err := rollout.ParsePolicy(s.Policy)
 		if err != nil {
@@ -335,7 +338,7 @@ func (a *audit) msg(m Msg) error {
 		}
 		a.rep.FramesMsgs++
 		a.rep.Frames += uint64(len(f.Frames))
-		a.core.Frames(f, 0)
+		a.core.FramesAt(f, 0, m.Time)
 	case KindControl:
 		if err := stream.DecodeControl(m.Data, &a.ctl); err != nil {
 			return fmt.Errorf("control at %d: %w", m.Seq, err)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
@@ -22,6 +24,11 @@ type item struct {
 	ctl    bool  // a control message (its own budget)
 	state  bool  // a hot-standby state request or received state (their own budget)
 }
+
+// BinPeriod is a real-time stream's bin period (rgc.BinRateHz): the
+// daemon believes a jump in a device's numbering only as far as wall time
+// allows (daemon.Config.BinPeriod).
+var BinPeriod = time.Duration(math.Round(float64(time.Second) / rgc.BinRateHz))
 
 // Queue limits of a device besides Config.QueueLen and Config.QueueBytes.
 const (
@@ -245,6 +252,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Policy:         s.cfg.Policy,
 		Gather:         s.gather(),
 		WholeCalls:     s.cfg.WholeCalls,
+		BinPeriod:      BinPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
@@ -380,7 +388,7 @@ func (d *device) handle(it item) {
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
-		d.core.Frames(&d.frames, d.queuedFrames.Load())
+		d.core.FramesAt(&d.frames, d.queuedFrames.Load(), it.at)
 		d.last.Store(d.core.LastSeq())
 		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
