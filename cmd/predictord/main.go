@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +60,7 @@ func main() {
 type options struct {
 	natsURL, embedAddr                     string
 	auth                                   natsauth.Flags
+	natsConfig                             string
 	tls                                    natsauth.TLS
 	name                                   string
 	devices, modelPath, cells, shard       string
@@ -89,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
 	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
 		"listen address of the embedded NATS server (port 0: a free one, logged; a taken port is an error)")
+	fs.StringVar(&o.natsConfig, "nats-config", "",
+		"nats-server configuration file for the embedded server: its users and permissions (deploy/nats/predictord.conf); connect with a role's --nats-nkey")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
 	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
@@ -154,6 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch {
+	case o.natsConfig != "" && o.natsURL != "":
+		return nil, errors.New("--nats-config configures the embedded server: not with --nats-url (start nats-server -c with it instead)")
 	case o.pingInterval <= 0:
 		return nil, fmt.Errorf("--nats-ping-interval %v: want > 0", o.pingInterval)
 	case o.maxPings < 1:
@@ -301,8 +307,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		if err != nil {
 			return fmt.Errorf("--embedded-addr: %w", err)
 		}
-		srv, err := embednats.StartOptions(embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
-			JetStream: o.jsDir != "", StoreDir: o.jsDir})
+		eo := embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
+			JetStream: o.jsDir != "", StoreDir: o.jsDir, ConfigFile: o.natsConfig}
+		if o.natsConfig != "" {
+			eo.Username, eo.Password, eo.Token = "", "", "" // the file names the users; these are this connection's
+		}
+		srv, err := embednats.StartOptions(eo)
 		if err != nil {
 			return fmt.Errorf("--embedded-addr %s: %w (is another NATS server running? connect to it with --nats-url, "+
 				"or use port 0 for a free port)", o.embedAddr, err)
