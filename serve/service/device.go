@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/msgauth"
 	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
 	"rgcpred/stream"
@@ -22,6 +24,7 @@ type item struct {
 	at     time.Time
 	frames int64 // frames the message announces (0 for control)
 	ctl    bool  // a control message (its own budget)
+	reset  bool  // a reset control message (a budget of its own within control's)
 	state  bool  // a hot-standby state request or received state (their own budget)
 }
 
@@ -44,7 +47,25 @@ const (
 	// ctlQueueBytes bounds the bytes of waiting control messages (about
 	// 15 history messages for 4096 cells).
 	ctlQueueBytes = 8 << 20
+	// resetQueueLen is the number of resets that may wait besides the
+	// histories: a flood of histories never crowds out a reset.
+	resetQueueLen = 8
+	// dropNoticeEvery is the shortest time between two drop notices of a
+	// device (stream.Drop): a flood of refused messages costs one notice
+	// per kind and reason per period.
+	dropNoticeEvery = 100 * time.Millisecond
 )
+
+// RejectReasons are the reason labels of predictord_frames_rejected_total
+// (docs/protocol.md, "Robustness rules"); each device's counters start at
+// 0 for every one.
+var RejectReasons = []string{
+	stream.ReasonVersion, stream.ReasonType, stream.ReasonTruncated, stream.ReasonOversized, stream.ReasonLength,
+	stream.ReasonReserved, stream.ReasonNonFinite, stream.ReasonRange,
+	stream.ReasonAuthMissing, stream.ReasonAuthInvalid, stream.ReasonReplayed,
+	"overflow", "control_overflow", "unknown_subject", "panic", "stale", "out_of_stream",
+	"unknown_cell", "history_late", "reset_stale", "reset_late", "state_request_limited",
+}
 
 // device is the state of one served device.
 type device struct {
@@ -58,11 +79,17 @@ type device struct {
 	nc   *nats.Conn
 
 	// Queue accounting (reader adds, processor subtracts).
-	queuedFrames   atomic.Int64 // frames waiting, the overload policy's backlog
-	queuedBytes    atomic.Int64 // bytes of waiting frames messages
-	queuedMsgs     atomic.Int64 // waiting frames messages
-	queuedCtl      atomic.Int64 // waiting control messages
-	queuedCtlBytes atomic.Int64 // bytes of waiting control messages
+	queuedFrames   atomic.Int64   // frames waiting, the overload policy's backlog
+	queuedBytes    atomic.Int64   // bytes of waiting frames messages
+	queuedMsgs     atomic.Int64   // waiting frames messages
+	queuedCtl      atomic.Int64   // waiting control messages
+	queuedCtlBytes atomic.Int64   // bytes of waiting control messages
+	queuedResets   atomic.Int64   // waiting resets
+	ctlCheck       stream.Control // the reader's decoding of a control message
+
+	// drops are the refusals of the device's messages not yet told to it
+	// (notifyDrop).
+	drops dropNotices
 
 	// lastFrame is the arrival time (Unix ns) of the last frames message
 	// the core accepted, 0 before the first.
@@ -93,6 +120,14 @@ type device struct {
 
 	stimSubj, ctlSubj, eventSubj string
 	eventBuf                     []byte
+
+	// Message authentication (Config.Keys; nil: off): up checks what the
+	// device sends (reader goroutine), down signs what is published
+	// (processor goroutine, out its message); ctlTime is the TimeHeader of
+	// the last control message accepted (reader goroutine).
+	up, down *stream.Auth
+	out      nats.Msg
+	ctlTime  int64
 
 	// processor-goroutine state
 	frames stream.Frames
@@ -145,7 +180,7 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 		b, err := stream.AppendDecisions(k.buf[:0], &stream.Decisions{Decisions: ds[:n]})
 		if err == nil {
 			k.buf = b
-			err = k.d.publish(k.subject, t, b)
+			err = k.d.send(k.subject, t, b)
 		}
 		if err != nil {
 			k.pubErr.Inc()
@@ -198,7 +233,7 @@ func (k *sink) Stream(ev stream.Event) {
 	b, err := stream.AppendEvent(d.eventBuf[:0], &ev)
 	if err == nil {
 		d.eventBuf = b
-		err = d.publishEvent(ev.Epoch, b)
+		err = d.sendEvent(ev.Epoch, b)
 	}
 	if err != nil {
 		k.pubErr.Inc()
@@ -227,6 +262,9 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		rejectedBy: map[string]uint64{},
 		framesIn:   s.m.framesIn.WithLabelValues(name),
 		lag:        s.m.lag.WithLabelValues(name),
+	}
+	for _, r := range RejectReasons {
+		s.m.rejected.WithLabelValues(name, r) // 0 until the first refusal
 	}
 	d.last.Store(-1)
 	d.first.Store(-1)
@@ -261,6 +299,72 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 	return d, nil
 }
 
+// useKeys turns on message authentication with the device's keys.
+func (d *device) useKeys(ks msgauth.Keys) error {
+	k, ok := ks[d.name]
+	if !ok {
+		return fmt.Errorf("service: device %s: no keys in the key file", d.name)
+	}
+	var err error
+	if d.up, err = stream.NewAuth(k.Up); err == nil {
+		d.down, err = stream.NewAuth(k.Down)
+	}
+	if err != nil {
+		return fmt.Errorf("service: device %s: %w", d.name, err)
+	}
+	return nil
+}
+
+// send publishes a decisions or events message, signed when keys are
+// configured (Config.Keys; Run refuses them with hot standby, whose gate
+// publishes).
+func (d *device) send(subject string, t int64, b []byte) error {
+	if d.down == nil {
+		return d.publish(subject, t, b)
+	}
+	return d.sign(subject, b)
+}
+
+// sendEvent publishes a stream event message of epoch (see send).
+func (d *device) sendEvent(epoch uint32, b []byte) error {
+	if d.down == nil {
+		return d.publishEvent(epoch, b)
+	}
+	return d.sign(d.eventSubj, b)
+}
+
+// sign publishes b on subject with an authenticator under the Down key.
+func (d *device) sign(subject string, b []byte) error {
+	m := &d.out
+	m.Subject, m.Data = subject, b
+	d.down.Sign(m)
+	return d.nc.PublishMsg(m)
+}
+
+// authentic checks a message received from NATS (not one the daemon
+// queued itself) against the device's Up key, and refuses a control
+// message not sent later than the last one accepted (a replay). It
+// reports the refusal's reason, "" for none.
+func (d *device) authentic(m *nats.Msg) string {
+	if d.up == nil || m.Sub == nil {
+		return ""
+	}
+	if err := d.up.Check(m); err != nil {
+		if errors.Is(err, stream.ErrAuthMissing) {
+			return stream.ReasonAuthMissing
+		}
+		return stream.ReasonAuthInvalid
+	}
+	if m.Subject == d.ctlSubj {
+		t, ok := stream.SentAt(m)
+		if !ok || t <= d.ctlTime {
+			return stream.ReasonReplayed
+		}
+		d.ctlTime = t
+	}
+	return ""
+}
+
 // read moves received messages to the work queue, stamping their arrival.
 // After stop it forwards what is left and closes the queue.
 func (d *device) read() {
@@ -292,17 +396,23 @@ func (d *device) read() {
 func (d *device) enqueue(m *nats.Msg) {
 	it := item{m: m, at: time.Now()}
 	size := int64(len(m.Data))
+	if m.Subject == d.stimSubj || m.Subject == d.ctlSubj {
+		if reason := d.authentic(m); reason != "" {
+			d.refuse(m.Subject, reason, "message on "+m.Subject+" refused: "+reason+" (a publisher without the device's key?)")
+			return
+		}
+	}
 	switch m.Subject {
 	case d.stimSubj:
 		if size > stream.FramesHeaderLen+stream.MaxFramesPerMsg*stream.FrameLen {
-			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("frames message of %d bytes rejected before queueing", size))
+			d.refuse(m.Subject, stream.ReasonOversized, fmt.Sprintf("frames message of %d bytes rejected before queueing", size))
 			return
 		}
 		if _, n, err := stream.PeekFrames(m.Data); err == nil {
 			it.frames = int64(n)
 		}
 		if d.queuedMsgs.Load() >= int64(d.s.cfg.QueueLen) || d.queuedBytes.Load()+size > d.s.cfg.QueueBytes {
-			d.reject("overflow", 1, "work queue full: frames message dropped (its frames become a gap)")
+			d.refuse(m.Subject, "overflow", "work queue full: frames message dropped (its frames become a gap)")
 			return
 		}
 		d.queuedMsgs.Add(1)
@@ -315,16 +425,31 @@ func (d *device) enqueue(m *nats.Msg) {
 		it.state = true
 	case d.ctlSubj:
 		if size > stream.MaxPayload {
-			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
+			d.refuse(m.Subject, stream.ReasonOversized, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
 			return
 		}
-		if d.queuedCtl.Load() >= ctlQueueLen || d.queuedCtlBytes.Load()+size > ctlQueueBytes {
-			d.reject("control_overflow", 1, "control queue full: control message dropped (a reset or history was lost; the device should resend it)")
+		// Validated here, so that only valid control messages take the
+		// queue's room; resets have a budget of their own that no flood
+		// of histories can take.
+		if err := stream.DecodeControl(m.Data, &d.ctlCheck); err != nil {
+			d.refuse(m.Subject, stream.Reason(err), "control message rejected before queueing: "+err.Error())
 			return
 		}
 		it.ctl = true
-		d.queuedCtl.Add(1)
-		d.queuedCtlBytes.Add(size)
+		it.reset = d.ctlCheck.Op != stream.OpHistory
+		switch {
+		case it.reset && d.queuedResets.Load() >= resetQueueLen:
+			d.refuse(m.Subject, "control_overflow", "reset queue full: reset dropped (the device should resend it)")
+			return
+		case it.reset:
+			d.queuedResets.Add(1)
+		case d.queuedCtl.Load() >= ctlQueueLen || d.queuedCtlBytes.Load()+size > ctlQueueBytes:
+			d.refuse(m.Subject, "control_overflow", "control queue full: history dropped (the device should resend it)")
+			return
+		default:
+			d.queuedCtl.Add(1)
+			d.queuedCtlBytes.Add(size)
+		}
 	default:
 		d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
 		return
@@ -339,6 +464,10 @@ func (d *device) dequeued(it item) {
 		d.stateDone(it.m)
 		return
 	}
+	if it.reset {
+		d.queuedResets.Add(-1)
+		return
+	}
 	if it.ctl {
 		d.queuedCtl.Add(-1)
 		d.queuedCtlBytes.Add(-size)
@@ -347,6 +476,17 @@ func (d *device) dequeued(it item) {
 	d.queuedMsgs.Add(-1)
 	d.queuedBytes.Add(-size)
 	d.queuedFrames.Add(-it.frames)
+}
+
+// refuse rejects one message the device sent on subject (reject) and
+// tells the device (notifyDrop).
+func (d *device) refuse(subject, reason, msg string) {
+	d.reject(reason, 1, msg)
+	kind := uint8(stream.DropFrames)
+	if subject == d.ctlSubj {
+		kind = stream.DropControl
+	}
+	d.notifyDrop(kind, reason)
 }
 
 func (d *device) reject(reason string, n uint64, msg string) {
@@ -382,7 +522,7 @@ func (d *device) handle(it item) {
 	switch it.m.Subject {
 	case d.stimSubj:
 		if err := stream.DecodeFrames(it.m.Data, &d.frames); err != nil {
-			d.reject(stream.Reason(err), 1, "frames message rejected: "+err.Error())
+			d.refuse(it.m.Subject, stream.Reason(err), "frames message rejected: "+err.Error())
 			return
 		}
 		d.framesIn.Add(float64(len(d.frames.Frames)))
@@ -393,7 +533,7 @@ func (d *device) handle(it item) {
 		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
-			d.reject(stream.Reason(err), 1, "control message rejected: "+err.Error())
+			d.refuse(it.m.Subject, stream.Reason(err), "control message rejected: "+err.Error())
 			return
 		}
 		d.core.Control(&d.ctl)

@@ -548,8 +548,12 @@ func TestStandbyStateBudget(t *testing.T) {
 		t.Fatalf("retained %d bytes (counted %d); the newest message not last", n, d.sb.retainedBytes)
 	}
 
-	for range ctlQueueLen {
-		d.enqueue(&nats.Msg{Subject: d.ctlSubj, Data: []byte{1}})
+	history, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpHistory, Histories: make([]stream.History, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ctlQueueLen { // valid ones: the reader refuses others before they are queued
+		d.enqueue(&nats.Msg{Subject: d.ctlSubj, Data: history})
 	}
 	if d.queuedCtl.Load() != ctlQueueLen {
 		t.Fatalf("%d control messages queued, want a full queue of %d", d.queuedCtl.Load(), ctlQueueLen)
