@@ -123,3 +123,38 @@ func stampTime(m *nats.Msg, last *int64) {
 	}
 	m.Header[TimeHeader] = []string{strconv.FormatInt(now, 10)}
 }
+
+// Guard applies the authentication rules to the messages a device sends
+// (frames and control): a valid authenticator under its Up key, and a
+// control message sent later than the last one admitted. The daemon and
+// the flight recorder's audit both use it, so they refuse the same
+// messages. It is for one goroutine.
+type Guard struct {
+	up      *Auth
+	ctlTime int64
+}
+
+// NewGuard returns a Guard checking with up (nil: every message passes).
+func NewGuard(up *Auth) *Guard { return &Guard{up: up} }
+
+// Admit returns the reason m (a frames message, or a control message when
+// control is set) is refused, "" when it is admitted.
+func (g *Guard) Admit(m *nats.Msg, control bool) string {
+	if g == nil || g.up == nil {
+		return ""
+	}
+	if err := g.up.Check(m); err != nil {
+		if errors.Is(err, ErrAuthMissing) {
+			return ReasonAuthMissing
+		}
+		return ReasonAuthInvalid
+	}
+	if control {
+		t, ok := SentAt(m)
+		if !ok || t <= g.ctlTime {
+			return ReasonReplayed
+		}
+		g.ctlTime = t
+	}
+	return ""
+}

@@ -112,6 +112,10 @@ type Session struct {
 	// no wall time); the audit then replays each frames message at the
 	// time the server stored it.
 	BinPeriod time.Duration `json:"bin_period_ns,omitempty"`
+	// Authenticated is set when the daemon refused device messages
+	// without a valid authenticator (message keys): the audit needs the
+	// device's keys to refuse the same ones.
+	Authenticated bool `json:"authenticated,omitempty"`
 	// Started is when the daemon began recording.
 	Started time.Time `json:"started"`
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -121,13 +120,12 @@ type device struct {
 	stimSubj, ctlSubj, eventSubj string
 	eventBuf                     []byte
 
-	// Message authentication (Config.Keys; nil: off): up checks what the
-	// device sends (reader goroutine), down signs what is published
-	// (processor goroutine, out its message); ctlTime is the TimeHeader of
-	// the last control message accepted (reader goroutine).
-	up, down *stream.Auth
-	out      nats.Msg
-	ctlTime  int64
+	// Message authentication (Config.Keys; nil: off): guard checks what
+	// the device sends (reader goroutine), down signs what is published
+	// (processor goroutine, out its message).
+	guard *stream.Guard
+	down  *stream.Auth
+	out   nats.Msg
 
 	// processor-goroutine state
 	frames stream.Frames
@@ -305,13 +303,14 @@ func (d *device) useKeys(ks msgauth.Keys) error {
 	if !ok {
 		return fmt.Errorf("service: device %s: no keys in the key file", d.name)
 	}
-	var err error
-	if d.up, err = stream.NewAuth(k.Up); err == nil {
+	up, err := stream.NewAuth(k.Up)
+	if err == nil {
 		d.down, err = stream.NewAuth(k.Down)
 	}
 	if err != nil {
 		return fmt.Errorf("service: device %s: %w", d.name, err)
 	}
+	d.guard = stream.NewGuard(up)
 	return nil
 }
 
@@ -342,27 +341,13 @@ func (d *device) sign(subject string, b []byte) error {
 }
 
 // authentic checks a message received from NATS (not one the daemon
-// queued itself) against the device's Up key, and refuses a control
-// message not sent later than the last one accepted (a replay). It
-// reports the refusal's reason, "" for none.
+// queued itself) with the device's guard (stream.Guard). It reports the
+// refusal's reason, "" for none.
 func (d *device) authentic(m *nats.Msg) string {
-	if d.up == nil || m.Sub == nil {
+	if m.Sub == nil {
 		return ""
 	}
-	if err := d.up.Check(m); err != nil {
-		if errors.Is(err, stream.ErrAuthMissing) {
-			return stream.ReasonAuthMissing
-		}
-		return stream.ReasonAuthInvalid
-	}
-	if m.Subject == d.ctlSubj {
-		t, ok := stream.SentAt(m)
-		if !ok || t <= d.ctlTime {
-			return stream.ReasonReplayed
-		}
-		d.ctlTime = t
-	}
-	return ""
+	return d.guard.Admit(m, m.Subject == d.ctlSubj)
 }
 
 // read moves received messages to the work queue, stamping their arrival.
@@ -486,7 +471,7 @@ func (d *device) refuse(subject, reason, msg string) {
 	if subject == d.ctlSubj {
 		kind = stream.DropControl
 	}
-	d.notifyDrop(kind, reason)
+	d.notifyDrop(kind, reason, 1)
 }
 
 func (d *device) reject(reason string, n uint64, msg string) {
@@ -567,14 +552,17 @@ func (d *device) syncStats() {
 	}
 	if n := add(m.rejected, st.Stale, p.Stale, d.name, "stale"); n > 0 {
 		d.countRejected("stale", n)
+		d.notifyDrop(stream.DropFrames, "stale", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/stale", n, "duplicate or out-of-order frames dropped", devField(d.name))
 	}
 	if n := add(m.rejected, st.UnknownCell, p.UnknownCell, d.name, "unknown_cell"); n > 0 {
 		d.countRejected("unknown_cell", n)
+		d.notifyDrop(stream.DropControl, "unknown_cell", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/unknown_cell", n, "history for a cell the checkpoint does not know", devField(d.name))
 	}
 	if n := add(m.rejected, st.HistoryLate, p.HistoryLate, d.name, "history_late"); n > 0 {
 		d.countRejected("history_late", n)
+		d.notifyDrop(stream.DropControl, "history_late", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/history_late", n, "history arrived after the cell's first window; send a reset first", devField(d.name))
 	}
 	if n := add(m.repaired, st.Clamped, p.Clamped, d.name, "clamped"); n > 0 {
@@ -588,6 +576,7 @@ func (d *device) syncStats() {
 	}
 	if n := add(m.rejected, st.OutOfStream, p.OutOfStream, d.name, "out_of_stream"); n > 0 {
 		d.countRejected("out_of_stream", n)
+		d.notifyDrop(stream.DropFrames, "out_of_stream", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/out_of_stream", n, "frames that do not continue the stream dropped (another publisher or a forged frame?)", devField(d.name))
 	}
 	if n := add(m.misses, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
@@ -606,11 +595,13 @@ func (d *device) syncStats() {
 	add(m.resets, st.Resets, p.Resets, d.name)
 	if n := add(m.rejected, st.ResetsStale, p.ResetsStale, d.name, "reset_stale"); n > 0 {
 		d.countRejected("reset_stale", n)
+		d.notifyDrop(stream.DropControl, "reset_stale", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/reset_stale", n,
 			"reset at a frame ignored: its epoch is over (another reset of it applied first, or the stream restarted)", devField(d.name))
 	}
 	if n := add(m.rejected, st.ResetsLate, p.ResetsLate, d.name, "reset_late"); n > 0 {
 		d.countRejected("reset_late", n)
+		d.notifyDrop(stream.DropControl, "reset_late", n)
 		d.s.log.Error().Str("device", d.name).Uint64("late", n).
 			Msg("reset at a frame arrived after that frame: applied at once, at this instance's own frame (its decisions may differ from the group's)")
 		d.standbyDiverged()

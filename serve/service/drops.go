@@ -25,16 +25,16 @@ type dropNotices struct {
 	buf     []byte
 }
 
-// notifyDrop tells the device, on its events subject, that a message it
-// sent on kind's subject was refused for reason (stream.Drop).
-func (d *device) notifyDrop(kind uint8, reason string) {
+// notifyDrop tells the device, on its events subject, that n messages (or
+// frames) it sent on kind's subject were refused for reason (stream.Drop).
+func (d *device) notifyDrop(kind uint8, reason string, n uint64) {
 	q := &d.drops
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.pending == nil {
 		q.pending = map[dropKey]uint64{}
 	}
-	q.pending[dropKey{kind, reason}]++
+	q.pending[dropKey{kind, reason}] += n
 	if q.armed {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/recorder"
+	"rgcpred/stream"
 )
 
 // gathered sums the samples of metric name in s's registry.
@@ -249,5 +251,57 @@ func TestRecordSessionArithmetic(t *testing.T) {
 				t.Errorf("recorded precision %q, want %q", got[0], tc.want)
 			}
 		})
+	}
+}
+
+// TestAuditReportsInjection: frames injected between the device's (6 at
+// its last seq + 1000) and malformed frames and control messages change
+// no decision, and the flight recorder's audit reports them: the daemon's
+// drop notices and its own refusals, by reason.
+func TestAuditReportsInjection(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour})
+	p := newPublisher(t, e, "dev0")
+	evs, err := p.SubscribeEvents(func(stream.Event, error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evs.Unsubscribe()
+	c := collectAll(t, p)
+	attacker := newPublisher(t, e, "dev0")
+	publishSplit(t, f, p, 16, func(i int) {
+		if i != 50 {
+			return
+		}
+		fr := f.frames(f.lo, f.lo+6)
+		fr.FirstSeq = int64(f.lo+16*i-1) + 1000
+		if err := attacker.PublishFrames(fr); err != nil {
+			t.Fatal(err)
+		}
+		_ = attacker.PublishRaw("stim", []byte{stream.Version, stream.TypeFrames})
+		_ = attacker.PublishRaw("ctl", []byte{stream.Version, stream.TypeControl, 0, 0, 9, 0, 0, 0})
+		_ = attacker.Flush(context.Background())
+	})
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	waitUntil(t, "the drop notices", func() bool {
+		fr, ctl := p.DaemonDropped()
+		return fr == 7 && ctl == 1
+	})
+	r.stop()
+	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+	defer acancel()
+	var rep *recorder.Report
+	waitUntil(t, "the recording complete", func() bool {
+		var err error
+		rep, err = recorder.Audit(actx, recorder.StreamSource(r.js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions())) && rep.Told["out_of_stream"] == 6
+	})
+	want := map[string]uint64{"out_of_stream": 6, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
+	if !maps.Equal(rep.Told, want) || !maps.Equal(rep.Refused, want) {
+		t.Fatalf("told %v, refused %v: want %v each", rep.Told, rep.Refused, want)
+	}
+	if !strings.Contains(rep.String(), "messages were refused") {
+		t.Fatalf("the report does not say so:\n%s", rep)
 	}
 }
