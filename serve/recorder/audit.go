@@ -379,6 +379,14 @@ func (a *audit) replayEpoch(e uint32) uint32 {
 func (a *audit) offset(e uint32) uint16 { return uint16(e + a.scan.first.Epoch - 1) }
 
 func (a *audit) msg(m Msg) error {
+	if m.Kind == KindEvent && stream.PayloadType(m.Data) == stream.TypeDrop {
+		var d stream.Drop
+		if err := stream.DecodeDrop(m.Data, &d); err != nil {
+			return fmt.Errorf("drop notice at %d: %w", m.Seq, err)
+		}
+		a.rep.Told[d.Reason] += d.Count // wherever it is: refusals belong to no stream
+		return nil
+	}
 	if m.Seq < a.scan.startSeq && (m.Kind == KindDecisions || m.Kind == KindEvent) {
 		return nil // decisions and events of the streams before the start
 	}
@@ -436,14 +444,6 @@ func (a *audit) msg(m Msg) error {
 			}
 		}
 	case KindEvent:
-		if stream.PayloadType(m.Data) == stream.TypeDrop {
-			var d stream.Drop
-			if err := stream.DecodeDrop(m.Data, &d); err != nil {
-				return fmt.Errorf("drop notice at %d: %w", m.Seq, err)
-			}
-			a.rep.Told[d.Reason] += d.Count
-			return nil
-		}
 		if err := stream.DecodeEvent(m.Data, &a.ev); err != nil {
 			return fmt.Errorf("event at %d: %w", m.Seq, err)
 		}

@@ -292,12 +292,12 @@ func TestAuditReportsInjection(t *testing.T) {
 	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 	defer acancel()
 	var rep *recorder.Report
-	waitUntil(t, "the recording complete", func() bool {
+	want := map[string]uint64{"out_of_stream": 6, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
+	waitUntil(t, "the recording complete", func() bool { // the stream stores asynchronously
 		var err error
 		rep, err = recorder.Audit(actx, recorder.StreamSource(r.js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
-		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions())) && rep.Told["out_of_stream"] == 6
+		return err == nil && rep.OK() && rep.Recorded == uint64(len(c.Decisions())) && maps.Equal(rep.Told, want)
 	})
-	want := map[string]uint64{"out_of_stream": 6, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
 	if !maps.Equal(rep.Told, want) || !maps.Equal(rep.Refused, want) {
 		t.Fatalf("told %v, refused %v: want %v each", rep.Told, rep.Refused, want)
 	}
