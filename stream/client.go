@@ -149,10 +149,12 @@ func (p *Publisher) PublishFrames(f *Frames) error {
 		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
 	}
 	p.buf = b
+	// Before the publication: a decision on these frames may arrive before
+	// Publish returns.
+	p.lastSent.Store(f.LastSeq())
 	if err := p.send(StimSubject(p.device), b); err != nil {
 		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
 	}
-	p.lastSent.Store(f.LastSeq())
 	return nil
 }
 
