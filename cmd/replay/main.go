@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.authKeys, "auth-keys", "",
-		"message key file (the device's line pair, docs/operations.md): sign frames and control, drop decisions without the daemon's authenticator; and --audit's")
+		"message key file (docs/operations.md, Security): sign frames and control, drop unsigned decisions; --from-stream's audit key")
 	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")
 	fs.StringVar(&o.split, "split", "test", "stretch to replay: train, val, test or all")
 	fs.Float64Var(&o.speed, "speed", 1, "pacing: 1 = real time (991.82 frames/s), N = N times faster")
