@@ -133,9 +133,36 @@ func (c *Core) hold(seq int64, fr *stream.Frame, rem int64) {
 	}
 	k.seqs[k.n], k.frames[k.n] = seq, *fr
 	k.n++
-	if !c.confirmed() {
+	if c.confirmed() {
+		c.adopt(rem)
+	}
+}
+
+// Tick applies the numbering rules at now without a frame: a candidate
+// numbering confirmed by the time passed since its last frame (the device
+// stopped sending right after a jump) is adopted. Call it from the
+// goroutine feeding the core, between frames, when nothing arrived for a
+// while; it does nothing without Config.BinPeriod or a candidate.
+func (c *Core) Tick(now time.Time) {
+	if c.cand.n == 0 || now.IsZero() {
 		return
 	}
+	c.at, c.backlog = now, 0
+	if c.confirmed() {
+		c.adopt(0)
+		c.expect()
+	}
+}
+
+// Held returns the number of frames held for a candidate numbering.
+func (c *Core) Held() int { return c.cand.n }
+
+// adopt processes the confirmed candidate's frames: as the continuation
+// of the current stream when its first frame is at most a window ahead of
+// it, else as a new stream (a restart). rem more frames follow the last
+// one in its message.
+func (c *Core) adopt(rem int64) {
+	k := &c.cand
 	n := k.n
 	k.n = 0
 	if first := k.seqs[0]; first <= c.last || first-c.last-1 > rgc.WindowBins {

@@ -134,3 +134,28 @@ func TestCoreTimedGapWithinWallTime(t *testing.T) {
 		t.Fatalf("stats %+v: want the 20 lost bins filled at once, every frame accepted", st)
 	}
 }
+
+// TestCoreTickAdoptsAfterSilence: frames of a jump sent as fast as possible
+// (no wall time covers it) wait; once the device is silent for ConfirmWait,
+// Tick adopts them, so a device that stops right after a jump still gets
+// its last frames processed. Tick before then changes nothing.
+func TestCoreTickAdoptsAfterSilence(t *testing.T) {
+	f := synthFrames(0, 2000)
+	core, _ := newCore(t, []int{1, 2, 3}, timedCfg())
+	t0 := time.Unix(1000, 0)
+	core.FramesAt(&stream.Frames{FirstSeq: 0, Frames: f.Frames[:1500]}, 0, t0)
+	core.FramesAt(&stream.Frames{FirstSeq: 1600, Frames: f.Frames[1600:1620]}, 0, t0) // 100 bins lost, no time passed
+	if core.LastSeq() != 1499 || core.Held() != DefaultConfirmFrames {
+		t.Fatalf("last %d, %d held: want the jump held", core.LastSeq(), core.Held())
+	}
+	core.Tick(t0.Add(DefaultConfirmWait / 2))
+	if core.LastSeq() != 1499 {
+		t.Fatalf("last %d: adopted before ConfirmWait", core.LastSeq())
+	}
+	core.Tick(t0.Add(DefaultConfirmWait))
+	st := core.Stats()
+	if core.LastSeq() != 1619 || core.Held() != 0 || st.Restarts != 0 || core.Epoch() != 1 || st.GapBins != 104 || st.OutOfStream != 4 {
+		t.Fatalf("last %d, %d held, stats %+v: want the jump adopted as a gap of the stream (the 4 oldest held frames dropped)",
+			core.LastSeq(), core.Held(), st)
+	}
+}

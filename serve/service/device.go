@@ -483,13 +483,32 @@ func (d *device) reject(reason string, n uint64, msg string) {
 }
 
 // process applies queued messages in order until the queue is closed.
+// While frames are held for a new numbering and nothing arrives, it ticks
+// the core (daemon.Core.Tick), so that a device that stops right after a
+// jump still gets its last frames decided.
 func (d *device) process() {
-	for it := range d.work {
-		d.handle(it)
-		if len(d.work) == 0 {
-			// Nothing waits: windows gathered while the core was behind
-			// go to the model now.
-			d.core.Flush()
+	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case it, ok := <-d.work:
+			if !ok {
+				return
+			}
+			d.handle(it)
+			if len(d.work) == 0 {
+				// Nothing waits: windows gathered while the core was behind
+				// go to the model now.
+				d.core.Flush()
+			}
+		case now := <-tick.C:
+			if d.core.Held() == 0 || len(d.work) > 0 {
+				continue
+			}
+			d.sink.at = now
+			d.core.Tick(now)
+			d.last.Store(d.core.LastSeq())
+			d.syncStats()
 		}
 	}
 }

@@ -255,9 +255,10 @@ func TestRecordSessionArithmetic(t *testing.T) {
 }
 
 // TestAuditReportsInjection: frames injected between the device's (6 at
-// its last seq + 1000) and malformed frames and control messages change
-// no decision, and the flight recorder's audit reports them: the daemon's
-// drop notices and its own refusals, by reason.
+// its last seq + 1000, 16 at seq 10^12 in one message) and malformed
+// frames and control messages change no decision and restart no stream,
+// and the flight recorder's audit reports them: the daemon's drop notices
+// and its own refusals, by reason.
 func TestAuditReportsInjection(t *testing.T) {
 	f := getFixtureStagger(t, true)
 	e := startJetStream(t)
@@ -279,6 +280,11 @@ func TestAuditReportsInjection(t *testing.T) {
 		if err := attacker.PublishFrames(fr); err != nil {
 			t.Fatal(err)
 		}
+		far := f.frames(f.lo, f.lo+16)
+		far.FirstSeq = 1_000_000_000_000 // one message of 16 frames at seq 10^12
+		if err := attacker.PublishFrames(far); err != nil {
+			t.Fatal(err)
+		}
 		_ = attacker.PublishRaw("stim", []byte{stream.Version, stream.TypeFrames})
 		_ = attacker.PublishRaw("ctl", []byte{stream.Version, stream.TypeControl, 0, 0, 9, 0, 0, 0})
 		_ = attacker.Flush(context.Background())
@@ -286,13 +292,13 @@ func TestAuditReportsInjection(t *testing.T) {
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
 	waitUntil(t, "the drop notices", func() bool {
 		fr, ctl := p.DaemonDropped()
-		return fr == 7 && ctl == 1
+		return fr == 23 && ctl == 1
 	})
 	r.stop()
 	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 	defer acancel()
 	var rep *recorder.Report
-	want := map[string]uint64{"out_of_stream": 6, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
+	want := map[string]uint64{"out_of_stream": 22, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
 	waitUntil(t, "the recording complete", func() bool { // the stream stores asynchronously
 		var err error
 		rep, err = recorder.Audit(actx, recorder.StreamSource(r.js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
@@ -300,6 +306,9 @@ func TestAuditReportsInjection(t *testing.T) {
 	})
 	if !maps.Equal(rep.Told, want) || !maps.Equal(rep.Refused, want) {
 		t.Fatalf("told %v, refused %v: want %v each", rep.Told, rep.Refused, want)
+	}
+	if n := value(t, r.s.m.restarts.WithLabelValues("dev0")); n != 0 || rep.Events != 1 {
+		t.Fatalf("%v restarts, %d stream events: want the one stream", n, rep.Events)
 	}
 	if !strings.Contains(rep.String(), "messages were refused") {
 		t.Fatalf("the report does not say so:\n%s", rep)
