@@ -275,6 +275,12 @@ func TestAuditReportsInjection(t *testing.T) {
 		if i != 50 {
 			return
 		}
+		// The device's frames so far reach the server first: the first frame
+		// the daemon receives starts the stream, whoever sends it (only the
+		// server's permissions and the authenticators tell).
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		fr := f.frames(f.lo, f.lo+6)
 		fr.FirstSeq = int64(f.lo+16*i-1) + 1000
 		if err := attacker.PublishFrames(fr); err != nil {
