@@ -71,6 +71,9 @@ type Point struct {
 	// further devices).
 	Cells   int `json:"cells"`
 	Devices int `json:"devices"`
+	// Auth is set when the point ran with message authentication
+	// (Options.Auth).
+	Auth bool `json:"auth,omitempty"`
 	// Engine is what the inference engine did (split windows, parks,
 	// back-offs).
 	Engine EngineCounters `json:"engine"`
@@ -246,16 +249,23 @@ func pos(v float64) float64 {
 	return v
 }
 
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // WriteTable prints the report as a text table.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "model %s (%s), %d engine threads, max batch %d, gather %d, max lag %d bins, stagger %v, expect %v, whole calls %v, GOMAXPROCS %d; %s\n",
 		r.Model, r.ModelInfo, r.Threads, r.MaxBatch, r.Gather, r.MaxLag, r.Stagger, !r.NoExpect, r.WholeCalls, r.GOMAXPROCS, r.Machine)
-	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %7s %9s\n",
-		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "expects", "real time")
+	fmt.Fprintf(w, "%6s %4s %6s %8s %8s %8s %8s %7s %7s %9s %6s %8s %8s %8s %11s %11s %6s %5s %6s %6s %6s %8s %7s %9s %4s\n",
+		"cells", "devs", "sec", "p50 ms", "p99 ms", "p99.9 ms", "max ms", ">bound", "daemon", "pred/s", "batch", "call ms", "cpu/pred", "misses", "late/spikes", "late p99 ms", "cpu", "load", "split", "reuse", "parks", "backoffs", "expects", "real time", "auth")
 	for _, p := range r.Points {
-		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6.2f %6d %8d %7d %9v\n",
+		fmt.Fprintf(w, "%6d %4d %6.1f %8.3f %8.3f %8.3f %8.3f %6.2f%% %6s %9.0f %6.2f %8.3f %8.3f %8d %11s %11.3f %6.2f %5.1f %6.2f %6.2f %6d %8d %7d %9v %4s\n",
 			p.Cells, p.Devices, p.Seconds, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, 100*p.OverBound, share(p.DaemonOverBound),
-			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.reuseShare(), p.Engine.Parks, p.Engine.Backoffs, p.Engine.Expects, p.RealTime)
+			p.PredictionsPerSec, p.MeanBatch, p.MeanPredictMs, p.CPUPerPredictionMs, p.DeadlineMisses, fmt.Sprintf("%d/%d", p.LateSpikes, p.Spikes), p.Lateness.P99Ms, p.CPU, p.LoadAvg, p.Engine.splitShare(), p.Engine.reuseShare(), p.Engine.Parks, p.Engine.Backoffs, p.Engine.Expects, p.RealTime, onOff(p.Auth))
 	}
 	for _, p := range r.Points {
 		if p.Tail != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/cputime"
+	"rgcpred/base/msgauth"
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
@@ -55,6 +57,12 @@ type Options struct {
 	// WholeCalls publishes each model call's decisions together when the
 	// call ends (service.Config.WholeCalls, predictord --whole-calls).
 	WholeCalls bool
+	// Auth lists the message authentication settings each cell count is
+	// measured with, in order (nil: off only): with it on, the daemon
+	// checks the devices' authenticators and signs its decisions, and the
+	// devices sign their frames and check the decisions (docs/protocol.md,
+	// "Authentication").
+	Auth []bool
 	// Trace records every decision's latency in its parts (Point.Trace,
 	// Point.Tail): when its frames message reached the daemon, its model
 	// call, its publication and its arrival at the device.
@@ -143,14 +151,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if c, ok := configOf(o.Model); ok {
 		rep.FLOPsPerWindow = c.FLOPs()
 	}
+	auth := o.Auth
+	if len(auth) == 0 {
+		auth = []bool{false}
+	}
 	for _, n := range o.CellCounts {
-		p, err := runPoint(ctx, o, srv.ClientURL(), pool, n)
-		if err != nil {
-			return nil, err
-		}
-		rep.Points = append(rep.Points, p)
-		if o.Progress != nil {
-			o.Progress(p)
+		for _, a := range auth {
+			p, err := runPoint(ctx, o, srv.ClientURL(), pool, n, a)
+			if err != nil {
+				return nil, err
+			}
+			rep.Points = append(rep.Points, p)
+			if o.Progress != nil {
+				o.Progress(p)
+			}
 		}
 	}
 	rep.finish()
@@ -158,10 +172,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // runPoint measures one cell count.
-func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Point, error) {
+func runPoint(ctx context.Context, o Options, url string, pool []int, n int, auth bool) (Point, error) {
 	devices, cells, err := assign(n, pool)
 	if err != nil {
 		return Point{}, err
+	}
+	var keys msgauth.Keys
+	if auth {
+		keys = msgauth.Keys{}
+		for _, d := range devices {
+			k := msgauth.DeviceKeys{Up: make([]byte, msgauth.KeyLen), Down: make([]byte, msgauth.KeyLen)}
+			_, _ = rand.Read(k.Up)
+			_, _ = rand.Read(k.Down)
+			keys[d] = k
+		}
 	}
 	reg := prometheus.NewRegistry()
 	if o.ReloadEvery > 0 && o.Reload == nil {
@@ -198,6 +222,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		Timing:         timing,
 		NoExpect:       o.NoExpect,
 		WholeCalls:     o.WholeCalls,
+		Keys:           keys,
 	})
 	if err != nil {
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
@@ -265,6 +290,9 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		go func() {
 			defer wg.Done()
 			pub, err := stream.NewPublisher(conns[i], dev)
+			if err == nil && auth {
+				err = pub.UseKeys(keys[dev])
+			}
 			if err != nil {
 				errs[i] = err
 				return
@@ -288,7 +316,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
 	}
 
-	p := Point{Cells: len(devices) * len(cells), Devices: len(devices), Seconds: float64(to-from-rgc.WindowBins) / rgc.BinRateHz}
+	p := Point{Cells: len(devices) * len(cells), Devices: len(devices), Seconds: float64(to-from-rgc.WindowBins) / rgc.BinRateHz, Auth: auth}
 	var lat, late replay.Durations
 	var maxLag time.Duration
 	for _, r := range results {

@@ -2,11 +2,15 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"rgcpred/base/msgauth"
 )
 
 // Publisher is the device side of the protocol: it publishes stimulus frames
@@ -16,11 +20,103 @@ type Publisher struct {
 	nc     *nats.Conn
 	device string
 
-	mu  sync.Mutex
-	buf []byte
+	mu    sync.Mutex
+	buf   []byte
+	msg   nats.Msg // reused for authenticated messages
+	stamp int64    // the last TimeHeader sent
+
+	// up signs what the publisher sends, down checks what it receives
+	// (UseKeys); nil: off.
+	up, down *Auth
+	// lastSent is the last frame sent (its seq), -1 before the first.
+	lastSent atomic.Int64
+	dropped  struct{ ahead, authMissing, authInvalid atomic.Uint64 }
+	// daemonDropped counts the messages the daemon's drop notices
+	// reported, by Drop.Kind.
+	daemonDropped [DropControl + 1]atomic.Uint64
+	onDrop        atomic.Pointer[func(Drop)]
 
 	fenceMu sync.Mutex
 	fences  []*Fence // one per decisions or events subscription
+}
+
+// DropStats counts the messages and decisions a Publisher's subscriptions
+// dropped besides its fences'. Every field only grows.
+type DropStats struct {
+	// Ahead counts decisions whose window ends after the last frame the
+	// publisher sent: no daemon could have taken them.
+	Ahead uint64
+	// AuthMissing and AuthInvalid count messages without a valid
+	// authenticator (UseKeys).
+	AuthMissing, AuthInvalid uint64
+}
+
+// DaemonDropped returns the frames and control messages the daemon
+// reported dropping (drop notices received by SubscribeEvents).
+func (p *Publisher) DaemonDropped() (frames, control uint64) {
+	return p.daemonDropped[DropFrames].Load(), p.daemonDropped[DropControl].Load()
+}
+
+// OnDrop sets a function SubscribeEvents calls with every drop notice
+// (from the NATS client's delivery goroutine): a control message dropped
+// is lost, resend it.
+func (p *Publisher) OnDrop(fn func(Drop)) { p.onDrop.Store(&fn) }
+
+// Dropped returns the counters.
+func (p *Publisher) Dropped() DropStats {
+	return DropStats{Ahead: p.dropped.ahead.Load(), AuthMissing: p.dropped.authMissing.Load(), AuthInvalid: p.dropped.authInvalid.Load()}
+}
+
+// UseKeys turns on message authentication (docs/protocol.md,
+// "Authentication"): frames and control messages are signed with k.Up,
+// decisions and events without a valid authenticator under k.Down are
+// dropped (DropStats). Call it before publishing or subscribing.
+func (p *Publisher) UseKeys(k msgauth.DeviceKeys) error {
+	up, err := NewAuth(k.Up)
+	if err != nil {
+		return fmt.Errorf("stream: keys of %s: up: %w", p.device, err)
+	}
+	down, err := NewAuth(k.Down)
+	if err != nil {
+		return fmt.Errorf("stream: keys of %s: down: %w", p.device, err)
+	}
+	p.mu.Lock()
+	p.up, p.down = up, down
+	p.mu.Unlock()
+	return nil
+}
+
+// send publishes b on subject, signed when UseKeys was called. The
+// caller holds p.mu.
+func (p *Publisher) send(subject string, b []byte) error {
+	if p.up == nil {
+		return p.nc.Publish(subject, b)
+	}
+	m := &p.msg
+	m.Subject, m.Data = subject, b
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	stampTime(m, &p.stamp)
+	p.up.Sign(m)
+	return p.nc.PublishMsg(m)
+}
+
+// authentic reports whether a received message passes the down key (always,
+// without keys), counting those that do not.
+func (p *Publisher) authentic(m *nats.Msg) bool {
+	if p.down == nil {
+		return true
+	}
+	switch err := p.down.Check(m); {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrAuthMissing):
+		p.dropped.authMissing.Add(1)
+	default:
+		p.dropped.authInvalid.Add(1)
+	}
+	return false
 }
 
 // NewPublisher returns a publisher for device over an open connection.
@@ -31,7 +127,9 @@ func NewPublisher(nc *nats.Conn, device string) (*Publisher, error) {
 	if err := CheckDevice(device); err != nil {
 		return nil, fmt.Errorf("stream: new publisher: %w", err)
 	}
-	return &Publisher{nc: nc, device: device, buf: make([]byte, 0, FramesHeaderLen+MaxFramesPerMsg*FrameLen)}, nil
+	p := &Publisher{nc: nc, device: device, buf: make([]byte, 0, FramesHeaderLen+MaxFramesPerMsg*FrameLen)}
+	p.lastSent.Store(-1)
+	return p, nil
 }
 
 // Device returns the publisher's device name.
@@ -51,7 +149,10 @@ func (p *Publisher) PublishFrames(f *Frames) error {
 		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
 	}
 	p.buf = b
-	if err := p.nc.Publish(StimSubject(p.device), b); err != nil {
+	// Before the publication: a decision on these frames may arrive before
+	// Publish returns.
+	p.lastSent.Store(f.LastSeq())
+	if err := p.send(StimSubject(p.device), b); err != nil {
 		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
 	}
 	return nil
@@ -93,7 +194,7 @@ func (p *Publisher) sendControl(c *Control) error {
 	if err != nil {
 		return fmt.Errorf("stream: control for %s: %w", p.device, err)
 	}
-	if err := p.nc.Publish(ControlSubject(p.device), b); err != nil {
+	if err := p.send(ControlSubject(p.device), b); err != nil {
 		return fmt.Errorf("stream: control for %s: %w", p.device, err)
 	}
 	return nil
@@ -141,13 +242,19 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // SubscribeDecisions calls fn for every decisions message on the device's
 // spikes subject, from the NATS client's delivery goroutine. fn gets a
 // reused value (copy what it keeps) and a non-nil error for a payload that
-// does not decode. The messages of a hot-standby group pass a Fence: a
-// message already received from another replica, or from an older
-// holder, is dropped (FenceStats counts them).
+// does not decode. With UseKeys, a message without a valid authenticator
+// is dropped. The messages of a hot-standby group pass a Fence: a message
+// already received from another replica, or from an older holder, is
+// dropped (FenceStats counts them). Once the publisher sent a frame, a
+// decision whose window ends after the last frame it sent is dropped
+// (DropStats.Ahead): no daemon took it.
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
 	f := p.newFence()
 	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
+		if !p.authentic(m) {
+			return
+		}
 		if err := DecodeDecisions(m.Data, &d); err != nil {
 			fn(nil, err)
 			return
@@ -155,7 +262,9 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 		if !f.Admit(m.Header, time.Now()) {
 			return
 		}
-		fn(&d, nil)
+		if !p.dropAhead(&d) {
+			fn(&d, nil)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
@@ -163,12 +272,48 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 	return sub, nil
 }
 
+// dropAhead removes from d the decisions whose window ends after the last
+// frame sent, counting them, and reports whether none is left.
+func (p *Publisher) dropAhead(d *Decisions) bool {
+	last := p.lastSent.Load()
+	if last < 0 {
+		return false
+	}
+	kept := d.Decisions[:0]
+	for _, x := range d.Decisions {
+		if x.End > last {
+			p.dropped.ahead.Add(1)
+			continue
+		}
+		kept = append(kept, x)
+	}
+	d.Decisions = kept
+	return len(kept) == 0
+}
+
 // SubscribeEvents calls fn for every stream event the daemon publishes for
 // the device (a new epoch: resend the cells' histories), from the NATS
 // client's delivery goroutine, with a non-nil error for a payload that does
-// not decode.
+// not decode. With UseKeys, a message without a valid authenticator is
+// dropped. Drop notices on the subject are counted (DaemonDropped) and go
+// to OnDrop's function, not to fn.
 func (p *Publisher) SubscribeEvents(fn func(e Event, err error)) (*nats.Subscription, error) {
 	sub, err := p.nc.Subscribe(EventsSubject(p.device), func(m *nats.Msg) {
+		if !p.authentic(m) {
+			return
+		}
+		if PayloadType(m.Data) == TypeDrop {
+			var d Drop
+			if err := DecodeDrop(m.Data, &d); err != nil {
+				fn(Event{}, err)
+				return
+			}
+			p.daemonDropped[d.Kind].Add(d.Count)
+			if f := p.onDrop.Load(); f != nil {
+				(*f)(d)
+			}
+			return
+		}
 		var e Event
 		err := DecodeEvent(m.Data, &e)
 		fn(e, err)

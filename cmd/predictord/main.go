@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/cli"
+	"rgcpred/base/msgauth"
 	"rgcpred/model/engine"
 	"rgcpred/model/gpu"
 	"rgcpred/rgc"
@@ -59,6 +61,8 @@ func main() {
 type options struct {
 	natsURL, embedAddr                     string
 	auth                                   natsauth.Flags
+	natsConfig                             string
+	authKeys                               string
 	tls                                    natsauth.TLS
 	name                                   string
 	devices, modelPath, cells, shard       string
@@ -89,7 +93,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
 	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
 		"listen address of the embedded NATS server (port 0: a free one, logged; a taken port is an error)")
+	fs.StringVar(&o.natsConfig, "nats-config", "",
+		"nats-server configuration file for the embedded server: its users and permissions (deploy/nats/predictord.conf); connect with a role's --nats-nkey")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
+	fs.StringVar(&o.authKeys, "auth-keys", "",
+		"message key file: refuse frames and control without each device's authenticator, sign decisions and events (docs/operations.md, Security; empty: off)")
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
 	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
 		"ping the NATS server this often; after --nats-max-pings unanswered pings, reconnect")
@@ -154,6 +162,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch {
+	case o.natsConfig != "" && o.natsURL != "":
+		return nil, errors.New("--nats-config configures the embedded server: not with --nats-url (start nats-server -c with it instead)")
 	case o.pingInterval <= 0:
 		return nil, fmt.Errorf("--nats-ping-interval %v: want > 0", o.pingInterval)
 	case o.maxPings < 1:
@@ -279,8 +289,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	if err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
+	var keys msgauth.Keys
+	if o.authKeys != "" {
+		if keys, err = msgauth.LoadKeys(o.authKeys); err != nil {
+			return fmt.Errorf("--auth-keys: %w", err)
+		}
+	}
 	svc, err := service.New(service.Config{
-		Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
+		Keys: keys, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
 		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Replica: o.standbyGroup != "",
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
@@ -302,8 +318,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		if err != nil {
 			return fmt.Errorf("--embedded-addr: %w", err)
 		}
-		srv, err := embednats.StartOptions(embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
-			JetStream: o.jsDir != "", StoreDir: o.jsDir})
+		eo := embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
+			JetStream: o.jsDir != "", StoreDir: o.jsDir, ConfigFile: o.natsConfig}
+		if o.natsConfig != "" {
+			eo.Username, eo.Password, eo.Token = "", "", "" // the file names the users; these are this connection's
+		}
+		srv, err := embednats.StartOptions(eo)
 		if err != nil {
 			return fmt.Errorf("--embedded-addr %s: %w (is another NATS server running? connect to it with --nats-url, "+
 				"or use port 0 for a free port)", o.embedAddr, err)

@@ -74,8 +74,16 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
+	var up []byte
+	if o.authKeys != "" {
+		k, err := deviceKeys(o.authKeys, o.device)
+		if err != nil {
+			return err
+		}
+		up = k.Up
+	}
 	rep, err := recorder.Audit(ctx, recorder.StreamSource(js, o.audit.stream, o.device), recorder.AuditConfig{
-		Predictor: mdl.Predictor,
+		Predictor: mdl.Predictor, UpKey: up,
 		Core:      daemon.Config{Known: mdl.Cells, Policy: policy},
 		Precision: fromSession,
 	})

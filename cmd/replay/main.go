@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/base/cli"
+	"rgcpred/base/msgauth"
 	"rgcpred/bench"
 	"rgcpred/bench/history"
 	"rgcpred/bench/replay"
@@ -39,12 +40,26 @@ import (
 	"rgcpred/stream"
 )
 
+// deviceKeys reads the keys of device from a message key file.
+func deviceKeys(path, device string) (msgauth.DeviceKeys, error) {
+	ks, err := msgauth.LoadKeys(path)
+	if err != nil {
+		return msgauth.DeviceKeys{}, fmt.Errorf("--auth-keys: %w", err)
+	}
+	k, ok := ks[device]
+	if !ok {
+		return msgauth.DeviceKeys{}, fmt.Errorf("--auth-keys %s: no keys of device %s", path, device)
+	}
+	return k, nil
+}
+
 // options are the command's flags.
 type options struct {
 	data      string
 	natsURL   string
 	auth      natsauth.Flags
 	tls       natsauth.TLS
+	authKeys  string
 	device    string
 	split     string
 	speed     float64
@@ -75,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a `trainer synth` output")
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
+	fs.StringVar(&o.authKeys, "auth-keys", "",
+		"message key file (docs/operations.md, Security): sign frames and control, drop unsigned decisions; --from-stream's audit key")
 	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")
 	fs.StringVar(&o.split, "split", "test", "stretch to replay: train, val, test or all")
 	fs.Float64Var(&o.speed, "speed", 1, "pacing: 1 = real time (991.82 frames/s), N = N times faster")
@@ -224,6 +241,15 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 	if err != nil {
 		return err
 	}
+	if o.authKeys != "" {
+		k, err := deviceKeys(o.authKeys, o.device)
+		if err != nil {
+			return err
+		}
+		if err := pub.UseKeys(k); err != nil {
+			return err
+		}
+	}
 	mode := fmt.Sprintf("at %gx real time", o.speed)
 	if o.speed == 0 {
 		mode = "as fast as possible (flow control)"
@@ -262,6 +288,10 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 		if verdict, err = checkHistory(ctx, o, rec, res, cfg.History, stderr); err != nil {
 			return err
 		}
+	}
+	if d := pub.Dropped(); d != (stream.DropStats{}) {
+		fmt.Fprintf(stderr, "replay: dropped decisions: %d without the daemon's authenticator, %d with a wrong one, %d for frames not sent\n",
+			d.AuthMissing, d.AuthInvalid, d.Ahead)
 	}
 	ev, err := evaluate(rec, res, res.Spikes, o.seed)
 	if err != nil {

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"rgcpred/rgc"
 	"rgcpred/stream"
 )
@@ -10,7 +12,18 @@ import (
 // drives the overload policy; 0 when there is no backlog). It allocates
 // nothing.
 func (c *Core) Frames(f *stream.Frames, backlog int64) {
+	c.FramesAt(f, backlog, time.Time{})
+}
+
+// FramesAt is Frames for a message that arrived at at: with
+// Config.BinPeriod set and at not zero, the numbering rules consult wall
+// time (a forward gap is believed only as far as the time since the
+// stream's last frame allows; a new numbering only after the current
+// stream was silent for Config.ConfirmWait). A zero at applies the rules
+// without wall time (offline replays and audits of untimed input).
+func (c *Core) FramesAt(f *stream.Frames, backlog int64, at time.Time) {
 	c.backlog = backlog
+	c.at = at
 	n := int64(len(f.Frames))
 	for i := range f.Frames {
 		c.frame(f.FirstSeq+int64(i), &f.Frames[i], n-1-int64(i))
@@ -29,15 +42,45 @@ func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 		c.start(seq, c.reason)
 	case seq <= c.last && c.last-seq < rgc.WindowBins:
 		c.dropCandidate() // the current stream is alive
+		c.aliveAt = c.at
 		c.stats.Stale++
 		return
-	case seq <= c.last || seq-c.last-1 > rgc.WindowBins:
+	case seq <= c.last || seq-c.last-1 > c.allowedGap():
 		c.hold(seq, fr, rem)
 		return
 	default:
 		c.dropCandidate()
+		c.spend(seq - c.last - 1)
 	}
 	c.accept(seq, fr, rem)
+}
+
+// timed reports whether the numbering rules consult wall time for the
+// message being processed.
+func (c *Core) timed() bool {
+	return c.cfg.BinPeriod > 0 && !c.at.IsZero() && !c.advAt.IsZero()
+}
+
+// allowedGap returns the most bins a frame may skip and still continue the
+// current stream at once: a window without wall time; with it, the bins
+// the time since the stream's last accepted frame covers plus the credit
+// (at most Config.GapSlack bins of time no gap used), so that the stream's
+// clock runs ahead of wall time by GapSlack bins at most through gaps and
+// no message makes the core believe more time passed than did.
+func (c *Core) allowedGap() int64 {
+	if !c.timed() {
+		return rgc.WindowBins
+	}
+	return min(rgc.WindowBins, c.credit+int64(c.at.Sub(c.advAt)/c.cfg.BinPeriod))
+}
+
+// spend accounts for a gap of g bins accepted: the time since the last
+// accepted frame that the gap did not use becomes credit, up to
+// Config.GapSlack.
+func (c *Core) spend(g int64) {
+	if c.timed() {
+		c.credit = min(c.cfg.GapSlack, c.allowedGap()-g)
+	}
 }
 
 // accept processes frame seq of the current stream, filling a gap before
@@ -62,13 +105,18 @@ func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
 		c.stats.Clamped++
 	}
 	c.stats.Frames++
+	if !c.at.IsZero() {
+		c.aliveAt, c.advAt = c.at, c.at
+	}
 	c.bin(seq, led, fr.Time)
 }
 
 // hold keeps a frame that does not continue the current stream as part of
-// the candidate numbering; once the candidate has Config.ConfirmFrames
-// frames the stream restarts at its first frame and the held frames are
-// processed in order.
+// the candidate numbering (its last Config.ConfirmFrames frames). The
+// candidate is adopted once it is confirmed (confirmed); its held frames
+// are then processed in order: as the continuation of the current stream
+// when its first frame is at most a window ahead of it, else as a new
+// stream (a restart).
 func (c *Core) hold(seq int64, fr *stream.Frame, rem int64) {
 	k := &c.cand
 	if k.n > 0 {
@@ -77,18 +125,76 @@ func (c *Core) hold(seq int64, fr *stream.Frame, rem int64) {
 			c.dropCandidate() // not a continuation of the candidate either
 		}
 	}
+	if k.n == len(k.seqs) { // full and not yet confirmed: keep the latest frames
+		copy(k.seqs, k.seqs[1:])
+		copy(k.frames, k.frames[1:])
+		k.n--
+		c.stats.OutOfStream++
+	}
 	k.seqs[k.n], k.frames[k.n] = seq, *fr
 	k.n++
-	if k.n < c.cfg.ConfirmFrames {
+	if c.confirmed() {
+		c.adopt(rem)
+	}
+}
+
+// Tick applies the numbering rules at now without a frame: a candidate
+// numbering confirmed by the time passed since its last frame (the device
+// stopped sending right after a jump) is adopted. Call it from the
+// goroutine feeding the core, between frames, when nothing arrived for a
+// while; it does nothing without Config.BinPeriod or a candidate.
+func (c *Core) Tick(now time.Time) {
+	if c.cand.n == 0 || now.IsZero() {
 		return
 	}
+	c.at, c.backlog = now, 0
+	if c.confirmed() {
+		c.adopt(0)
+		c.expect()
+	}
+}
+
+// Held returns the number of frames held for a candidate numbering.
+func (c *Core) Held() int { return c.cand.n }
+
+// adopt processes the confirmed candidate's frames: as the continuation
+// of the current stream when its first frame is at most a window ahead of
+// it, else as a new stream (a restart). rem more frames follow the last
+// one in its message.
+func (c *Core) adopt(rem int64) {
+	k := &c.cand
 	n := k.n
 	k.n = 0
-	c.stats.Restarts++
-	c.start(k.seqs[0], stream.EventRestart)
+	if first := k.seqs[0]; first <= c.last || first-c.last-1 > rgc.WindowBins {
+		c.stats.Restarts++
+		c.start(first, stream.EventRestart)
+	} else {
+		c.spend(first - c.last - 1)
+	}
 	for j := range n {
 		c.accept(k.seqs[j], &k.frames[j], rem+int64(n-1-j))
 	}
+}
+
+// confirmed reports whether the candidate numbering is believed: it holds
+// Config.ConfirmFrames frames and, with wall time, the current stream sent
+// nothing for Config.ConfirmWait (a publisher that keeps sending keeps the
+// device) and a forward jump is no longer than the time since its last
+// frame allows.
+func (c *Core) confirmed() bool {
+	k := &c.cand
+	if k.n < c.cfg.ConfirmFrames {
+		return false
+	}
+	if !c.timed() {
+		return true
+	}
+	quiet := c.at.Sub(c.aliveAt)
+	if quiet < c.cfg.ConfirmWait {
+		return false
+	}
+	first := k.seqs[0]
+	return first <= c.last || first-c.last-1 <= c.credit+int64(c.at.Sub(c.advAt)/c.cfg.BinPeriod)
 }
 
 // dropCandidate forgets the candidate numbering's frames, counting them.
@@ -112,6 +218,9 @@ func (c *Core) start(seq int64, reason uint8) {
 	c.filled = -1
 	c.nextDue = 0
 	c.cand.n = 0
+	if !c.at.IsZero() {
+		c.aliveAt, c.advAt, c.credit = c.at, c.at, c.cfg.GapSlack
+	}
 	c.resetAt = -1 // a reset scheduled in the previous stream names its epoch
 	c.sink.Stream(stream.Event{Reason: reason, Epoch: c.epoch, First: seq, PrevLast: c.prev})
 	for i := range c.cells {

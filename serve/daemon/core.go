@@ -95,6 +95,23 @@ type Config struct {
 	// frames are held meanwhile and processed after the restart, so none
 	// is lost. 0 means DefaultConfirmFrames.
 	ConfirmFrames int
+	// BinPeriod is the stream's nominal bin period (rgc.BinRateHz's);
+	// with it, frames given with their arrival time (FramesAt) follow the
+	// wall-time numbering rules: a frame that skips bins continues the
+	// stream at once only when the time since the stream's last frame
+	// covers the skipped bins (plus GapSlack), and a new numbering (or a
+	// longer jump) is adopted only after ConfirmFrames of its frames and
+	// ConfirmWait without a frame of the current stream. So a publisher
+	// that keeps sending keeps its device, and no message makes the core
+	// believe it is behind. 0: the rules use frame counts only.
+	BinPeriod time.Duration
+	// GapSlack is the bins a frame may skip beyond those the wall time
+	// covers (jitter of a paced device); 0 means DefaultGapSlack.
+	GapSlack int64
+	// ConfirmWait is how long the current stream must be silent before a
+	// new numbering is adopted (with BinPeriod); 0 means
+	// DefaultConfirmWait.
+	ConfirmWait time.Duration
 	// PublishSilence also emits KindSilence decisions (chosen class "no
 	// spike in the next rgc.Horizon bins"); otherwise only spikes.
 	PublishSilence bool
@@ -144,6 +161,14 @@ const ringBins = 2 * rgc.WindowBins
 // DefaultConfirmFrames is Config.ConfirmFrames' default: 16 frames, 16 ms
 // of a real-time stream.
 const DefaultConfirmFrames = 16
+
+// DefaultGapSlack is Config.GapSlack's default: 32 bins, the most frames
+// a paced device sends in one message when it catches up.
+const DefaultGapSlack = 32
+
+// DefaultConfirmWait is Config.ConfirmWait's default: 100 ms, far longer
+// than a paced device's pause between messages.
+const DefaultConfirmWait = 100 * time.Millisecond
 
 // Stats counts what the core did. Every field only grows.
 type Stats struct {
@@ -250,6 +275,10 @@ type Core struct {
 	resetAt  int64 // a reset of the current stream due before its frame resetAt (OpResetAt), -1 none
 	prev     int64 // last bin of the previous stream, -1 none
 	cand     candidate
+	at       time.Time // arrival of the message being processed (FramesAt), zero unknown
+	aliveAt  time.Time // arrival of the current stream's last frame (stale ones too), zero unknown
+	advAt    time.Time // arrival of the current stream's last accepted frame, zero unknown
+	credit   int64     // bins of time no gap used, at most GapSlack (allowedGap)
 
 	// The receive edge of the frame being processed (Config.MaxLag).
 	cur     int64 // its seq
@@ -346,6 +375,12 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	}
 	if err := rollout.CheckPolicy(c.cfg.Policy, c.cfg.Cells); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if c.cfg.GapSlack <= 0 {
+		c.cfg.GapSlack = DefaultGapSlack
+	}
+	if c.cfg.ConfirmWait <= 0 {
+		c.cfg.ConfirmWait = DefaultConfirmWait
 	}
 	c.cand.seqs = make([]int64, c.cfg.ConfirmFrames)
 	c.cand.frames = make([]stream.Frame, c.cfg.ConfirmFrames)

@@ -91,7 +91,7 @@ func (c *Core) Restore(s *Snapshot) error {
 		return fmt.Errorf("daemon: restore: snapshot of cells %v, this core serves %v", s.Cells, c.cfg.Cells)
 	case len(s.Next) != len(c.cells) || len(s.Spikes) != len(c.cells) || len(s.Pending) != len(c.cells):
 		return fmt.Errorf("daemon: restore: snapshot of %d cells' states, want %d", len(s.Next), len(c.cells))
-	case len(s.CandSeqs) != len(s.CandFrames) || len(s.CandSeqs) >= c.cfg.ConfirmFrames:
+	case len(s.CandSeqs) != len(s.CandFrames) || len(s.CandSeqs) > c.cfg.ConfirmFrames:
 		return fmt.Errorf("daemon: restore: candidate of %d frames (confirm after %d)", len(s.CandSeqs), c.cfg.ConfirmFrames)
 	}
 	for ch := range s.Stim {

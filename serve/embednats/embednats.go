@@ -31,6 +31,12 @@ type Options struct {
 	// StoreDir is JetStream's storage directory (with JetStream only). A
 	// server restarted with the same StoreDir finds its streams again.
 	StoreDir string
+	// ConfigFile, when set, is a nats-server configuration file (its
+	// users, permissions and limits: deploy/nats/predictord.conf) read
+	// with the server's own parser; Host, Port and JetStream above still
+	// apply, and Username, Password and Token must be empty (the file
+	// names the users).
+	ConfigFile string
 }
 
 // Start starts a NATS server without authentication listening on
@@ -56,7 +62,9 @@ func StartOptions(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats on %s: username/password and token exclude each other", addr)
 	case o.JetStream != (o.StoreDir != ""):
 		return nil, fmt.Errorf("embedded nats on %s: JetStream and a store directory go together", addr)
-	case !Loopback(o.Host) && o.Username == "" && o.Token == "":
+	case o.ConfigFile != "" && (o.Username != "" || o.Token != ""):
+		return nil, fmt.Errorf("embedded nats on %s: the configuration file %s names the users: no username or token besides", addr, o.ConfigFile)
+	case !Loopback(o.Host) && o.Username == "" && o.Token == "" && o.ConfigFile == "":
 		return nil, fmt.Errorf("embedded nats on %s: a non-loopback address without authentication refused (set a user and password or a token, or listen on 127.0.0.1)", addr)
 	}
 	if o.Port > 0 {
@@ -70,19 +78,19 @@ func StartOptions(o Options) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)
 		}
 	}
-	opts := &server.Options{
-		Host:           o.Host,
-		Port:           o.Port,
-		NoLog:          true,
-		NoSigs:         true,
-		MaxPayload:     4 << 20,
-		MaxControlLine: 4096,
-		Username:       o.Username,
-		Password:       o.Password,
-		Authorization:  o.Token,
-		JetStream:      o.JetStream,
-		StoreDir:       o.StoreDir,
+	opts := &server.Options{MaxPayload: 4 << 20, MaxControlLine: 4096}
+	if o.ConfigFile != "" {
+		var err error
+		if opts, err = server.ProcessConfigFile(o.ConfigFile); err != nil {
+			return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)
+		}
+		if len(opts.Users) == 0 && len(opts.Nkeys) == 0 && !Loopback(o.Host) {
+			return nil, fmt.Errorf("embedded nats on %s: %s names no users: a non-loopback address without authentication refused", addr, o.ConfigFile)
+		}
 	}
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = o.Host, o.Port, true, true
+	opts.Username, opts.Password, opts.Authorization = o.Username, o.Password, o.Token
+	opts.JetStream, opts.StoreDir = o.JetStream, o.StoreDir
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats on %s: %w", addr, err)

@@ -25,6 +25,7 @@ const (
 	EnvPassword = "NATS_PASSWORD"
 	EnvToken    = "NATS_TOKEN"
 	EnvCreds    = "NATS_CREDS"
+	EnvNKey     = "NATS_NKEY"
 )
 
 // Flags are the credential flags as given (empty: not given).
@@ -36,6 +37,9 @@ type Flags struct {
 	Token, TokenFile string
 	// Creds is --nats-creds, the path of a user JWT + nkey seed file.
 	Creds string
+	// NKey is --nats-nkey, the path of a user nkey seed file (a role of
+	// deploy/nats/predictord.conf).
+	NKey string
 }
 
 // Auth are the resolved NATS credentials.
@@ -43,14 +47,18 @@ type Auth struct {
 	User, Pass, Token string
 	// Creds is the path of the credentials file.
 	Creds string
+	// NKey is the path of the user nkey seed file.
+	NKey string
 }
 
-// Mode names the authentication in logs (never the secrets): creds, user,
-// token or none.
+// Mode names the authentication in logs (never the secrets): creds, nkey,
+// user, token or none.
 func (a Auth) Mode() string {
 	switch {
 	case a.Creds != "":
 		return "creds"
+	case a.NKey != "":
+		return "nkey"
 	case a.User != "":
 		return "user"
 	case a.Token != "":
@@ -123,6 +131,14 @@ func Resolve(f Flags, getenv func(string) string) (Auth, error) {
 	if a.Creds, err = oneOf("NATS credentials file", source{name: "--nats-creds", value: f.Creds}, source{name: "$" + EnvCreds, value: getenv(EnvCreds)}); err != nil {
 		return a, err
 	}
+	if a.NKey, err = oneOf("NATS nkey seed file", source{name: "--nats-nkey", value: f.NKey}, source{name: "$" + EnvNKey, value: getenv(EnvNKey)}); err != nil {
+		return a, err
+	}
+	if a.NKey != "" {
+		if err := CheckNKey(a.NKey); err != nil {
+			return a, err
+		}
+	}
 	if (a.User == "") != (a.Pass == "") {
 		return a, errors.New("the NATS user (--nats-user, $" + EnvUser + ") and password (--nats-pass, --nats-pass-file, $" + EnvPassword + ") go together")
 	}
@@ -167,6 +183,23 @@ func CheckCreds(path string) error {
 	return nil
 }
 
+// CheckNKey reads a user nkey seed file, so that a bad file is a start-up
+// error rather than a connection that keeps failing.
+func CheckNKey(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--nats-nkey: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return fmt.Errorf("--nats-nkey %s: no nkey seed: %w", path, err)
+	}
+	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return fmt.Errorf("--nats-nkey %s: not a user nkey seed", path)
+	}
+	return nil
+}
+
 // TLS are the client TLS files (empty: not used).
 type TLS struct {
 	// CA verifies the server (--nats-tls-ca).
@@ -199,6 +232,13 @@ func Options(name string, embedded bool, a Auth, t TLS) ([]nats.Option, error) {
 	}
 	if a.Creds != "" {
 		opts = append(opts, nats.UserCredentials(a.Creds))
+	}
+	if a.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(a.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
 	}
 	if t.CA != "" {
 		opts = append(opts, nats.RootCAs(t.CA))
@@ -235,7 +275,7 @@ func RedactURL(urls string) string {
 
 // RegisterFlags defines the credential and TLS flags on fs (--nats-user,
 // --nats-pass, --nats-pass-file, --nats-token, --nats-token-file,
-// --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key), filling f
+// --nats-creds, --nats-nkey, --nats-tls-ca, --nats-tls-cert, --nats-tls-key), filling f
 // and t: every tool that connects to predictord's NATS takes the same
 // ones.
 func RegisterFlags(fs *flag.FlagSet, f *Flags, t *TLS) {
@@ -248,6 +288,8 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, t *TLS) {
 	fs.StringVar(&f.TokenFile, "nats-token-file", "", "file holding the NATS token (trailing newline ignored)")
 	fs.StringVar(&f.Creds, "nats-creds", "",
 		"NATS credentials file, user JWT + nkey seed (or $"+EnvCreds+"); needs --nats-url")
+	fs.StringVar(&f.NKey, "nats-nkey", "",
+		"NATS user nkey seed file, a role of the server's configuration (or $"+EnvNKey+"; deploy/nats/predictord.conf)")
 	fs.StringVar(&t.CA, "nats-tls-ca", "", "CA certificate file to verify the NATS server")
 	fs.StringVar(&t.Cert, "nats-tls-cert", "", "client certificate file for NATS TLS (with --nats-tls-key)")
 	fs.StringVar(&t.Key, "nats-tls-key", "", "client key file for NATS TLS")

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nkeys"
 )
 
 func TestResolve(t *testing.T) {
@@ -17,6 +19,15 @@ func TestResolve(t *testing.T) {
 		return p
 	}
 	pass := write("pass", "s3cret\n")
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	userSeed := write("user.nk", string(seed)+"\n")
+	akp, _ := nkeys.CreateAccount()
+	aseed, _ := akp.Seed()
+	accountSeed := write("account.nk", string(aseed))
 	empty := write("empty", "\n")
 	env := func(kv ...string) func(string) string {
 		return func(k string) string {
@@ -46,6 +57,11 @@ func TestResolve(t *testing.T) {
 		{"missing password file", Flags{User: "u", PassFile: filepath.Join(dir, "nope")}, env(), Auth{}, "", "--nats-pass-file"},
 		{"user without password", Flags{User: "u"}, env(), Auth{}, "", "go together"},
 		{"bad creds from env", Flags{}, env(EnvCreds, pass), Auth{}, "", "$NATS_CREDS"},
+		{"nkey seed file", Flags{NKey: userSeed}, env(), Auth{NKey: userSeed}, "nkey", ""},
+		{"nkey from env", Flags{}, env(EnvNKey, userSeed), Auth{NKey: userSeed}, "nkey", ""},
+		{"nkey twice", Flags{NKey: userSeed}, env(EnvNKey, userSeed), Auth{}, "", "given by both --nats-nkey and $NATS_NKEY"},
+		{"not a seed", Flags{NKey: pass}, env(), Auth{}, "", "no nkey seed"},
+		{"an account seed", Flags{NKey: accountSeed}, env(), Auth{}, "", "not a user nkey seed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, err := Resolve(c.f, c.getenv)

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -33,6 +36,10 @@ type AuditConfig struct {
 	// MaxMismatches is the number of differences the report lists (default
 	// 20); all are counted.
 	MaxMismatches int
+	// UpKey is the device's Up key (msgauth.DeviceKeys) for a session
+	// recorded with message authentication: frames and control messages
+	// the daemon refused (stream.Guard) are refused again, not replayed.
+	UpKey []byte
 	// Precision, when set, is called with the recorded session's
 	// arithmetic (Session.Precision) before any decision is replayed, to
 	// make Predictor compute the same way; it is not called when the
@@ -75,8 +82,30 @@ type Report struct {
 	Missing, Extra, Differ, EventDiffs uint64
 	// Mismatches lists the first differences (AuditConfig.MaxMismatches).
 	Mismatches []Mismatch
+	// Told counts, by reason, the device messages the daemon refused and
+	// told the device of (recorded drop notices, stream.Drop).
+	Told map[string]uint64
+	// Refused counts, by reason, the recorded frames and control messages
+	// the replay refused as the daemon did (malformed, unauthenticated),
+	// and the frames its core dropped (out_of_stream, stale): messages the
+	// device did not send, or a faulty device.
+	Refused map[string]uint64
 	// Elapsed is the audit's duration.
 	Elapsed time.Duration
+}
+
+// Refusals returns the number of messages refused (Told and Refused): not
+// zero means someone other than the device published on its subjects, or
+// the device is faulty.
+func (r *Report) Refusals() uint64 {
+	var n uint64
+	for _, v := range r.Told {
+		n += v
+	}
+	for _, v := range r.Refused {
+		n += v
+	}
+	return n
 }
 
 // OK reports whether the replay took exactly the recorded decisions.
@@ -89,8 +118,11 @@ func (r *Report) OK() bool {
 func (r *Report) String() string {
 	var b strings.Builder
 	verdict := "PASS: the replayed decisions equal the recorded ones"
-	if !r.OK() {
+	switch {
+	case !r.OK():
 		verdict = "FAIL: the replay differs from the recording"
+	case r.Refusals() > 0:
+		verdict = "PASS, but messages were refused (an attack or a faulty publisher): the replayed decisions equal the recorded ones"
 	}
 	fmt.Fprintf(&b, "audit %s\n", verdict)
 	if r.Session != nil {
@@ -106,10 +138,25 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "decisions: %d recorded, %d replayed, %d equal, %d differ, %d missing, %d extra; %d skipped by the daemon (not compared)\n",
 		r.Recorded, r.Replayed, r.Matched, r.Differ, r.Missing, r.Extra, r.Skipped)
 	fmt.Fprintf(&b, "stream events: %d compared, %d differ; audit took %v\n", r.Events, r.EventDiffs, r.Elapsed.Round(time.Millisecond))
+	if r.Refusals() > 0 {
+		fmt.Fprintf(&b, "refused: told to the device %s; by the replay %s\n", byReason(r.Told), byReason(r.Refused))
+	}
 	for _, m := range r.Mismatches {
 		fmt.Fprintf(&b, "  %s: cell %d window %d: %s\n", m.What, max(m.Recorded.Cell, m.Replayed.Cell), max(m.Recorded.End, m.Replayed.End), m.Detail)
 	}
 	return b.String()
+}
+
+// byReason formats counts by reason, sorted.
+func byReason(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ErrEmpty is returned by Audit for a recording without a stream start: no
@@ -156,8 +203,17 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 			return nil, fmt.Errorf("recorder: audit: the recorded session's precision %s: %w", s.Precision, err)
 		}
 	}
-	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped))}, scan: sc,
-		recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}}
+	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped)), Told: map[string]uint64{}, Refused: map[string]uint64{}},
+		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}}
+	if cfg.UpKey != nil {
+		up, err := stream.NewAuth(cfg.UpKey)
+		if err != nil {
+			return nil, fmt.Errorf("recorder: audit: %w", err)
+		}
+		a.guard = stream.NewGuard(up)
+	} else if sc.session != nil && sc.session.Authenticated {
+		return nil, errors.New("recorder: audit: the session ran with message authentication: give the device's keys")
+	}
 	fp := &forced{p: cfg.Predictor, skip: sc.skipped, a: a}
 	cc := cfg.Core
 	cc.MaxLag, cc.Backlog = 0, nil
@@ -168,6 +224,11 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 		return nil, fmt.Errorf("recorder: audit: %w", err)
 	}
 	a.finish()
+	for reason, n := range map[string]uint64{"out_of_stream": a.core.Stats().OutOfStream, "stale": a.core.Stats().Stale} {
+		if n > 0 {
+			a.rep.Refused[reason] += n
+		}
+	}
 	a.rep.Elapsed = time.Since(start)
 	return a.rep, nil
 }
@@ -209,12 +270,12 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 			if !found {
 				first, n, err := stream.PeekFrames(m.Data)
 				if err != nil {
-					return fmt.Errorf("recorder: frames at %d: %w", m.Seq, err)
+					return nil // refused by the daemon too; the replay counts it
 				}
 				head = append(head, span{seq: m.Seq, first: first, last: first + int64(n) - 1})
 			}
 		case KindEvent:
-			if found {
+			if found || stream.PayloadType(m.Data) == stream.TypeDrop {
 				return nil
 			}
 			if err := stream.DecodeEvent(m.Data, &ev); err != nil {
@@ -260,6 +321,9 @@ func coreConfig(c daemon.Config, s *Session) (daemon.Config, error) {
 		}
 		return c, nil
 	}
+	if c.BinPeriod == 0 {
+		c.BinPeriod = s.BinPeriod
+	}
 	if c.Policy == nil && s.Policy != "" {
 		p, err := rollout.ParsePolicy(s.Policy)
 		if err != nil {
@@ -290,7 +354,8 @@ type audit struct {
 	scan *scanned
 	core *daemon.Core
 
-	started bool // the first stream start has been reached
+	guard   *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
+	started bool          // the first stream start has been reached
 	frames  stream.Frames
 	ctl     stream.Control
 	ds      stream.Decisions
@@ -314,13 +379,25 @@ func (a *audit) replayEpoch(e uint32) uint32 {
 func (a *audit) offset(e uint32) uint16 { return uint16(e + a.scan.first.Epoch - 1) }
 
 func (a *audit) msg(m Msg) error {
+	if m.Kind == KindEvent && stream.PayloadType(m.Data) == stream.TypeDrop {
+		var d stream.Drop
+		if err := stream.DecodeDrop(m.Data, &d); err != nil {
+			return fmt.Errorf("drop notice at %d: %w", m.Seq, err)
+		}
+		a.rep.Told[d.Reason] += d.Count // wherever it is: refusals belong to no stream
+		return nil
+	}
 	if m.Seq < a.scan.startSeq && (m.Kind == KindDecisions || m.Kind == KindEvent) {
 		return nil // decisions and events of the streams before the start
 	}
 	switch m.Kind {
 	case KindFrames:
+		if a.refused(m, false) {
+			return nil
+		}
 		if err := stream.DecodeFrames(m.Data, &a.frames); err != nil {
-			return fmt.Errorf("frames at %d: %w", m.Seq, err)
+			a.rep.Refused[stream.Reason(err)]++
+			return nil
 		}
 		f := &a.frames
 		if !a.started {
@@ -335,10 +412,14 @@ func (a *audit) msg(m Msg) error {
 		}
 		a.rep.FramesMsgs++
 		a.rep.Frames += uint64(len(f.Frames))
-		a.core.Frames(f, 0)
+		a.core.FramesAt(f, 0, m.Time)
 	case KindControl:
+		if a.refused(m, true) {
+			return nil
+		}
 		if err := stream.DecodeControl(m.Data, &a.ctl); err != nil {
-			return fmt.Errorf("control at %d: %w", m.Seq, err)
+			a.rep.Refused[stream.Reason(err)]++
+			return nil
 		}
 		a.rep.Controls++
 		if a.ctl.Op == stream.OpResetAt {
@@ -370,6 +451,16 @@ func (a *audit) msg(m Msg) error {
 		a.compareEvents()
 	}
 	return nil
+}
+
+// refused applies the daemon's authentication rules (stream.Guard) to a
+// recorded frames or control message, counting a refusal.
+func (a *audit) refused(m Msg, control bool) bool {
+	reason := a.guard.Admit(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header}, control)
+	if reason != "" {
+		a.rep.Refused[reason]++
+	}
+	return reason != ""
 }
 
 // Decisions implements daemon.Sink for the replay core.

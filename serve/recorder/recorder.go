@@ -115,6 +115,14 @@ type Session struct {
 	// or "int8" on the CPU engine, "cuda fp32" or "cuda tf32" on the GPU
 	// engine, fp32 for a predictor that names none; "" when unknown).
 	Precision string `json:"precision,omitempty"`
+	// BinPeriod is daemon.Config.BinPeriod (0: the numbering rules use
+	// no wall time); the audit then replays each frames message at the
+	// time the server stored it.
+	BinPeriod time.Duration `json:"bin_period_ns,omitempty"`
+	// Authenticated is set when the daemon refused device messages
+	// without a valid authenticator (message keys): the audit needs the
+	// device's keys to refuse the same ones.
+	Authenticated bool `json:"authenticated,omitempty"`
 	// Started is when the daemon began recording.
 	Started time.Time `json:"started"`
 }

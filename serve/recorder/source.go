@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/stream"
@@ -33,6 +34,11 @@ type Msg struct {
 	Time time.Time
 	// Data is the payload; it is valid only during the callback.
 	Data []byte
+	// Subject is the subject the message was published on.
+	Subject string
+	// Header is the message's header (authenticators: stream.AuthHeader),
+	// nil for none.
+	Header nats.Header
 }
 
 // Source yields one device's recorded messages in recording order, calling
@@ -89,7 +95,7 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 					return nil
 				}
 				if k, ok := kinds[m.Subject()]; ok {
-					if err := fn(Msg{Kind: k, Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data()}); err != nil {
+					if err := fn(Msg{Kind: k, Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data(), Subject: m.Subject(), Header: m.Headers()}); err != nil {
 						return err
 					}
 				}

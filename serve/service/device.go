@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/msgauth"
+	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
@@ -21,8 +24,14 @@ type item struct {
 	at     time.Time
 	frames int64 // frames the message announces (0 for control)
 	ctl    bool  // a control message (its own budget)
+	reset  bool  // a reset control message (a budget of its own within control's)
 	state  bool  // a hot-standby state request or received state (their own budget)
 }
+
+// BinPeriod is a real-time stream's bin period (rgc.BinRateHz): the
+// daemon believes a jump in a device's numbering only as far as wall time
+// allows (daemon.Config.BinPeriod).
+var BinPeriod = time.Duration(math.Round(float64(time.Second) / rgc.BinRateHz))
 
 // Queue limits of a device besides Config.QueueLen and Config.QueueBytes.
 const (
@@ -38,7 +47,25 @@ const (
 	// ctlQueueBytes bounds the bytes of waiting control messages (about
 	// 15 history messages for 4096 cells).
 	ctlQueueBytes = 8 << 20
+	// resetQueueLen is the number of resets that may wait besides the
+	// histories: a flood of histories never crowds out a reset.
+	resetQueueLen = 8
+	// dropNoticeEvery is the shortest time between two drop notices of a
+	// device (stream.Drop): a flood of refused messages costs one notice
+	// per kind and reason per period.
+	dropNoticeEvery = 100 * time.Millisecond
 )
+
+// RejectReasons are the reason labels of predictord_frames_rejected_total
+// (docs/protocol.md, "Robustness rules"); each device's counters start at
+// 0 for every one.
+var RejectReasons = []string{
+	stream.ReasonVersion, stream.ReasonType, stream.ReasonTruncated, stream.ReasonOversized, stream.ReasonLength,
+	stream.ReasonReserved, stream.ReasonNonFinite, stream.ReasonRange,
+	stream.ReasonAuthMissing, stream.ReasonAuthInvalid, stream.ReasonReplayed,
+	"overflow", "control_overflow", "unknown_subject", "panic", "stale", "out_of_stream",
+	"unknown_cell", "history_late", "reset_stale", "reset_late", "state_request_limited",
+}
 
 // device is the state of one served device.
 type device struct {
@@ -52,11 +79,17 @@ type device struct {
 	nc   *nats.Conn
 
 	// Queue accounting (reader adds, processor subtracts).
-	queuedFrames   atomic.Int64 // frames waiting, the overload policy's backlog
-	queuedBytes    atomic.Int64 // bytes of waiting frames messages
-	queuedMsgs     atomic.Int64 // waiting frames messages
-	queuedCtl      atomic.Int64 // waiting control messages
-	queuedCtlBytes atomic.Int64 // bytes of waiting control messages
+	queuedFrames   atomic.Int64   // frames waiting, the overload policy's backlog
+	queuedBytes    atomic.Int64   // bytes of waiting frames messages
+	queuedMsgs     atomic.Int64   // waiting frames messages
+	queuedCtl      atomic.Int64   // waiting control messages
+	queuedCtlBytes atomic.Int64   // bytes of waiting control messages
+	queuedResets   atomic.Int64   // waiting resets
+	ctlCheck       stream.Control // the reader's decoding of a control message
+
+	// drops are the refusals of the device's messages not yet told to it
+	// (notifyDrop).
+	drops dropNotices
 
 	// lastFrame is the arrival time (Unix ns) of the last frames message
 	// the core accepted, 0 before the first.
@@ -87,6 +120,13 @@ type device struct {
 
 	stimSubj, ctlSubj, eventSubj string
 	eventBuf                     []byte
+
+	// Message authentication (Config.Keys; nil: off): guard checks what
+	// the device sends (reader goroutine), down signs what is published
+	// (processor goroutine, out its message).
+	guard *stream.Guard
+	down  *stream.Auth
+	out   nats.Msg
 
 	// processor-goroutine state
 	frames stream.Frames
@@ -139,7 +179,7 @@ func (k *sink) Decisions(t int64, ds []stream.Decision) {
 		b, err := stream.AppendDecisions(k.buf[:0], &stream.Decisions{Decisions: ds[:n]})
 		if err == nil {
 			k.buf = b
-			err = k.d.publish(k.subject, t, b)
+			err = k.d.send(k.subject, t, b)
 		}
 		if err != nil {
 			k.pubErr.Inc()
@@ -192,7 +232,7 @@ func (k *sink) Stream(ev stream.Event) {
 	b, err := stream.AppendEvent(d.eventBuf[:0], &ev)
 	if err == nil {
 		d.eventBuf = b
-		err = d.publishEvent(ev.Epoch, b)
+		err = d.sendEvent(ev.Epoch, b)
 	}
 	if err != nil {
 		k.pubErr.Inc()
@@ -222,6 +262,9 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		framesIn:   s.m.framesIn.WithLabelValues(name),
 		lag:        s.m.lag.WithLabelValues(name),
 	}
+	for _, r := range RejectReasons {
+		s.m.rejected.WithLabelValues(name, r) // 0 until the first refusal
+	}
 	d.last.Store(-1)
 	d.first.Store(-1)
 	d.resetAt.Store(-1)
@@ -247,12 +290,66 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		Gather:         s.gather(),
 		WholeCalls:     s.cfg.WholeCalls,
 		Replica:        s.cfg.Replica,
+		BinPeriod:      BinPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
 	}
 	d.core = core
 	return d, nil
+}
+
+// useKeys turns on message authentication with the device's keys.
+func (d *device) useKeys(ks msgauth.Keys) error {
+	k, ok := ks[d.name]
+	if !ok {
+		return fmt.Errorf("service: device %s: no keys in the key file", d.name)
+	}
+	up, err := stream.NewAuth(k.Up)
+	if err == nil {
+		d.down, err = stream.NewAuth(k.Down)
+	}
+	if err != nil {
+		return fmt.Errorf("service: device %s: %w", d.name, err)
+	}
+	d.guard = stream.NewGuard(up)
+	return nil
+}
+
+// send publishes a decisions or events message, signed when keys are
+// configured (Config.Keys; Run refuses them with hot standby, whose gate
+// publishes).
+func (d *device) send(subject string, t int64, b []byte) error {
+	if d.down == nil {
+		return d.publish(subject, t, b)
+	}
+	return d.sign(subject, b)
+}
+
+// sendEvent publishes a stream event message of epoch (see send).
+func (d *device) sendEvent(epoch uint32, b []byte) error {
+	if d.down == nil {
+		return d.publishEvent(epoch, b)
+	}
+	return d.sign(d.eventSubj, b)
+}
+
+// sign publishes b on subject with an authenticator under the Down key.
+func (d *device) sign(subject string, b []byte) error {
+	m := &d.out
+	m.Subject, m.Data = subject, b
+	d.down.Sign(m)
+	return d.nc.PublishMsg(m)
+}
+
+// authentic checks a message received from NATS (not one the daemon
+// queued itself) with the device's guard (stream.Guard). It reports the
+// refusal's reason, "" for none.
+func (d *device) authentic(m *nats.Msg) string {
+	if m.Sub == nil {
+		return ""
+	}
+	return d.guard.Admit(m, m.Subject == d.ctlSubj)
 }
 
 // read moves received messages to the work queue, stamping their arrival.
@@ -286,17 +383,23 @@ func (d *device) read() {
 func (d *device) enqueue(m *nats.Msg) {
 	it := item{m: m, at: time.Now()}
 	size := int64(len(m.Data))
+	if m.Subject == d.stimSubj || m.Subject == d.ctlSubj {
+		if reason := d.authentic(m); reason != "" {
+			d.refuse(m.Subject, reason, "message on "+m.Subject+" refused: "+reason+" (a publisher without the device's key?)")
+			return
+		}
+	}
 	switch m.Subject {
 	case d.stimSubj:
 		if size > stream.FramesHeaderLen+stream.MaxFramesPerMsg*stream.FrameLen {
-			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("frames message of %d bytes rejected before queueing", size))
+			d.refuse(m.Subject, stream.ReasonOversized, fmt.Sprintf("frames message of %d bytes rejected before queueing", size))
 			return
 		}
 		if _, n, err := stream.PeekFrames(m.Data); err == nil {
 			it.frames = int64(n)
 		}
 		if d.queuedMsgs.Load() >= int64(d.s.cfg.QueueLen) || d.queuedBytes.Load()+size > d.s.cfg.QueueBytes {
-			d.reject("overflow", 1, "work queue full: frames message dropped (its frames become a gap)")
+			d.refuse(m.Subject, "overflow", "work queue full: frames message dropped (its frames become a gap)")
 			return
 		}
 		d.queuedMsgs.Add(1)
@@ -304,16 +407,31 @@ func (d *device) enqueue(m *nats.Msg) {
 		d.queuedFrames.Add(it.frames)
 	case d.ctlSubj:
 		if size > stream.MaxPayload {
-			d.reject(stream.ReasonOversized, 1, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
+			d.refuse(m.Subject, stream.ReasonOversized, fmt.Sprintf("control message of %d bytes rejected before queueing", size))
 			return
 		}
-		if d.queuedCtl.Load() >= ctlQueueLen || d.queuedCtlBytes.Load()+size > ctlQueueBytes {
-			d.reject("control_overflow", 1, "control queue full: control message dropped (a reset or history was lost; the device should resend it)")
+		// Validated here, so that only valid control messages take the
+		// queue's room; resets have a budget of their own that no flood
+		// of histories can take.
+		if err := stream.DecodeControl(m.Data, &d.ctlCheck); err != nil {
+			d.refuse(m.Subject, stream.Reason(err), "control message rejected before queueing: "+err.Error())
 			return
 		}
 		it.ctl = true
-		d.queuedCtl.Add(1)
-		d.queuedCtlBytes.Add(size)
+		it.reset = d.ctlCheck.Op != stream.OpHistory
+		switch {
+		case it.reset && d.queuedResets.Load() >= resetQueueLen:
+			d.refuse(m.Subject, "control_overflow", "reset queue full: reset dropped (the device should resend it)")
+			return
+		case it.reset:
+			d.queuedResets.Add(1)
+		case d.queuedCtl.Load() >= ctlQueueLen || d.queuedCtlBytes.Load()+size > ctlQueueBytes:
+			d.refuse(m.Subject, "control_overflow", "control queue full: history dropped (the device should resend it)")
+			return
+		default:
+			d.queuedCtl.Add(1)
+			d.queuedCtlBytes.Add(size)
+		}
 	default:
 		if d.sb == nil || !d.sb.IsState(m.Subject) {
 			d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
@@ -334,6 +452,10 @@ func (d *device) dequeued(it item) {
 		d.sb.Done(it.m)
 		return
 	}
+	if it.reset {
+		d.queuedResets.Add(-1)
+		return
+	}
 	if it.ctl {
 		d.queuedCtl.Add(-1)
 		d.queuedCtlBytes.Add(-size)
@@ -342,6 +464,17 @@ func (d *device) dequeued(it item) {
 	d.queuedMsgs.Add(-1)
 	d.queuedBytes.Add(-size)
 	d.queuedFrames.Add(-it.frames)
+}
+
+// refuse rejects one message the device sent on subject (reject) and
+// tells the device (notifyDrop).
+func (d *device) refuse(subject, reason, msg string) {
+	d.reject(reason, 1, msg)
+	kind := uint8(stream.DropFrames)
+	if subject == d.ctlSubj {
+		kind = stream.DropControl
+	}
+	d.notifyDrop(kind, reason, 1)
 }
 
 func (d *device) reject(reason string, n uint64, msg string) {
@@ -353,13 +486,32 @@ func (d *device) reject(reason string, n uint64, msg string) {
 }
 
 // process applies queued messages in order until the queue is closed.
+// While frames are held for a new numbering and nothing arrives, it ticks
+// the core (daemon.Core.Tick), so that a device that stops right after a
+// jump still gets its last frames decided.
 func (d *device) process() {
-	for it := range d.work {
-		d.handle(it)
-		if len(d.work) == 0 {
-			// Nothing waits: windows gathered while the core was behind
-			// go to the model now.
-			d.core.Flush()
+	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case it, ok := <-d.work:
+			if !ok {
+				return
+			}
+			d.handle(it)
+			if len(d.work) == 0 {
+				// Nothing waits: windows gathered while the core was behind
+				// go to the model now.
+				d.core.Flush()
+			}
+		case now := <-tick.C:
+			if d.core.Held() == 0 || len(d.work) > 0 {
+				continue
+			}
+			d.sink.at = now
+			d.core.Tick(now)
+			d.last.Store(d.core.LastSeq())
+			d.syncStats()
 		}
 	}
 }
@@ -379,13 +531,13 @@ func (d *device) handle(it item) {
 	switch it.m.Subject {
 	case d.stimSubj:
 		if err := stream.DecodeFrames(it.m.Data, &d.frames); err != nil {
-			d.reject(stream.Reason(err), 1, "frames message rejected: "+err.Error())
+			d.refuse(it.m.Subject, stream.Reason(err), "frames message rejected: "+err.Error())
 			return
 		}
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
-		d.core.Frames(&d.frames, d.queuedFrames.Load())
+		d.core.FramesAt(&d.frames, d.queuedFrames.Load(), it.at)
 		d.last.Store(d.core.LastSeq())
 		if d.sb != nil {
 			d.sb.AfterFrames(d.core.Epoch(), d.core.LastSeq())
@@ -393,7 +545,7 @@ func (d *device) handle(it item) {
 		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
-			d.reject(stream.Reason(err), 1, "control message rejected: "+err.Error())
+			d.refuse(it.m.Subject, stream.Reason(err), "control message rejected: "+err.Error())
 			return
 		}
 		d.core.Control(&d.ctl)
@@ -429,14 +581,17 @@ func (d *device) syncStats() {
 	}
 	if n := add(m.rejected, st.Stale, p.Stale, d.name, "stale"); n > 0 {
 		d.countRejected("stale", n)
+		d.notifyDrop(stream.DropFrames, "stale", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/stale", n, "duplicate or out-of-order frames dropped", devField(d.name))
 	}
 	if n := add(m.rejected, st.UnknownCell, p.UnknownCell, d.name, "unknown_cell"); n > 0 {
 		d.countRejected("unknown_cell", n)
+		d.notifyDrop(stream.DropControl, "unknown_cell", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/unknown_cell", n, "history for a cell the checkpoint does not know", devField(d.name))
 	}
 	if n := add(m.rejected, st.HistoryLate, p.HistoryLate, d.name, "history_late"); n > 0 {
 		d.countRejected("history_late", n)
+		d.notifyDrop(stream.DropControl, "history_late", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/history_late", n, "history arrived after the cell's first window; send a reset first", devField(d.name))
 	}
 	if n := add(m.repaired, st.Clamped, p.Clamped, d.name, "clamped"); n > 0 {
@@ -450,6 +605,7 @@ func (d *device) syncStats() {
 	}
 	if n := add(m.rejected, st.OutOfStream, p.OutOfStream, d.name, "out_of_stream"); n > 0 {
 		d.countRejected("out_of_stream", n)
+		d.notifyDrop(stream.DropFrames, "out_of_stream", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/out_of_stream", n, "frames that do not continue the stream dropped (another publisher or a forged frame?)", devField(d.name))
 	}
 	if n := add(m.misses, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
@@ -468,11 +624,13 @@ func (d *device) syncStats() {
 	add(m.resets, st.Resets, p.Resets, d.name)
 	if n := add(m.rejected, st.ResetsStale, p.ResetsStale, d.name, "reset_stale"); n > 0 {
 		d.countRejected("reset_stale", n)
+		d.notifyDrop(stream.DropControl, "reset_stale", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/reset_stale", n,
 			"reset at a frame ignored: its epoch is over (another reset of it applied first, or the stream restarted)", devField(d.name))
 	}
 	if n := add(m.rejected, st.ResetsLate, p.ResetsLate, d.name, "reset_late"); n > 0 {
 		d.countRejected("reset_late", n)
+		d.notifyDrop(stream.DropControl, "reset_late", n)
 		d.s.log.Error().Str("device", d.name).Uint64("late", n).
 			Msg("reset at a frame arrived after that frame: applied at once, at this instance's own frame (its decisions may differ from the group's)")
 		d.standbyDiverged()

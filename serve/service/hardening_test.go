@@ -9,6 +9,7 @@ import (
 
 	"rgcpred/rgc"
 	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/daemon"
 	"rgcpred/stream"
 )
 
@@ -179,7 +180,8 @@ func TestControlSurvivesOverflow(t *testing.T) {
 }
 
 // TestRenumberedStreamResendsHistories: a device that restarts its
-// numbering without a reset, under the default --max-lag, gets a stream
+// numbering without a reset (after its old numbering was silent for
+// daemon.DefaultConfirmWait), under the default --max-lag, gets a stream
 // event, resends its histories, and from then on receives the offline
 // rollout's decisions in the new epoch, none skipped.
 func TestRenumberedStreamResendsHistories(t *testing.T) {
@@ -222,7 +224,8 @@ func TestRenumberedStreamResendsHistories(t *testing.T) {
 		}
 	}
 	wait(stream.Event{Reason: stream.EventFirst, Epoch: 1, First: int64(f.lo + shift), PrevLast: -1})
-	send(f.lo, f.lo+chunk, 0) // renumbered: a jump back by 2^30
+	time.Sleep(daemon.DefaultConfirmWait + 20*time.Millisecond) // the old numbering falls silent
+	send(f.lo, f.lo+chunk, 0)                                   // renumbered: a jump back by 2^30
 	wait(stream.Event{Reason: stream.EventRestart, Epoch: 2, First: int64(f.lo), PrevLast: int64(f.lo + 2000 - 1 + shift)})
 	if err := p.SendHistory(f.histories()); err != nil {
 		t.Fatal(err)

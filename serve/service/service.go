@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/msgauth"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/serve/standby"
@@ -102,6 +103,12 @@ type Config struct {
 	StimMode rgc.StimMode
 	// PublishSilence also publishes "no spike" decisions.
 	PublishSilence bool
+	// Keys turns on message authentication (docs/protocol.md,
+	// "Authentication"): every served device needs its keys; frames and
+	// control messages without a valid authenticator under its Up key are
+	// refused, decisions and events are signed with its Down key. nil:
+	// off.
+	Keys msgauth.Keys
 	// Policy turns each window's distribution into a decision
 	// (daemon.Config.Policy; nil: the median rule).
 	Policy rollout.Policy
@@ -338,6 +345,9 @@ func New(cfg Config) (*Service, error) {
 		}
 		seen[name] = true
 		d, err := s.newDevice(name, maxBatch)
+		if err == nil && cfg.Keys != nil {
+			err = d.useKeys(cfg.Keys)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -416,6 +426,9 @@ func (s *Service) ConnOptions() []nats.Option {
 // With Config.DrainTimeout, a drain that takes longer is abandoned (what is
 // left is logged) and Run returns ErrDrainTimeout.
 func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
+	if s.cfg.Keys != nil && s.standbyOn() {
+		return errors.New("service: message authentication and hot standby together are not supported yet: the group's gate publishes unsigned")
+	}
 	s.nc.Store(nc)
 	var wg sync.WaitGroup
 	var subs []*nats.Subscription

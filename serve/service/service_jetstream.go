@@ -170,7 +170,7 @@ func (r *recording) write(ctx context.Context, device string) error {
 	}
 	err := recorder.WriteSession(ctx, r.js, device, recorder.Session{Model: name, Cells: slices.Clone(s.cells),
 		All: slices.Clone(s.all), Stagger: s.cfg.Stagger, PublishSilence: s.cfg.PublishSilence,
-		MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Precision: prec, Started: r.started})
+		MaxLag: s.cfg.MaxLag, Policy: policyName(s.cfg.Policy), Precision: prec, BinPeriod: BinPeriod, Authenticated: s.cfg.Keys != nil, Started: r.started})
 	if err != nil {
 		return fmt.Errorf("service: %w", err)
 	}

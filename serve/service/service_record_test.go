@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
+	"rgcpred/stream"
 )
 
 // gathered sums the samples of metric name in s's registry.
@@ -257,5 +259,75 @@ func TestRecordSessionArithmetic(t *testing.T) {
 				t.Errorf("recorded precision %q, want %q", got[0], tc.want)
 			}
 		})
+	}
+}
+
+// TestAuditReportsInjection: frames injected between the device's (6 at
+// its last seq + 1000, 16 at seq 10^12 in one message) and malformed
+// frames and control messages change no decision and restart no stream,
+// and the flight recorder's audit reports them: the daemon's drop notices
+// and its own refusals, by reason.
+func TestAuditReportsInjection(t *testing.T) {
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	r := startRecording(t, e, f, recorder.Config{MaxAge: time.Hour})
+	p := newPublisher(t, e, "dev0")
+	evs, err := p.SubscribeEvents(func(stream.Event, error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evs.Unsubscribe()
+	c := collectAll(t, p)
+	attacker := newPublisher(t, e, "dev0")
+	publishSplit(t, f, p, 16, func(i int) {
+		if i != 50 {
+			return
+		}
+		// The device's frames so far reach the server first: the first frame
+		// the daemon receives starts the stream, whoever sends it (only the
+		// server's permissions and the authenticators tell).
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fr := f.frames(f.lo, f.lo+6)
+		fr.FirstSeq = int64(f.lo+16*i-1) + 1000
+		if err := attacker.PublishFrames(fr); err != nil {
+			t.Fatal(err)
+		}
+		far := f.frames(f.lo, f.lo+16)
+		far.FirstSeq = 1_000_000_000_000 // one message of 16 frames at seq 10^12
+		if err := attacker.PublishFrames(far); err != nil {
+			t.Fatal(err)
+		}
+		_ = attacker.PublishRaw("stim", []byte{stream.Version, stream.TypeFrames})
+		_ = attacker.PublishRaw("ctl", []byte{stream.Version, stream.TypeControl, 0, 0, 9, 0, 0, 0})
+		_ = attacker.Flush(context.Background())
+	})
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	checkFor(t, waitLimit, func() error {
+		fr, ctl := p.DaemonDropped()
+		return awaited("the drop notices", fr == 23 && ctl == 1)
+	})
+	r.stop()
+	actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+	defer acancel()
+	var rep *recorder.Report
+	want := map[string]uint64{"out_of_stream": 22, stream.ReasonTruncated: 1, stream.ReasonRange: 1}
+	checkFor(t, waitLimit, func() error { // the stream stores asynchronously
+		var err error
+		rep, err = recorder.Audit(actx, recorder.StreamSource(r.js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		if err != nil {
+			return err
+		}
+		return awaited("the recording complete", rep.OK() && rep.Recorded == uint64(len(c.Decisions())) && maps.Equal(rep.Told, want))
+	})
+	if !maps.Equal(rep.Told, want) || !maps.Equal(rep.Refused, want) {
+		t.Fatalf("told %v, refused %v: want %v each", rep.Told, rep.Refused, want)
+	}
+	if n := value(t, r.s.m.restarts.WithLabelValues("dev0")); n != 0 || rep.Events != 1 {
+		t.Fatalf("%v restarts, %d stream events: want the one stream", n, rep.Events)
+	}
+	if !strings.Contains(rep.String(), "messages were refused") {
+		t.Fatalf("the report does not say so:\n%s", rep)
 	}
 }

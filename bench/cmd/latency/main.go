@@ -92,6 +92,8 @@ func run(ctx context.Context, args []string) error {
 		"publish a call's decisions together at its end, as predictord --whole-calls (default: each as computed)")
 	trace := fs.String("trace", "",
 		"write every decision's latency in parts as CSV here, and print the slowest 1% in parts (docs/latency.md)")
+	auth := fs.String("auth", "off",
+		"message authentication of frames and decisions (docs/protocol.md): off, on, or both (each cell count off, then on, in one run)")
 	verbose := fs.Bool("v", false, "show the daemon's logs")
 	fromJSON := fs.String("from-json", "", "do not measure: read this report and only print the table and write the plot")
 	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
@@ -107,6 +109,10 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--gomaxprocs %d: want at least 1", *procs)
 	}
 	runtime.GOMAXPROCS(*procs)
+	authModes, ok := map[string][]bool{"off": {false}, "on": {true}, "both": {false, true}}[*auth]
+	if !ok {
+		return fmt.Errorf("--auth %q: want off, on or both", *auth)
+	}
 	counts, err := parseCounts(*cells)
 	if err != nil {
 		return err
@@ -181,11 +187,11 @@ func run(ctx context.Context, args []string) error {
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
 		Gather: *gather, ReloadEvery: *reloadEvery, Reload: reload,
-		Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls,
+		Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls, Auth: authModes,
 		Progress: func(p bench.Point) {
-			fmt.Fprintf(os.Stderr, "latency: %3d cells: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, "+
+			fmt.Fprintf(os.Stderr, "latency: %3d cells, auth %v: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, "+
 				"%.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
-				p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
+				p.Cells, p.Auth, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
 				p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
 		},
 	})
