@@ -104,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.ensemble, "ensemble", "",
 		"more checkpoints (comma-separated) whose probabilities are averaged with --model's: an ensemble of seeds (docs/operations.md)")
 	fs.StringVar(&o.glmMix, "glm-mix", "",
-		"mix the model with this GLM (`trainer glm`'s JSON file), the GLM reading the windows alone (docs/operations.md)")
+		"mix the model with the GLM in this `FILE` (the JSON that trainer glm writes), the GLM reading the windows alone (docs/operations.md)")
 	fs.Float64Var(&o.glmWeight, "glm-weight", 0.35, "with --glm-mix: the GLM's share of each distribution, in (0, 1)")
 	fs.StringVar(&o.cells, "cells", "", "serve only these cluster ids (comma-separated; default every cell of the checkpoint)")
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")

@@ -70,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a `trainer synth` output")
+	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a directory that trainer synth wrote")
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.device, "device", "dev0", "device name (the NATS subjects rgc.<device>.*)")

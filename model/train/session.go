@@ -224,10 +224,35 @@ func (s *session) progress(loss float32, lr float64) {
 	if st.Budget > 0 {
 		eta = min(eta, time.Duration((1-s.frac())*st.Budget*float64(time.Second)).Round(time.Second))
 	}
-	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s (%.1f in steps, validation %.1fs)  %.2f cores  ETA %s\n",
-		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), stepRate(n*float64(o.Batch), dt, s.valSinceLog),
-		s.valSinceLog, s.meter.Cores(), eta)
+	fmt.Fprintf(o.Log, "%s  lr %.3g  loss %.4f  val %s  %.2f steps/s  %.1f samples/s (%.1f in steps, validation %.1fs)  %.2f cores  ETA %s\n",
+		progressPos(st.Step, o.Steps, s.elapsed(), st.Budget), lr, smoothed, bestVal(st.BestVal), sps, sps*float64(o.Batch),
+		stepRate(n*float64(o.Batch), dt, s.valSinceLog), s.valSinceLog, s.meter.Cores(), eta)
 	s.lastLog, s.stepsAtLog, s.meter, s.valSinceLog = time.Now(), st.Step, cputime.Start(), 0
+}
+
+// progressPos is where a progress line stands in the run: "step 64/2000"
+// for a step-bound run; with a time budget of budget seconds the training
+// time used too, "step 64  1m30s of 2m0s", the step count without its
+// "/N" when the run has no step cap (maxSteps).
+func progressPos(step, steps int, elapsed, budget float64) string {
+	pos := fmt.Sprintf("step %d/%d", step, steps)
+	if steps >= maxSteps {
+		pos = fmt.Sprintf("step %d", step)
+	}
+	if budget > 0 {
+		sec := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)).Round(time.Second) }
+		pos += fmt.Sprintf("  %s of %s", sec(elapsed), sec(budget))
+	}
+	return pos
+}
+
+// bestVal is a progress line's best validation NLL: "-" before the first
+// validation.
+func bestVal(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", v)
 }
 
 // stepRate is the rate of samples over secs seconds of which val went to
