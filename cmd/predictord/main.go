@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -84,7 +83,8 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{precision: engine.INT8}
-	fs := flag.NewFlagSet("predictord", flag.ContinueOnError)
+	fs := cli.NewFlagSet("predictord", "[flags]",
+		"Serve real-time spike predictions over NATS: a device's stimulus frames in, each cell's predicted spikes out.")
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
 	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
@@ -147,11 +147,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsDir, "jetstream-dir", "",
 		"enable JetStream on the embedded NATS server, storing here (for --standby-group and --record)")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console when stderr is a terminal)")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch {
 	case o.pingInterval <= 0:

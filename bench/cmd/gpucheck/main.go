@@ -9,8 +9,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -22,7 +20,8 @@ import (
 )
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
+	fs := cli.NewFlagSet("gpucheck", "--json FILE [flags]",
+		"Check the CUDA backend on a GPU: parity with the CPU engine per configuration, then its throughput against PyTorch's.")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split windows are used")
 	models := fs.String("models", "models", "folder of checkpoints named CONFIG.ckpt; a configuration without one gets random weights")
 	configs := fs.String("configs", "gpt-a-cat,gpt-a-logmix,gpt-b-cat,gpt-b-logmix,gpt-a-cat-cpu,gpt-a-logmix-cpu,gpt-b-cat-cpu,gpt-b-logmix-cpu", "configurations checked for parity")
@@ -34,11 +33,11 @@ func run(args []string) error {
 	out := fs.String("json", "", "write the report here (required)")
 	device := fs.Int("gpu", 0, "the GPU's ordinal")
 	libs := fs.String("cuda-lib", "", "folders searched first for the CUDA libraries")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
-		return errors.New("--json is required")
+		return cli.Usagef(fs, "--json is required")
 	}
 	var bs []int
 	for _, f := range strings.Split(*batches, ",") {
