@@ -20,8 +20,8 @@ var argName = regexp.MustCompile(`^(string|int|uint|int64|uint64|float|duration|
 // Help runs a command's entry point with cli.Stdout captured and returns
 // what it printed there. It fails t unless the run reports a requested
 // usage (cli.ExitCode 0 with flag.ErrHelp or nil), the output starts with
-// a synopsis "usage: ..." and, after a blank line, a line saying what the
-// command does, every flag's line names at most an argument (CheckFlags),
+// a synopsis "usage: ..." (continued on indented lines) and, after a blank
+// line, a line saying what the command does, every flag's line names at most an argument (CheckFlags),
 // and every line fits cli.MaxLine.
 func Help(t testing.TB, run func() error) string {
 	t.Helper()
@@ -35,8 +35,12 @@ func Help(t testing.TB, run func() error) string {
 	}
 	out := buf.String()
 	lines := strings.Split(out, "\n")
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "usage: ") || lines[1] != "" || strings.TrimSpace(lines[2]) == "" {
-		t.Errorf("usage does not start with \"usage: ...\", a blank line and a summary line: %.300q", out)
+	i := 1 // past the synopsis and its indented continuation lines
+	for i < len(lines) && strings.HasPrefix(lines[i], " ") {
+		i++
+	}
+	if !strings.HasPrefix(lines[0], "usage: ") || i+1 >= len(lines) || lines[i] != "" || strings.TrimSpace(lines[i+1]) == "" {
+		t.Errorf("usage does not start with a synopsis \"usage: ...\", a blank line and a summary line: %.300q", out)
 	}
 	CheckFlags(t, out)
 	for i, line := range lines {

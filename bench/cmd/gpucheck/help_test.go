@@ -26,3 +26,11 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlag: an unknown flag and a missing --json are usage errors that
+// print no usage, only the error and a hint.
+func TestBadFlag(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {}} {
+		clitest.BadFlag(t, "gpucheck", func() error { return run(args) })
+	}
+}
