@@ -219,7 +219,7 @@ func checkFiles(ckpts []string, glms ...string) error {
 			continue
 		}
 		if _, err := glm.LoadTruth(path); err != nil {
-			return fmt.Errorf("--glm: %w", err)
+			return err // "load glm PATH: ..."
 		}
 	}
 	return nil
