@@ -514,6 +514,19 @@ func TestProgressPos(t *testing.T) {
 			t.Errorf("progressPos(%d, %d, %v, %v) = %q, want %q", c.step, c.steps, c.elapsed, c.budget, got, c.want)
 		}
 	}
+	for _, c := range []struct {
+		steps  int
+		budget float64
+		want   string
+	}{
+		{2000, 0, "2000 steps"},
+		{maxSteps, 120, "a 2m0s budget"},
+		{500, 3600, "a 1h0m0s budget, at most 500 steps"},
+	} {
+		if got := runPlan(c.steps, c.budget); got != c.want {
+			t.Errorf("runPlan(%d, %v) = %q, want %q", c.steps, c.budget, got, c.want)
+		}
+	}
 	for v, want := range map[float64]string{math.Inf(1): "-", 0.93625: "0.9363"} {
 		if got := bestVal(v); got != want {
 			t.Errorf("bestVal(%v) = %q, want %q", v, got, want)
