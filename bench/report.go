@@ -111,9 +111,10 @@ type Point struct {
 	MeanPredictMs float64 `json:"mean_predict_ms"`
 	// Decisions is the number of decisions the device received.
 	Decisions int64 `json:"decisions"`
-	// DeadlineMisses counts decisions the daemon skipped under overload
-	// (its MaxLag policy) plus decisions that reached the device after their
-	// 80-bin prediction period ended.
+	// DeadlineMisses counts the missed deadlines (docs/operations.md): the
+	// decisions the daemon skipped (DaemonSkipped: never computed, its
+	// MaxLag policy) plus the late ones (DeviceLateDecisions: reached the
+	// device after their 80-bin prediction period ended).
 	DeadlineMisses      int64 `json:"deadline_misses"`
 	DaemonSkipped       int64 `json:"daemon_skipped"`
 	DeviceLateDecisions int64 `json:"device_late_decisions"`

@@ -323,7 +323,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int, aut
 		lat.Merge(&r.Samples)
 		late.Merge(&r.LateSamples)
 		p.Decisions += r.Decisions
-		p.DeviceLateDecisions += r.DeadlineMisses
+		p.DeviceLateDecisions += r.LateDecisions
 		p.LateSpikes += r.Late.Late
 		p.Spikes += r.Late.Spikes
 		maxLag = max(maxLag, r.Pace.MaxLag)
@@ -334,7 +334,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int, aut
 	p.Lateness = late.Summary()
 	p.PaceMaxLagMs = float64(maxLag) / float64(time.Millisecond)
 	p.Predictions = uint64(counterSum(reg, "predictord_predictions_total"))
-	p.DaemonSkipped = int64(counterSum(reg, "predictord_deadline_misses_total"))
+	p.DaemonSkipped = int64(counterSum(reg, "predictord_decisions_skipped_total"))
 	p.DeadlineMisses = p.DaemonSkipped + p.DeviceLateDecisions
 	p.PredictionsPerSec = float64(p.Predictions) / wall.Seconds()
 	p.MeanBatch = histMean(reg, "predictord_batch_size")

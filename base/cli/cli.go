@@ -1,8 +1,10 @@
 // Package cli holds the command-line conventions every command follows:
-// -h and --help print the usage to stdout and exit 0, a flag error prints
-// the error and the usage to stderr and exits with a failure, a flag's
-// help fits in two terminal lines (details live in the docs), and a list
-// value is comma-separated (List, Ints).
+// the usage starts with a synopsis line and a line saying what the command
+// does (NewFlagSet); -h and --help print it to stdout and exit 0; a flag
+// error prints the error and a one-line hint to stderr and exits with a
+// failure (UsageError, Exit); a flag's help fits in two terminal lines
+// (details live in the docs); and a list value is comma-separated (List,
+// Ints).
 package cli
 
 import (
@@ -23,23 +25,69 @@ const MaxLine = 160
 // Stdout is where Parse writes a requested usage.
 var Stdout io.Writer = os.Stdout
 
+// NewFlagSet returns a flag set for the command name ("trainer eval")
+// whose usage reads "usage: name synopsis", then summary (one sentence on
+// what the command does), then the flags. Errors are returned, not
+// printed (flag.ContinueOnError).
+func NewFlagSet(name, synopsis, summary string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: %s %s\n\n%s\n\nflags:\n", name, synopsis, summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// UsageError is a command-line mistake (a flag that does not parse, a
+// missing argument): Exit prints it with a hint to run Cmd -h.
+type UsageError struct {
+	Cmd string // the command as typed, e.g. "trainer eval"
+	Err error
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Hint is the line that follows a usage error.
+func (e *UsageError) Hint() string { return fmt.Sprintf("run '%s -h' for help", e.Cmd) }
+
+// Usagef returns a UsageError of fs's command with the formatted message.
+func Usagef(fs *flag.FlagSet, format string, args ...any) error {
+	return &UsageError{Cmd: fs.Name(), Err: fmt.Errorf(format, args...)}
+}
+
 // Parse parses args into fs. On -h or --help it writes fs's usage to Stdout
-// and returns flag.ErrHelp; on a bad flag the error and the usage go to
-// fs's own output, as flag.FlagSet.Parse writes them.
+// and returns flag.ErrHelp; a bad flag is returned as a *UsageError, with
+// nothing printed (Exit prints it and the hint).
 func Parse(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
 	err := fs.Parse(args)
 	fs.SetOutput(out)
-	dst := out
-	if errors.Is(err, flag.ErrHelp) {
-		dst = Stdout
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if _, werr := Stdout.Write(buf.Bytes()); werr != nil {
+			return fmt.Errorf("write usage: %w", werr)
+		}
+		return err
+	case err != nil:
+		return &UsageError{Cmd: fs.Name(), Err: err}
 	}
-	if _, werr := dst.Write(buf.Bytes()); werr != nil && err == nil {
-		err = fmt.Errorf("write usage: %w", werr)
+	return nil
+}
+
+// NoArgs parses args into fs (Parse) and rejects positional arguments.
+func NoArgs(fs *flag.FlagSet, args []string) error {
+	if err := Parse(fs, args); err != nil {
+		return err
 	}
-	return err
+	if fs.NArg() > 0 {
+		return Usagef(fs, "unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // IsHelp reports whether arg asks for the usage (-h, -help, --help).
@@ -61,7 +109,7 @@ func ExitCode(err error) int {
 }
 
 // Exit ends a command that returned err: it returns for a nil error, exits
-// 0 after a requested usage, and otherwise prints "name: err" to stderr and
+// 0 after a requested usage, and otherwise prints Message to stderr and
 // exits 1.
 func Exit(name string, err error) {
 	if err == nil {
@@ -69,9 +117,30 @@ func Exit(name string, err error) {
 	}
 	code := ExitCode(err)
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		fmt.Fprint(os.Stderr, Message(name, err))
 	}
 	os.Exit(code)
+}
+
+// Message is what a command named name prints for err: Prefix(name, err)
+// on a line, and for a usage error a second line with its hint.
+func Message(name string, err error) string {
+	msg := Prefix(name, err).Error() + "\n"
+	if ue, ok := errors.AsType[*UsageError](err); ok {
+		msg += ue.Hint() + "\n"
+	}
+	return msg
+}
+
+// Prefix returns err with "name: " in front, or err itself when its text
+// already starts so (a library that names itself, as train.Run's "train:",
+// under the subcommand of the same name): each thing is said once. A nil
+// err stays nil.
+func Prefix(name string, err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // List splits a comma-separated list of names, trimming spaces and

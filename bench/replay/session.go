@@ -108,10 +108,12 @@ type Result struct {
 	// process's monotonic clock. Samples holds it per decision.
 	Latency DurationSummary
 	Samples Durations `json:"-"`
-	// DeadlineMisses counts decisions received after the end of their
-	// prediction period (frame End+rgc.Horizon was due): the device had no
-	// prediction for part of the period. Only defined when paced.
-	DeadlineMisses int64
+	// LateDecisions counts late decisions: received after the end of
+	// their prediction period (frame End+rgc.Horizon was due), so the
+	// device had no prediction for part of it (docs/operations.md, a
+	// skipped decision is the other kind of missed deadline). Only defined
+	// when paced.
+	LateDecisions int64
 	// Late is the late-spike account (only defined when paced);
 	// LateSamples holds the lateness of each late spike.
 	Late        LateSummary
@@ -575,7 +577,7 @@ func (s *session) onDecisions(d *stream.Decisions, err error) {
 		if s.pacer != nil {
 			arrived := s.t0.Add(rx)
 			if arrived.After(s.pacer.Due(x.End + rgc.Horizon - s.first)) {
-				s.res.DeadlineMisses++
+				s.res.LateDecisions++
 			}
 		}
 		if x.Kind == stream.KindSpike && x.Bin <= s.last {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -65,5 +66,28 @@ func TestCheckpointBinRate(t *testing.T) {
 	d.cancel()
 	if err := d.wait(t, 20*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBadModelFiles: a file that is not a checkpoint, or not a GLM, is
+// refused at start with an error that names the file once and says what
+// is wrong.
+func TestBadModelFiles(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	if err := os.WriteFile(notes, []byte("# notes on the recording, neither a checkpoint nor a GLM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", notes}, "load model: load checkpoint " + notes + ": checkpoint: bad magic"},
+		{[]string{"--model", "../../" + DefaultModel, "--glm-mix", notes}, "load glm " + notes + ": not a GLM file"},
+	} {
+		args := append([]string{"--embedded-addr", "127.0.0.1:0", "--metrics-addr", ""}, c.args...)
+		err := run(t.Context(), args, io.Discard, nil, modelload.Engine(1, engine.FP32))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Count(err.Error(), notes) != 1 {
+			t.Errorf("%v: error %v, want it to contain %q and name the file once", c.args, err, c.want)
+		}
 	}
 }

@@ -181,7 +181,7 @@ func TestDashboardMetrics(t *testing.T) {
 	}
 	for _, m := range []string{
 		"predictord_frames_total", "predictord_frames_rejected_total", "predictord_decision_latency_seconds",
-		"predictord_deadline_misses_total", "predictord_lag_bins", "predictord_batch_size",
+		"predictord_decisions_skipped_total", "predictord_lag_bins", "predictord_batch_size",
 		"predictord_reloads_total", "predictord_nats_events_total", "predictord_ready",
 	} {
 		if !used[m] {

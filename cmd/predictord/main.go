@@ -17,7 +17,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +87,8 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{precision: engine.INT8}
-	fs := flag.NewFlagSet("predictord", flag.ContinueOnError)
+	fs := cli.NewFlagSet("predictord", "[flags]",
+		"Serve real-time spike predictions over NATS: a device's stimulus frames in, each cell's predicted spikes out.")
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: start an embedded server (see --embedded-addr)")
 	fs.StringVar(&o.embedAddr, "embedded-addr", "127.0.0.1:4222",
@@ -112,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.ensemble, "ensemble", "",
 		"more checkpoints (comma-separated) whose probabilities are averaged with --model's: an ensemble of seeds (docs/operations.md)")
 	fs.StringVar(&o.glmMix, "glm-mix", "",
-		"mix the model with this GLM (`trainer glm`'s JSON file), the GLM reading the windows alone (docs/operations.md)")
+		"mix the model with the GLM in this `FILE` (the JSON that trainer glm writes), the GLM reading the windows alone (docs/operations.md)")
 	fs.Float64Var(&o.glmWeight, "glm-weight", 0.35, "with --glm-mix: the GLM's share of each distribution, in (0, 1)")
 	fs.StringVar(&o.cells, "cells", "", "serve only these cluster ids (comma-separated; default every cell of the checkpoint)")
 	fs.StringVar(&o.shard, "shard", "0/1", "serve shard i of n: the cells whose index in the sorted cell list is i mod n")
@@ -155,11 +155,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsDir, "jetstream-dir", "",
 		"enable JetStream on the embedded NATS server, storing here (for --standby-group and --record)")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: json, console, or auto (console when stderr is a terminal)")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch {
 	case o.natsConfig != "" && o.natsURL != "":

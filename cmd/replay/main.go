@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -84,10 +83,11 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs := cli.NewFlagSet("replay", "--data DIR [flags]",
+		"Play a recording's stimulus to predictord as a device would, and score the decisions it sends back.")
 	fs.SetOutput(stderr)
 	o := &options{}
-	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a `trainer synth` output")
+	fs.StringVar(&o.data, "data", "", "recording directory (required), e.g. data/chicken-17-08-21 or a directory that trainer synth wrote")
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server predictord listens on")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.authKeys, "auth-keys", "",
@@ -118,14 +118,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.raster.register(fs)
 	o.audit.register(fs)
 	o.check.register(fs)
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	if o.data == "" && o.audit.stream == "" {
-		return nil, errors.New("--data is required")
+		return nil, cli.Usagef(fs, "--data is required")
 	}
 	if o.afap {
 		o.speed = 0

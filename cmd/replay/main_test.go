@@ -105,3 +105,20 @@ func TestOnTimeDropsLateSpikes(t *testing.T) {
 		}
 	}
 }
+
+// TestReportVocabulary: the summary names both kinds of missed deadline,
+// skipped and late, and their sum, as the metrics and the latency report
+// do (docs/operations.md).
+func TestReportVocabulary(t *testing.T) {
+	res := &replay.Result{Skipped: 52, LateDecisions: 4, Decisions: 1000}
+	res.Late.Paced = true
+	var buf bytes.Buffer
+	printReport(&buf, &rgc.Recording{Name: "rec"}, &options{device: "dev0", split: "test"}, res, nil, nil, &replayScores{}, nil)
+	out := buf.String()
+	for _, want := range []string{"skipped 52", "late decisions      4 (received after their 80-bin period ended)",
+		"deadline misses     56 (skipped 52 + late 4)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}

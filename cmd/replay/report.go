@@ -131,7 +131,8 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 	if res.Late.Paced {
 		fmt.Fprintf(w, "late spikes         %d of %d (arrived after their bin was due; p99 lateness %.3f ms)\n",
 			res.Late.Late, res.Late.Spikes, res.Late.Lateness.P99Ms)
-		fmt.Fprintf(w, "deadline misses     %d (decisions received after their 80-bin period ended)\n", res.DeadlineMisses)
+		fmt.Fprintf(w, "late decisions      %d (received after their 80-bin period ended)\n", res.LateDecisions)
+		fmt.Fprintf(w, "deadline misses     %d (skipped %d + late %d)\n", res.Skipped+res.LateDecisions, res.Skipped, res.LateDecisions)
 		fmt.Fprintf(w, "frame send lag      mean %.3f ms  max %.3f ms  (%d frames more than one bin late)\n",
 			float64(res.Pace.MeanLag())/1e6, float64(res.Pace.MaxLag)/1e6, res.Pace.LagOver1Bin)
 	} else {

@@ -3,20 +3,21 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
 
 	"gonum.org/v1/gonum/floats"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/cputime"
 	"rgcpred/model"
 	"rgcpred/model/train"
 )
 
 func runBench(ctx context.Context, args []string) (err error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := cli.NewFlagSet("trainer bench", "[flags]",
+		"Time training steps of ours and of the PyTorch reference, alternating rounds, and print the ratio.")
 	configs := fs.String("configs", "gpt-a-cat-cpu,gpt-a-cat", "configurations to time, comma-separated")
 	batch := fs.Int("batch", 64, "batch size")
 	threads := fs.Int("threads", 2, "compute goroutines (and PyTorch threads)")
@@ -28,7 +29,7 @@ func runBench(ctx context.Context, args []string) (err error) {
 	torchref := fs.String("torchref", "../shared/tools/torchref.py", "PyTorch reference script; empty: time ours alone")
 	precision := precisionFlag(fs)
 	profile := profileFlag(fs)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	stopProfile, err := startProfile(*profile)

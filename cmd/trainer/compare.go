@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -14,7 +13,7 @@ import (
 // models scored in separate `trainer eval --json` runs, e.g. each with spike
 // thresholds of its own, one report per training seed.
 func runCompare(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer compare", flag.ContinueOnError)
 	a := fs.String("a", "", "eval reports of model A, comma-separated: one per training seed")
 	b := fs.String("b", "", "eval reports of model B, comma-separated: one per training seed")
 	modelA := fs.String("a-model", "", "model A's name in its reports (default: their only model)")
@@ -31,12 +30,11 @@ func runCompare(_ context.Context, args []string) error {
 			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *a == "" || *b == "" {
-		fs.Usage()
-		return errors.New("--a and --b are required")
+		return cli.Usagef(fs, "--a and --b are required")
 	}
 	if *resamples < 2000 {
 		return fmt.Errorf("--resamples %d: at least 2000", *resamples)

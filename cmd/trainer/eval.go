@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,9 +10,11 @@ import (
 	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/evaluation"
+	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/model/gpu"
 	"rgcpred/rgc"
+	"rgcpred/rgc/glm"
 	"rgcpred/rollout"
 )
 
@@ -29,7 +30,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // runEval implements `trainer eval`: flags to an evaluation.Config, then
 // evaluation.Evaluate, its table on stdout, its JSON and plot on request.
 func runEval(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer eval", flag.ContinueOnError)
 	data := fs.String("data", "", "recording directory (required)")
 	var ckpts, mixes, baselines, compares listFlag
 	fs.Var(&ckpts, "ckpt", "checkpoint to evaluate; repeatable; FILE1,FILE2,... are repeats of one model (scores averaged per cell)")
@@ -38,7 +39,7 @@ func runEval(ctx context.Context, args []string) error {
 	fs.Var(&baselines, "baseline",
 		"baseline to evaluate: zero (per-cell empirical class distribution of the training split) or zero-pooled; repeatable")
 	oracle := fs.Bool("oracle", false, "evaluate the exact oracle of a synthetic recording (needs truth.json in --data)")
-	glmPath := fs.String("glm", "", "evaluate the GLM fitted by `trainer glm` (its JSON file), exactly, named glm")
+	glmPath := fs.String("glm", "", "evaluate the GLM in this `FILE`, the JSON that trainer glm writes, exactly, named glm")
 	glmBins := fs.String("glm-bins", "",
 		"evaluate the same GLM reading only the windows' causal bins, as a daemon could run it, named glm-bins (docs/evaluation.md)")
 	splitName := fs.String("split", "test", "split to evaluate: train, val or test")
@@ -75,16 +76,14 @@ func runEval(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *data == "" {
-		fs.Usage()
-		return errors.New("--data is required")
+		return cli.Usagef(fs, "--data is required")
 	}
 	if len(ckpts) == 0 && len(mixes) == 0 && len(baselines) == 0 && !*oracle && *glmPath == "" && *glmBins == "" {
-		fs.Usage()
-		return errors.New("nothing to evaluate: give --ckpt, --mix, --baseline zero, --oracle or --glm")
+		return cli.Usagef(fs, "nothing to evaluate: give --ckpt, --mix, --baseline zero, --oracle or --glm")
 	}
 	switch {
 	case *batch < 1:
@@ -116,6 +115,9 @@ func runEval(ctx context.Context, args []string) error {
 	policy, err := rollout.ParsePolicy(*policySpec)
 	if err != nil {
 		return fmt.Errorf("--policy: %w", err)
+	}
+	if err := checkFiles(ckpts, *glmPath, *glmBins); err != nil {
+		return err
 	}
 	rec, cells, err := loadCells(*data, *cellsSel, *stim)
 	if err != nil {
@@ -196,6 +198,28 @@ func runEval(ctx context.Context, args []string) error {
 		}
 		if err := savePlot(r, *rasterOut); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkFiles reads every --ckpt checkpoint and --glm/--glm-bins file once,
+// so that a bad one is reported before the recording is loaded and the
+// evaluation's header printed.
+func checkFiles(ckpts []string, glms ...string) error {
+	for _, c := range ckpts {
+		for _, path := range cli.List(c) {
+			if _, err := model.LoadCheckpoint(path); err != nil {
+				return fmt.Errorf("--ckpt: %w", err)
+			}
+		}
+	}
+	for _, path := range glms {
+		if path == "" {
+			continue
+		}
+		if _, err := glm.LoadTruth(path); err != nil {
+			return err // "load glm PATH: ..."
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ var planFlags = []string{"data", "cells", "configs", "seeds", "repeats", "steps"
 
 // runExperiment implements `trainer experiment`.
 func runExperiment(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer experiment", flag.ContinueOnError)
 	dir := fs.String("dir", "", "experiment directory: manifest, runs, results (required unless --resume)")
 	resume := fs.String("resume", "", "continue the experiment in this directory with its recorded plan (evaluation flags may change)")
 	data := fs.String("data", defaultData, "recording directory")
@@ -51,9 +51,9 @@ func runExperiment(ctx context.Context, args []string) error {
 			experiment.DefaultSegmentValidations))
 	splitName := fs.String("split", "val", "split to evaluate the runs on: val, or test for reports")
 	glmPath := fs.String("glm", "",
-		"GLM baseline: the JSON of `trainer glm` (default "+defaultGLM+" with the default --data; none: leave it out)")
+		"GLM baseline: the JSON that trainer glm writes (default "+defaultGLM+" with the default --data; none: leave it out)")
 	sigmaMs := fs.Float64("sigma-ms", rollout.DefaultSigmaMs, "smoothing time scale of the spike-train metrics, ms")
-	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end (0: as `trainer eval`)")
+	nllStride := fs.Int("nll-stride", 0, "score the NLL on every Nth window end (0: as trainer eval does)")
 	stagger := fs.Bool("stagger", false, "staggered rollout starts, as predictord runs by default")
 	policy := fs.String("policy", "median", "spike policy of the rollouts: median (the paper's), sample[:SEED], threshold:FILE")
 	evalSeconds := fs.Float64("eval-seconds", 0,
@@ -77,7 +77,7 @@ baselines, with paired per-cell differences, and draw the paper's figure.
 Resumable: run the same command again (or --resume DIR) after an interruption.`)
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -104,8 +104,7 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 		o.Dir, o.Plan, o.Eval = *resume, m.Plan, m.Eval
 	} else {
 		if *dir == "" {
-			fs.Usage()
-			return errors.New("--dir is required")
+			return cli.Usagef(fs, "--dir is required")
 		}
 		p := experiment.Plan{Data: *data, Cells: *cells, Configs: cli.List(*configs), Batch: *batch, LR: *lr,
 			ValEvery: *valEvery, ValWindows: *valWindows, Segment: *segment, Threads: *threads}

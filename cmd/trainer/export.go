@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
+	"rgcpred/base/cli"
 	"rgcpred/model"
 	"rgcpred/model/torchmap"
 	"rgcpred/rgc"
@@ -14,7 +14,7 @@ import (
 // runExport implements `trainer export`: a checkpoint to safetensors in the
 // PyTorch reference module's layout (docs/interop.md).
 func runExport(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer export", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "", "checkpoint to export")
 	out := fs.String("out", "", "safetensors file to write")
 	probe := fs.String("probe", "",
@@ -29,12 +29,11 @@ func runExport(_ context.Context, args []string) error {
 			"torchref.py's SpikeModel (config, cell ids and provenance in the metadata).")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *ckpt == "" || *out == "" || (*probe != "") != (*data != "") {
-		fs.Usage()
-		return errors.New("--ckpt and --out are required; --probe and --data go together")
+		return cli.Usagef(fs, "--ckpt and --out are required; --probe and --data go together")
 	}
 	ck, err := model.LoadCheckpoint(*ckpt)
 	if err != nil {

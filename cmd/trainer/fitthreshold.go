@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
+	"rgcpred/base/cli"
 	"rgcpred/evaluation"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
@@ -17,10 +17,10 @@ import (
 // `trainer eval --policy threshold:FILE` and `predictord --policy
 // threshold:FILE`.
 func runFitThreshold(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("fit-threshold", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer fit-threshold", flag.ContinueOnError)
 	data := fs.String("data", "data/chicken-17-08-21", "recording directory")
 	ckpt := fs.String("ckpt", "", "checkpoint (or --glm, --oracle)")
-	glmPath := fs.String("glm", "", "fit for the GLM fitted by `trainer glm` (its JSON) instead of a checkpoint")
+	glmPath := fs.String("glm", "", "fit for the GLM in this `FILE` (the JSON that trainer glm writes) instead of a checkpoint")
 	mix := fs.String("mix", "", "fit for a mixture of models, [NAME=][W*]SPEC+[W*]SPEC... as trainer eval's --mix")
 	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
 	out := fs.String("out", "", "threshold policy JSON to write (required)")
@@ -37,12 +37,11 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if given := btoi(*ckpt != "") + btoi(*glmPath != "") + btoi(*mix != "") + btoi(*oracle); given != 1 || *out == "" {
-		fs.Usage()
-		return errors.New("--out and one of --ckpt, --glm, --mix or --oracle are required")
+		return cli.Usagef(fs, "--out and one of --ckpt, --glm, --mix or --oracle are required")
 	}
 	if *seconds < 0 || *iters < 1 {
 		return fmt.Errorf("--seconds %v, --iterations %d: want >= 0 and >= 1", *seconds, *iters)

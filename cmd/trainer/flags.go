@@ -7,21 +7,14 @@ import (
 	"runtime/pprof"
 	"strconv"
 
-	"rgcpred/base/cli"
 	"rgcpred/model/train"
 	"rgcpred/rgc"
 )
 
-// parseNoArgs parses args into fs and rejects positional arguments.
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := cli.Parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return nil
-}
+// shippedConfig is the architecture of the shipped model
+// (models/gpt-a-cat-cpu.ckpt, what predictord serves by default): the
+// default of train, lr-find and model.
+const shippedConfig = "gpt-a-cat-cpu"
 
 // stimFlag registers --stim, the stimulus mode recordings are binned in.
 func stimFlag(fs *flag.FlagSet) *rgc.StimMode {
@@ -52,7 +45,7 @@ func precisionFlag(fs *flag.FlagSet) *train.Precision {
 	p := new(train.Precision)
 	*p = train.PrecisionAuto
 	fs.Func("precision",
-		"training GEMMs: auto (bf16 with AVX512_BF16, else fp32), fp32 or bf16 (emulated elsewhere, slower); a resume keeps its own",
+		"training GEMMs: auto (fp32: the faster on every CPU measured), fp32 or bf16 (slower; emulated without AVX512_BF16); a resume keeps its own",
 		func(v string) error {
 			q, err := train.ParsePrecision(v)
 			*p = q

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"rgcpred/base/cli"
@@ -22,7 +21,7 @@ import (
 // runGLM implements `trainer glm`: fit the classical GLM baseline to a
 // recording and score it.
 func runGLM(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("glm", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer glm", flag.ContinueOnError)
 	def := glm.DefaultOptions()
 	data := fs.String("data", "", "recording directory (required)")
 	outPath := fs.String("out", "", "write the fitted model here as JSON, in the format of a synthetic recording's truth.json (required)")
@@ -47,12 +46,11 @@ func runGLM(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *data == "" || *outPath == "" {
-		fs.Usage()
-		return errors.New("--data and --out are required")
+		return cli.Usagef(fs, "--data and --out are required")
 	}
 	opts := def
 	opts.MinLag, opts.Workers = *minLag, *workers

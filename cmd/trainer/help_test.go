@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/cli/clitest"
 )
 
@@ -63,5 +66,64 @@ func TestUsageColumns(t *testing.T) {
 			t.Errorf("%s: summary at column %d, others at %d", n, i, col)
 		}
 		col = i
+	}
+}
+
+// TestBadFlag: for trainer and every subcommand, an unknown flag is a usage
+// error naming the command, with no usage printed, only the error and a
+// hint; so are a missing command and an unknown one.
+func TestBadFlag(t *testing.T) {
+	cases := []struct {
+		cmd  string
+		args []string
+	}{{"trainer", nil}, {"trainer", []string{"bogus"}}}
+	for n := range commands() {
+		cases = append(cases, struct {
+			cmd  string
+			args []string
+		}{"trainer " + n, []string{n, "--bogus"}})
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			clitest.BadFlag(t, c.cmd, func() error { return run(context.Background(), c.args) })
+		})
+	}
+}
+
+// TestErrorsSayOnce: a subcommand's error does not repeat the subcommand's
+// name when the library already says it, and eval finds a bad checkpoint
+// before printing anything.
+func TestErrorsSayOnce(t *testing.T) {
+	notCkpt := filepath.Join(t.TempDir(), "notes.md")
+	if err := os.WriteFile(notCkpt, []byte("# notes on the recording, not a checkpoint\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args       []string
+		want       string
+		wantStdout string
+	}{
+		{[]string{"train", "--data", shippedDir, "--resume", filepath.Join(t.TempDir(), "gone.resume"), "--steps", "1"}, "trainer: train: resume: ", ""},
+		{[]string{"eval", "--data", shippedDir, "--ckpt", notCkpt}, "trainer: eval: --ckpt: load checkpoint " + notCkpt + ": checkpoint: bad magic", ""},
+		{[]string{"eval", "--data", shippedDir, "--glm", notCkpt}, "not a GLM file", ""},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			err := run(context.Background(), c.args)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := cli.Message("trainer", err)
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("message %q lacks %q", msg, c.want)
+			}
+			for _, s := range []string{"train: train:", "eval: eval:"} {
+				if strings.Contains(msg, s) {
+					t.Errorf("message %q says %q", msg, s)
+				}
+			}
+			if strings.Count(msg, notCkpt) > 1 {
+				t.Errorf("message %q names %s more than once", msg, notCkpt)
+			}
+		})
 	}
 }

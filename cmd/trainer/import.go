@@ -15,7 +15,7 @@ import (
 // runImport implements `trainer import`: safetensors written by PyTorch (or
 // `trainer export`) to a checkpoint the daemon serves (docs/interop.md).
 func runImport(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer import", flag.ContinueOnError)
 	in := fs.String("in", "", "safetensors file: a SpikeModel state_dict")
 	out := fs.String("out", "", "checkpoint to write")
 	ids := fs.String("cell-ids", "", "cluster id of each embedding row, comma-separated (default: the file's metadata, or --data)")
@@ -33,12 +33,11 @@ func runImport(_ context.Context, args []string) error {
 			"into a checkpoint (configuration inferred from the tensor shapes).")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" {
-		fs.Usage()
-		return errors.New("--in and --out are required")
+		return cli.Usagef(fs, "--in and --out are required")
 	}
 	if *ids != "" && *data != "" {
 		return errors.New("give --cell-ids or --data, not both")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,7 +14,7 @@ import (
 
 // runInspect implements `trainer inspect DIR [--json]`.
 func runInspect(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer inspect DIR [--json]\n\nSummarise the recording in DIR (recording.json + .npy files).")
@@ -39,8 +38,7 @@ func runInspect(_ context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("want exactly one recording directory")
+		return cli.Usagef(fs, "want exactly one recording directory")
 	}
 	rec, err := rgc.Load(pos[0])
 	if err != nil {

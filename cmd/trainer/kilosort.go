@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -14,7 +13,7 @@ import (
 // runImportKilosort implements `trainer import-kilosort`: Kilosort/phy
 // output plus a stimulus to the recording layout (docs/interop.md).
 func runImportKilosort(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("import-kilosort", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer import-kilosort", flag.ContinueOnError)
 	var o kilosort.Options
 	fs.StringVar(&o.Dir, "dir", "",
 		"Kilosort/phy output directory (spike_times.npy, spike_clusters.npy, cluster_group.tsv or cluster_KSLabel.tsv, params.py)")
@@ -34,12 +33,11 @@ func runImportKilosort(_ context.Context, args []string) error {
 			"Convert Kilosort/phy output and a stimulus into the recording layout (docs/data.md).")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if o.Dir == "" || o.Triggers == "" || o.Pattern == "" || *out == "" {
-		fs.Usage()
-		return errors.New("--dir, --triggers, --pattern and --out are required")
+		return cli.Usagef(fs, "--dir, --triggers, --pattern and --out are required")
 	}
 	switch *quality {
 	case "good":

@@ -50,7 +50,7 @@ func commands() map[string]command {
 // usage writes the command list to w, its name column as wide as the
 // longest name.
 func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: trainer COMMAND [flags] [args]\n\ncommands:")
+	fmt.Fprintln(w, "usage: trainer COMMAND [flags] [args]\n\nTrain, evaluate and compare spike-prediction models on MEA recordings.\n\ncommands:")
 	names := make([]string, 0, len(cmds))
 	width := 0
 	for n := range cmds {
@@ -69,21 +69,16 @@ func run(ctx context.Context, args []string) error {
 	cmds := commands()
 	if len(args) < 1 || cli.IsHelp(args[0]) || args[0] == "help" {
 		if len(args) < 1 {
-			usage(os.Stderr, cmds)
-			return errors.New("no command")
+			return &cli.UsageError{Cmd: "trainer", Err: errors.New("no command")}
 		}
 		usage(cli.Stdout, cmds)
 		return flag.ErrHelp
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		usage(os.Stderr, cmds)
-		return fmt.Errorf("unknown command %q", args[0])
+		return &cli.UsageError{Cmd: "trainer", Err: fmt.Errorf("unknown command %q", args[0])}
 	}
-	if err := cmd.run(ctx, args[1:]); err != nil {
-		return fmt.Errorf("%s: %w", args[0], err)
-	}
-	return nil
+	return cli.Prefix(args[0], cmd.run(ctx, args[1:]))
 }
 
 func main() {

@@ -3,19 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 
+	"rgcpred/base/cli"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 )
 
 // runMetrics implements `trainer metrics`.
 func runMetrics(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("metrics", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer metrics", flag.ContinueOnError)
 	a := fs.String("a", "", "first spike train: .npy count vector (int or float)")
 	b := fs.String("b", "", "second spike train: .npy count vector of the same length")
 	binMs := fs.Float64("bin-ms", rollout.DefaultBinMs, "bin length, ms")
@@ -25,12 +25,11 @@ func runMetrics(_ context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: trainer metrics --a A.npy --b B.npy [--bin-ms 1.0082] [--sigma-ms 60] [--json]\n\nVan Rossum distance, Schreiber similarity and smoothed Pearson correlation\nbetween two spike trains.")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *a == "" || *b == "" {
-		fs.Usage()
-		return errors.New("--a and --b are required")
+		return cli.Usagef(fs, "--a and --b are required")
 	}
 	m, err := rollout.NewMetrics(*sigmaMs, *binMs)
 	if err != nil {

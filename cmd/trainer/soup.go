@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -13,7 +12,7 @@ import (
 // runSoup implements `trainer soup`: the uniform weight average of
 // checkpoints fine-tuned from one parent (model.Soup).
 func runSoup(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("soup", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer soup", flag.ContinueOnError)
 	ckpts := fs.String("ckpt", "", "comma-separated checkpoints to average (same config, cells and stimulus mode)")
 	out := fs.String("out", "", "checkpoint to write")
 	fs.Usage = func() {
@@ -23,13 +22,12 @@ func runSoup(_ context.Context, args []string) error {
 			"score the result with trainer eval --split val before using it.")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	paths := cli.List(*ckpts)
 	if len(paths) < 2 || *out == "" {
-		fs.Usage()
-		return errors.New("--ckpt needs at least two checkpoints; --out is required")
+		return cli.Usagef(fs, "--ckpt needs at least two checkpoints; --out is required")
 	}
 	cks := make([]*model.Checkpoint, len(paths))
 	for i, p := range paths {
@@ -55,7 +53,7 @@ func runSoup(_ context.Context, args []string) error {
 // cells (model.Checkpoint.WithCells), e.g. a model trained on every
 // cluster served on the quality cells only.
 func runCut(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("cut", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer cut", flag.ContinueOnError)
 	ckpt := fs.String("ckpt", "", "checkpoint to cut")
 	out := fs.String("out", "", "checkpoint to write")
 	data := fs.String("data", "data/chicken-17-08-21", "recording the cells are chosen from")
@@ -68,12 +66,11 @@ func runCut(_ context.Context, args []string) error {
 			"weight is shared by all cells and kept. Every kept cell must be in the checkpoint.")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *ckpt == "" || *out == "" {
-		fs.Usage()
-		return errors.New("--ckpt and --out are required")
+		return cli.Usagef(fs, "--ckpt and --out are required")
 	}
 	ck, err := model.LoadCheckpoint(*ckpt)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"rgcpred/base/cli"
 	"rgcpred/base/plot"
 	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
@@ -45,7 +46,7 @@ type synthNLLJSON struct {
 
 // runSynth implements `trainer synth`.
 func runSynth(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
+	fs := flag.NewFlagSet("trainer synth", flag.ContinueOnError)
 	out := fs.String("out", "", "directory to write the recording and truth.json to (required)")
 	cells := fs.Int("cells", 60, "number of cells")
 	minutes := fs.Float64("minutes", 15, "length of the recording in minutes")
@@ -64,12 +65,11 @@ func runSynth(ctx context.Context, args []string) error {
 			"with the cells' true parameters in DIR/truth.json (see rgc/synth).")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
-		fs.Usage()
-		return errors.New("--out is required")
+		return cli.Usagef(fs, "--out is required")
 	}
 	if *ahead && !*nll {
 		return errors.New("--lookahead needs --nll")

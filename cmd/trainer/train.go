@@ -32,7 +32,7 @@ type trainFlags struct {
 
 func (f *trainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "data/chicken-17-08-21", "recording directory")
-	fs.StringVar(&f.config, "config", "gpt-a-cat", "model: STEM-HEAD[-cpu], e.g. gpt-a-cat, gpt-b-logmix-cpu")
+	fs.StringVar(&f.config, "config", shippedConfig, "model: STEM-HEAD[-cpu], e.g. gpt-a-cat-cpu (the shipped one), gpt-a-cat (the paper CNN)")
 	fs.StringVar(&f.cells, "cells", "quality", "cells to train on: quality, all or comma-separated cluster ids")
 	fs.IntVar(&f.batch, "batch", 64, "batch size")
 	fs.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute goroutines")
@@ -55,7 +55,8 @@ func (f *trainFlags) options() (train.Options, error) {
 }
 
 func runTrain(ctx context.Context, args []string) (err error) {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs := cli.NewFlagSet("trainer train", "[flags]",
+		"Train a model on a recording (AdamW, one-cycle schedule, early stopping; resumable), writing its best checkpoint.")
 	var tf trainFlags
 	tf.register(fs)
 	steps := fs.Int("steps", 2000, "planned optimiser steps (with --time: a cap, none unless given)")
@@ -79,7 +80,7 @@ func runTrain(ctx context.Context, args []string) (err error) {
 	replicas := replicasFlag(fs)
 	ema := emaFlag(fs)
 	profile := profileFlag(fs)
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	stopProfile, err := startProfile(*profile)
@@ -178,7 +179,8 @@ func loadTeacher(arg string, rec *rgc.Recording, cells []int, batch int) (rgc.Pr
 }
 
 func runLRFind(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("lr-find", flag.ContinueOnError)
+	fs := cli.NewFlagSet("trainer lr-find", "[flags]",
+		"Learning-rate range test: train briefly at a rising rate, plot the loss against it and propose a peak rate.")
 	var tf trainFlags
 	tf.register(fs)
 	lo := fs.Float64("min", 1e-6, "first rate")
@@ -186,9 +188,9 @@ func runLRFind(ctx context.Context, args []string) error {
 	steps := fs.Int("steps", 600, "sweep steps")
 	probe := fs.Int("probe", 512, "fixed training windows scored at each probe point")
 	points := fs.Int("points", 24, "probe points over the sweep")
-	plotPath := fs.String("plot", "lr-find.svg",
+	plotPath := fs.String("plot", "out/lr-find.svg",
 		"plot of loss against rate, written as FILE.svg and FILE.png (extension .svg, .png or none)")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if _, _, err := plot.Paths(*plotPath); err != nil {
@@ -212,8 +214,9 @@ func runLRFind(ctx context.Context, args []string) error {
 }
 
 func runModel(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("model", flag.ContinueOnError)
-	name := fs.String("config", "gpt-a-cat", "model: STEM-HEAD[-cpu]")
+	fs := cli.NewFlagSet("trainer model", "[flags]",
+		"Print a configuration's parameter counts, or describe a checkpoint and score it on a split.")
+	name := fs.String("config", shippedConfig, "model: STEM-HEAD[-cpu]")
 	cells := fs.Int("cells", 60, "number of cells (rows of the cell embedding)")
 	ckpt := fs.String("ckpt", "", "checkpoint to describe and score instead of a configuration")
 	data := fs.String("data", "data/chicken-17-08-21", "with --ckpt: recording to score on")
@@ -221,7 +224,7 @@ func runModel(ctx context.Context, args []string) error {
 	windows := fs.Int("windows", 16384, "with --ckpt: windows to score (uniform, fixed seed)")
 	threads := fs.Int("threads", runtime.NumCPU(), "with --ckpt: inference threads")
 	stim := stimFlag(fs)
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *ckpt != "" {

@@ -142,3 +142,34 @@ func TestTrainInitTakesConfig(t *testing.T) {
 		t.Errorf("--init %s with --config %s: error %v, want one naming both", want, other, err)
 	}
 }
+
+// TestTrainDefaultsToShipped: train without --config trains the
+// architecture of the shipped model (what predictord serves by default),
+// and so does model.
+func TestTrainDefaultsToShipped(t *testing.T) {
+	data := filepath.Join("..", "..", "data", "chicken-17-08-21")
+	shipped, err := model.LoadCheckpoint(shippedModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shipped.Weights.Config.Name()
+	out := filepath.Join(t.TempDir(), "m.ckpt")
+	args := []string{"--data", data, "--batch", "8", "--steps", "2", "--val-every", "2", "--val-windows", "16", "--threads", "1", "--out", out}
+	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), args) }); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.LoadCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ck.Weights.Config.Name(); got != want {
+		t.Errorf("train without --config trained %s, want the shipped %s", got, want)
+	}
+	printed, err := captureStdout(t, func() error { return runModel(context.Background(), nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(printed, want+" ") {
+		t.Errorf("model without --config printed %q, want the shipped %s", printed, want)
+	}
+}

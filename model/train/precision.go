@@ -13,8 +13,10 @@ import (
 type Precision string
 
 const (
-	// PrecisionAuto is bf16 where the CPU has AVX512_BF16
-	// (sgemm.BF16Native), fp32 elsewhere.
+	// PrecisionAuto is the faster arithmetic for training on this CPU:
+	// fp32 on every CPU, since a training step with bf16 GEMMs runs
+	// slower than fp32 even on the AVX512_BF16 kernels (docs/training.md,
+	// "Precision").
 	PrecisionAuto Precision = "auto"
 	// PrecisionFP32 is float32 throughout.
 	PrecisionFP32 Precision = "fp32"
@@ -35,15 +37,9 @@ func ParsePrecision(s string) (Precision, error) {
 }
 
 // Resolve returns the arithmetic p stands for on this CPU: fp32 or bf16
-// (auto chooses; empty is fp32).
+// (auto and empty are fp32).
 func (p Precision) Resolve() Precision {
-	switch p {
-	case PrecisionAuto:
-		if sgemm.BF16Native() {
-			return PrecisionBF16
-		}
-		return PrecisionFP32
-	case "":
+	if p == PrecisionAuto || p == "" {
 		return PrecisionFP32
 	}
 	return p

@@ -80,8 +80,9 @@ func newSession(ctx context.Context, o *Options, w *model.Weights, st *state) (*
 	}
 	vw := st.validated(w)
 	ev := newEvaluator(vw, val, o.Batch, o.Threads)
-	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %d steps, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
-		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, o.Steps, o.LR, st.ZeroPooled, st.ZeroCell, len(val.targets))
+	fmt.Fprintf(o.Log, "%s on %s: %d cells, %d params, batch %d, %s, peak lr %.3g; zero-input val NLL %.4f (pooled), %.4f (per cell) on %d windows\n",
+		o.Config.Name(), o.Data, len(o.Cells), o.Config.CountParams(""), o.Batch, runPlan(o.Steps, st.Budget), o.LR, st.ZeroPooled, st.ZeroCell,
+		len(val.targets))
 	fmt.Fprintf(o.Log, "arithmetic: %s; validation in fp32\n", o.Precision.describe())
 	if o.Replicas > 1 {
 		fmt.Fprintf(o.Log, "data parallel: %d replicas of %d windows on %d thread(s) each; batch norm's training statistics per replica\n",
@@ -224,10 +225,49 @@ func (s *session) progress(loss float32, lr float64) {
 	if st.Budget > 0 {
 		eta = min(eta, time.Duration((1-s.frac())*st.Budget*float64(time.Second)).Round(time.Second))
 	}
-	fmt.Fprintf(o.Log, "step %d/%d  lr %.3g  loss %.4f  val %.4f  %.2f steps/s  %.1f samples/s (%.1f in steps, validation %.1fs)  %.2f cores  ETA %s\n",
-		st.Step, o.Steps, lr, smoothed, st.BestVal, sps, sps*float64(o.Batch), stepRate(n*float64(o.Batch), dt, s.valSinceLog),
-		s.valSinceLog, s.meter.Cores(), eta)
+	fmt.Fprintf(o.Log, "%s  lr %.3g  loss %.4f  val %s  %.2f steps/s  %.1f samples/s (%.1f in steps, validation %.1fs)  %.2f cores  ETA %s\n",
+		progressPos(st.Step, o.Steps, s.elapsed(), st.Budget), lr, smoothed, bestVal(st.BestVal), sps, sps*float64(o.Batch),
+		stepRate(n*float64(o.Batch), dt, s.valSinceLog), s.valSinceLog, s.meter.Cores(), eta)
 	s.lastLog, s.stepsAtLog, s.meter, s.valSinceLog = time.Now(), st.Step, cputime.Start(), 0
+}
+
+// runPlan is a run's length for its log: "2000 steps", or with a time
+// budget of budget seconds "a 2m0s budget" (", at most N steps" when it
+// has a step cap below maxSteps).
+func runPlan(steps int, budget float64) string {
+	if budget <= 0 {
+		return fmt.Sprintf("%d steps", steps)
+	}
+	plan := fmt.Sprintf("a %s budget", time.Duration(budget*float64(time.Second)).Round(time.Second))
+	if steps < maxSteps {
+		plan += fmt.Sprintf(", at most %d steps", steps)
+	}
+	return plan
+}
+
+// progressPos is where a progress line stands in the run: "step 64/2000"
+// for a step-bound run; with a time budget of budget seconds the training
+// time used too, "step 64  1m30s of 2m0s", the step count without its
+// "/N" when the run has no step cap (maxSteps).
+func progressPos(step, steps int, elapsed, budget float64) string {
+	pos := fmt.Sprintf("step %d/%d", step, steps)
+	if steps >= maxSteps {
+		pos = fmt.Sprintf("step %d", step)
+	}
+	if budget > 0 {
+		sec := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)).Round(time.Second) }
+		pos += fmt.Sprintf("  %s of %s", sec(elapsed), sec(budget))
+	}
+	return pos
+}
+
+// bestVal is a progress line's best validation NLL: "-" before the first
+// validation.
+func bestVal(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", v)
 }
 
 // stepRate is the rate of samples over secs seconds of which val went to

@@ -498,6 +498,42 @@ func TestStepRate(t *testing.T) {
 	}
 }
 
+// TestProgressPos: a step-bound run shows its plan, a time-bound one the
+// time used of its budget, and no step plan when it has no step cap.
+func TestProgressPos(t *testing.T) {
+	for _, c := range []struct {
+		step, steps     int
+		elapsed, budget float64
+		want            string
+	}{
+		{64, 2000, 12.3, 0, "step 64/2000"},
+		{64, maxSteps, 90.4, 120, "step 64  1m30s of 2m0s"},
+		{64, 500, 30, 3600, "step 64/500  30s of 1h0m0s"},
+	} {
+		if got := progressPos(c.step, c.steps, c.elapsed, c.budget); got != c.want {
+			t.Errorf("progressPos(%d, %d, %v, %v) = %q, want %q", c.step, c.steps, c.elapsed, c.budget, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		steps  int
+		budget float64
+		want   string
+	}{
+		{2000, 0, "2000 steps"},
+		{maxSteps, 120, "a 2m0s budget"},
+		{500, 3600, "a 1h0m0s budget, at most 500 steps"},
+	} {
+		if got := runPlan(c.steps, c.budget); got != c.want {
+			t.Errorf("runPlan(%d, %v) = %q, want %q", c.steps, c.budget, got, c.want)
+		}
+	}
+	for v, want := range map[float64]string{math.Inf(1): "-", 0.93625: "0.9363"} {
+		if got := bestVal(v); got != want {
+			t.Errorf("bestVal(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
 // TestRunReportsValidationTime: a run that validates at every other step
 // reports time spent validating, and a rate in steps above the run's (it
 // leaves that time out), in its result and in every progress line.

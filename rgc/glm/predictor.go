@@ -142,7 +142,7 @@ func decodeTruth(path string, data []byte) (*synth.Truth, error) {
 		Options json.RawMessage `json:"options"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("load glm %s: %w", path, err)
+		return nil, fmt.Errorf("load glm %s: not a GLM file (the JSON that trainer glm writes): %w", path, err)
 	}
 	var tr *synth.Truth
 	if probe.Options != nil {

@@ -119,9 +119,9 @@ func GPU(o gpu.Options) service.Loader {
 // load loads the checkpoint at path and returns the batch limit: maxBatch,
 // or every cell of the checkpoint when it is not positive.
 func load(path string, maxBatch int) (*model.Checkpoint, int, error) {
-	ck, err := model.LoadCheckpoint(path)
+	ck, err := model.LoadCheckpoint(path) // its errors name path
 	if err != nil {
-		return nil, 0, fmt.Errorf("load checkpoint %s: %w", path, err)
+		return nil, 0, err
 	}
 	if maxBatch <= 0 {
 		maxBatch = len(ck.CellIDs)

@@ -248,6 +248,7 @@ func (k *sink) Stream(ev stream.Event) {
 }
 
 func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
+	s.m.initDevice(name)
 	d := &device{
 		s:          s,
 		name:       name,
@@ -608,7 +609,7 @@ func (d *device) syncStats() {
 		d.notifyDrop(stream.DropFrames, "out_of_stream", n)
 		d.s.limiter.warn(&d.s.log, d.name+"/out_of_stream", n, "frames that do not continue the stream dropped (another publisher or a forged frame?)", devField(d.name))
 	}
-	if n := add(m.misses, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
+	if n := add(m.skipped, st.DeadlineMisses, p.DeadlineMisses, d.name); n > 0 {
 		d.skipped.Add(n)
 		d.s.limiter.warn(&d.s.log, d.name+"/deadline", n, "overloaded: stale decisions skipped (cells step as no spike, skipped decisions published)", devField(d.name))
 	}

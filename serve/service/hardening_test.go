@@ -63,7 +63,7 @@ func TestPoisonedFramesLoseNothing(t *testing.T) {
 	got := waitSpikes(t, col, f.hi, f.nSpike)
 	sameSpikes(t, got, f.want)
 	waitProcessed(t, p, int64(f.hi-1))
-	if m := value(t, s.m.misses.WithLabelValues("dev0")); m != 0 {
+	if m := value(t, s.m.skipped.WithLabelValues("dev0")); m != 0 {
 		t.Fatalf("%v deadline misses after poisoned frames", m)
 	}
 	for reason, n := range map[string]float64{"non_finite": 1, "out_of_stream": 2} {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"rgcpred/stream"
 )
 
 // metrics are the service's Prometheus metrics (docs/protocol.md and
@@ -20,7 +22,7 @@ type metrics struct {
 	histories     *prometheus.CounterVec
 	predictions   *prometheus.CounterVec
 	spikes        *prometheus.CounterVec
-	misses        *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
 	filled        *prometheus.CounterVec
 	epoch         *prometheus.GaugeVec
 	predictErrors *prometheus.CounterVec
@@ -67,16 +69,17 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 		return g
 	}
 	m := &metrics{
-		framesIn:      cv("frames_total", "Stimulus frames received in valid messages.", "device"),
-		rejected:      cv("frames_rejected_total", "Messages, frames or histories rejected, by reason (docs/protocol.md).", "device", "reason"),
-		repaired:      cv("frames_repaired_total", "Frames kept after a repair, by reason (clamped).", "device", "reason"),
-		gapBins:       cv("gap_bins_total", "Missing bins filled by holding the last frame.", "device"),
-		restarts:      cv("stream_restarts_total", "Stream restarts after a gap longer than a window.", "device"),
-		resets:        cv("resets_total", "Reset control messages applied.", "device"),
-		histories:     cv("histories_total", "Initial spike histories accepted.", "device"),
-		predictions:   cv("predictions_total", "Windows predicted.", "device"),
-		spikes:        cv("spikes_total", "Spike decisions published.", "device"),
-		misses:        cv("deadline_misses_total", "Decisions skipped by the overload policy (cell stepped as no spike, a skipped decision published).", "device"),
+		framesIn:    cv("frames_total", "Stimulus frames received in valid messages.", "device"),
+		rejected:    cv("frames_rejected_total", "Messages, frames or histories rejected, by reason (docs/protocol.md).", "device", "reason"),
+		repaired:    cv("frames_repaired_total", "Frames kept after a repair, by reason (clamped).", "device", "reason"),
+		gapBins:     cv("gap_bins_total", "Missing bins filled by holding the last frame.", "device"),
+		restarts:    cv("stream_restarts_total", "Stream restarts after a gap longer than a window.", "device"),
+		resets:      cv("resets_total", "Reset control messages applied.", "device"),
+		histories:   cv("histories_total", "Initial spike histories accepted.", "device"),
+		predictions: cv("predictions_total", "Windows predicted.", "device"),
+		spikes:      cv("spikes_total", "Spike decisions published.", "device"),
+		skipped: cv("decisions_skipped_total",
+			"Decisions never computed: skipped by the overload policy, --max-lag (cell stepped as no spike, a skipped decision published).", "device"),
 		filled:        cv("filled_decisions_total", "Decisions whose window held gap-filled bins (flagged on the wire).", "device"),
 		epoch:         gv("stream_epoch", "The device's current stream epoch (0 before the first frame)."),
 		predictErrors: cv("predict_errors_total", "Windows whose prediction failed (cell stepped as no spike).", "device"),
@@ -91,11 +94,52 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 		dropped:       cv("nats_dropped_messages_total", "Messages the NATS client dropped because the subscription's buffer was full (slow consumer), by subscription subject.", "device", "subject"),
 		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while /readyz answers 200 (sampled every monitor period)."}),
 	}
+	for _, r := range reloadResults {
+		m.reloads.WithLabelValues(r)
+	}
+	for _, e := range natsEvents {
+		m.nats.WithLabelValues(e)
+	}
 	reg.MustRegister(m.ready, &frameAgeCollector{
 		desc: prometheus.NewDesc("predictord_frame_age_seconds", "Seconds since the device's last valid frames message arrived (absent before the first).", dev, nil),
 		ages: frameAges,
 	})
 	return m
+}
+
+// The known labels of the labelled counters, each series created at 0
+// before its first event (the Prometheus convention: a query or a grep
+// finds the counter before anything went wrong).
+var (
+	// rejectReasons are the reasons of frames_rejected_total
+	// (docs/protocol.md, "Robustness rules").
+	rejectReasons = []string{
+		stream.ReasonVersion, stream.ReasonType, stream.ReasonTruncated, stream.ReasonOversized, stream.ReasonLength,
+		stream.ReasonReserved, stream.ReasonNonFinite, stream.ReasonRange,
+		"stale", "out_of_stream", "unknown_cell", "history_late", "reset_stale", "reset_late",
+		"overflow", "control_overflow", "unknown_subject", "panic", "state_request_limited",
+	}
+	// repairReasons are the reasons of frames_repaired_total.
+	repairReasons = []string{"clamped"}
+	// reloadResults are the results of reloads_total.
+	reloadResults = []string{"ok", "error"}
+	// natsEvents are the events of nats_events_total.
+	natsEvents = []string{"disconnect", "reconnect", "slow_consumer", "error"}
+)
+
+// initDevice creates device name's series of every device counter at 0,
+// each rejection and repair reason included.
+func (m *metrics) initDevice(name string) {
+	for _, c := range []*prometheus.CounterVec{m.framesIn, m.gapBins, m.restarts, m.resets, m.histories, m.predictions,
+		m.spikes, m.skipped, m.filled, m.predictErrors, m.publishErrors} {
+		c.WithLabelValues(name)
+	}
+	for _, r := range rejectReasons {
+		m.rejected.WithLabelValues(name, r)
+	}
+	for _, r := range repairReasons {
+		m.repaired.WithLabelValues(name, r)
+	}
 }
 
 // frameAgeCollector exports predictord_frame_age_seconds, computed at scrape

@@ -14,7 +14,7 @@ import (
 func (s *Service) loadValid(need []int) (*Model, error) {
 	mdl, err := s.cfg.Load(s.cfg.ModelPath, s.cfg.MaxBatch)
 	if err != nil {
-		return nil, fmt.Errorf("load model %s: %w", s.cfg.ModelPath, err)
+		return nil, fmt.Errorf("load model: %w", err)
 	}
 	if mdl == nil || mdl.Predictor == nil || len(mdl.Cells) == 0 {
 		discard(mdl)

@@ -68,6 +68,7 @@ type Model struct {
 
 // Loader loads the checkpoint at path for batches of at most maxBatch
 // windows (0: the loader picks, at least every cell of the checkpoint).
+// Its errors name the file they concern (the service does not repeat it).
 type Loader func(path string, maxBatch int) (*Model, error)
 
 // Config configures a Service.

@@ -377,7 +377,7 @@ func TestOverload(t *testing.T) {
 		}
 	}
 	waitProcessed(t, p, int64(mid-1))
-	misses := value(t, s.m.misses.WithLabelValues("dev0"))
+	misses := value(t, s.m.skipped.WithLabelValues("dev0"))
 	preds := value(t, s.m.predictions.WithLabelValues("dev0"))
 	if misses == 0 {
 		t.Fatalf("no deadline misses under overload (predictions %v)", preds)
@@ -392,7 +392,7 @@ func TestOverload(t *testing.T) {
 	}
 	waitProcessed(t, p, int64(f.hi-1))
 	preds2 := value(t, s.m.predictions.WithLabelValues("dev0"))
-	misses2 := value(t, s.m.misses.WithLabelValues("dev0"))
+	misses2 := value(t, s.m.skipped.WithLabelValues("dev0"))
 	if preds2 <= preds {
 		t.Fatalf("no predictions after the burst (misses %v -> %v)", misses, misses2)
 	}

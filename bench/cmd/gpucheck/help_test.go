@@ -83,3 +83,11 @@ func TestInProcessWithoutGPU(t *testing.T) {
 		t.Fatalf("report %+v: want no GPU, the libraries and the parity part's CUDA error", rep)
 	}
 }
+
+// TestBadFlag: an unknown flag and a missing --json are usage errors that
+// print no usage, only the error and a hint.
+func TestBadFlag(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {}} {
+		clitest.BadFlag(t, "gpucheck", func() error { return run(args) })
+	}
+}

@@ -13,8 +13,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,7 +25,8 @@ import (
 )
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
+	fs := cli.NewFlagSet("gpucheck", "--json FILE [flags]",
+		"Check the CUDA backend on a GPU: parity with the CPU engine per configuration, then its throughput against PyTorch's.")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split windows are used")
 	models := fs.String("models", "models", "folder of checkpoints named CONFIG.ckpt; a configuration without one gets random weights")
 	configs := fs.String("configs", "gpt-a-cat,gpt-a-logmix,gpt-b-cat,gpt-b-logmix,gpt-a-cat-cpu,gpt-a-logmix-cpu,gpt-b-cat-cpu,gpt-b-logmix-cpu", "configurations checked for parity")
@@ -43,7 +42,7 @@ func run(args []string) error {
 	inProcess := fs.Bool("in-process", false, "run every part in this process (no isolation)")
 	part := fs.String(strings.TrimPrefix(bench.PartFlag, "--"), "", "run this one part and write its result to --part-json (the check's child processes)")
 	partJSON := fs.String(strings.TrimPrefix(bench.PartJSONFlag, "--"), "", "where --part writes its result")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
 	}
 	if *listLibs {
@@ -53,7 +52,7 @@ func run(args []string) error {
 		return nil
 	}
 	if *part == "" && *out == "" {
-		return errors.New("--json is required")
+		return cli.Usagef(fs, "--json is required")
 	}
 	var bs []int
 	for _, f := range strings.Split(*batches, ",") {
@@ -71,7 +70,7 @@ func run(args []string) error {
 			return err
 		}
 		if *partJSON == "" {
-			return errors.New("--part needs --part-json")
+			return cli.Usagef(fs, "--part needs --part-json")
 		}
 		res, err := bench.RunGPUPart(o, p)
 		if err != nil {

@@ -12,3 +12,11 @@ import (
 func TestHelp(t *testing.T) {
 	clitest.HelpFlags(t, "-cells", func(arg string) error { return run(context.Background(), []string{arg}) })
 }
+
+// TestBadFlag: an unknown flag or an argument is a usage error that prints
+// no usage, only the error and a hint.
+func TestBadFlag(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"extra"}} {
+		clitest.BadFlag(t, "latency", func() error { return run(context.Background(), args) })
+	}
+}

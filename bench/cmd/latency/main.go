@@ -13,10 +13,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -62,7 +62,8 @@ func parseCounts(s string) ([]int, error) {
 }
 
 func run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	fs := cli.NewFlagSet("latency", "[flags]",
+		"Measure predictord's decision latency at real time for growing cell counts, and report and plot its percentiles.")
 	ckpt := fs.String("ckpt", "models/gpt-a-cat-cpu.ckpt",
 		"checkpoint the daemon serves ("+NoModel+": a hash per window, to time the daemon and the transport alone)")
 	data := fs.String("data", "data/chicken-17-08-21", "recording whose test-split stimulus is played")
@@ -83,8 +84,8 @@ func run(ctx context.Context, args []string) error {
 		"overload threshold in bins, as predictord's --max-lag: skip a decision this far behind the newest frame (0: never)")
 	stagger := fs.Bool("stagger", true,
 		"stagger the cells' starts, as predictord's --stagger (false: every first window at the same frame)")
-	jsonOut := fs.String("json", "docs/bench-latency.json", "write the report as JSON here ('' for none)")
-	svgOut := fs.String("svg", "docs/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
+	jsonOut := fs.String("json", "out/bench-latency.json", "write the report as JSON here ('' for none; docs/bench-latency.json is the committed one)")
+	svgOut := fs.String("svg", "out/bench-latency.svg", "write the latency plot here as SVG and PNG, FILE.svg and FILE.png ('' for none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	expect := fs.Bool("expect", true,
 		"announce each frame's batch a frame ahead, as predictord's --expect (false: helpers wake when a call starts)")
@@ -99,11 +100,8 @@ func run(ctx context.Context, args []string) error {
 	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
 	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2,
 		"GOMAXPROCS of the run (default: CPUs + 2, so the devices' goroutines get Ps of their own; docs/latency.md)")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *procs < 1 {
 		return fmt.Errorf("--gomaxprocs %d: want at least 1", *procs)
@@ -190,9 +188,9 @@ func run(ctx context.Context, args []string) error {
 		Trace: *trace != "", NoExpect: !*expect, WholeCalls: *wholeCalls, Auth: authModes,
 		Progress: func(p bench.Point) {
 			fmt.Fprintf(os.Stderr, "latency: %3d cells, auth %v: p50 %.3f ms p99 %.3f ms p99.9 %.3f ms max %.3f ms, "+
-				"%.0f predictions/s, %d misses, %d/%d late spikes, cpu %.2f, %d reloads\n",
+				"%.0f predictions/s, %d deadline misses (skipped %d, late %d), %d/%d late spikes, cpu %.2f, %d reloads\n",
 				p.Cells, p.Auth, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
-				p.PredictionsPerSec, p.DeadlineMisses, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
+				p.PredictionsPerSec, p.DeadlineMisses, p.DaemonSkipped, p.DeviceLateDecisions, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
 		},
 	})
 	if err != nil {
@@ -222,9 +220,17 @@ func writeTrace(path string, rep *bench.Report) error {
 	return nil
 }
 
-// output prints the table and writes the JSON and the plot.
+// output prints the table and writes the JSON and the plot, making their
+// folders (out/ by default).
 func output(rep *bench.Report, jsonOut, svgOut, compare string) error {
 	rep.WriteTable(os.Stdout)
+	for _, path := range []string{jsonOut, svgOut} {
+		if path != "" {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+		}
+	}
 	if jsonOut != "" {
 		if err := evaluation.WriteJSON(jsonOut, rep); err != nil {
 			return err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,5 +43,32 @@ func TestNoModel(t *testing.T) {
 	err = run(context.Background(), []string{"--data", "../../../data/chicken-17-08-21", "--ckpt", NoModel, "--reload-every", "1s", "--json", "", "--svg", ""})
 	if err == nil || !strings.Contains(err.Error(), "nothing to reload") {
 		t.Fatalf("--reload-every with no model: %v", err)
+	}
+}
+
+// TestDefaultOutputUnderOut: without --json and --svg the run writes under
+// out/ of the working directory, never over the committed
+// docs/bench-latency.* (redrawing the committed report here).
+func TestDefaultOutputUnderOut(t *testing.T) {
+	committed, err := filepath.Abs("../../../docs/bench-latency.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := run(context.Background(), []string{"--from-json", committed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"out/bench-latency.svg", "out/bench-latency.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("default output %s: %v", f, err)
+		}
+	}
+	if after, err := os.ReadFile(committed); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the committed report changed (err %v)", err)
 	}
 }
