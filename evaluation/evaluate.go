@@ -81,6 +81,12 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 	if err := rollout.CheckPolicy(c.Policy, ids); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
+	if th, ok := c.Policy.(*rollout.Threshold); ok {
+		if err := th.CheckSplit(c.Split); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		c.Models, c.Compare = withZero(c.Models, c.Compare, ZeroSpec(c.Rec, c.Cells, false))
+	}
 	if c.Keep != nil {
 		for _, id := range c.Keep.ClusterIDs {
 			if !slices.Contains(ids, id) {
@@ -98,9 +104,16 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 			sc.Recording, sc.Split, len(c.Cells), sc.Bins[0], sc.Bins[1], float64(sc.Bins[1]-sc.Bins[0])/rgc.BinRateHz, sc.Stagger, sc.Policy)
 	}
 	for _, sp := range c.Models {
-		m, err := EvaluateModel(ctx, sp, c.Options)
+		o := c.Options
+		if silentBaseline(sp, c.Policy) {
+			o.Policy = rollout.Median{}
+		}
+		m, err := EvaluateModel(ctx, sp, o)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate %s: %w", sp.Name, err)
+		}
+		if o.Policy != c.Policy {
+			m.Policy = o.Policy.String()
 		}
 		r.Models = append(r.Models, *m)
 	}
@@ -117,4 +130,35 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 		r.Comparisons = append(r.Comparisons, *cmp)
 	}
 	return r, nil
+}
+
+// silentBaseline reports whether sp is a zero-input baseline under a
+// threshold policy: thresholds fitted for another model mean nothing for a
+// constant prediction, so it rolls out by the median rule, which leaves it
+// silent, the reference every threshold table shows.
+func silentBaseline(sp ModelSpec, p rollout.Policy) bool {
+	_, th := p.(*rollout.Threshold)
+	return th && (sp.Kind == "zero" || sp.Kind == "zero-pooled")
+}
+
+// withZero adds to models the zero-input baseline zero unless a model is
+// already called "zero", and to the comparisons A:zero and B:zero for every
+// pair A:B, so that the table shows silence beside both models compared.
+func withZero(models []ModelSpec, compare []string, zero ModelSpec) ([]ModelSpec, []string) {
+	if !slices.ContainsFunc(models, func(m ModelSpec) bool { return m.Name == zero.Name }) {
+		models = append([]ModelSpec{zero}, models...)
+	}
+	out := slices.Clone(compare)
+	for _, pair := range compare {
+		a, b, ok := strings.Cut(pair, ":")
+		if !ok {
+			continue
+		}
+		for _, m := range []string{a, b} {
+			if z := m + ":" + zero.Name; m != zero.Name && !slices.Contains(out, z) {
+				out = append(out, z)
+			}
+		}
+	}
+	return models, out
 }

@@ -59,6 +59,10 @@ type ModelResult struct {
 	// Members are a mixture's members, each "weight*spec" with its
 	// normalised weight.
 	Members []string `json:"members,omitempty"`
+	// Policy is the model's spike policy when it differs from the
+	// report's (the zero-input baseline under a threshold policy rolls out
+	// by the median rule); "" otherwise.
+	Policy string `json:"policy,omitempty"`
 	// NLLStride is the window stride of the NLL.
 	NLLStride int `json:"nll_stride"`
 	// Summary maps each of MetricNames to the IQM over cells with its 95%

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"rgcpred/base/cli"
 	"rgcpred/evaluation"
@@ -21,14 +22,18 @@ func runCompare(_ context.Context, args []string) error {
 	modelB := fs.String("b-model", "", "model B's name in its reports (default: their only model)")
 	resamples := fs.Int("resamples", 2000, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
-	out := fs.String("json", "", "write the comparison as JSON to this file")
+	zero := fs.String("zero", "",
+		"eval report holding the zero-input baseline on the same split (e.g. scored by the median rule: silence); required when a side uses a threshold policy")
+	zeroModel := fs.String("zero-model", "zero", "the zero-input baseline's name in the --zero report")
+	out := fs.String("json", "", "write the comparison as JSON to this file (with --zero, the list of the three)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer compare --a A1.json[,A2.json,...] --b B.json [flags]\n"+
 			"\n"+
 			"Paired per-cell differences A - B of models scored in separate trainer eval --json\n"+
 			"runs on the same split and rollout (the spike policy may differ: each model's own\n"+
 			"thresholds). Several reports of a model are its seeds: the interval is over cells\n"+
-			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.")
+			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.\n"+
+			"With --zero, A and B are each also compared with the zero-input baseline.")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {
@@ -64,15 +69,33 @@ func runCompare(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := evaluation.CompareSets(sa, sb, *resamples, *seed)
-	if err != nil {
-		return err
-	}
 	sca, scb := sa.Scoring, sb.Scoring
-	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
-	evaluation.PrintComparisons(cli.Stdout, []evaluation.Comparison{*c})
-	if *out != "" {
-		return evaluation.WriteJSON(*out, c)
+	if *zero == "" && (strings.HasPrefix(sca.Policy, "threshold:") || strings.HasPrefix(scb.Policy, "threshold:")) {
+		return errors.New("a threshold policy's table shows zero-input beside both models: give --zero REPORT, an eval report of the zero-input baseline on the same split")
 	}
-	return nil
+	pairs := [][2]*evaluation.SeedSet{{sa, sb}}
+	if *zero != "" {
+		sz, err := side(*zero, *zeroModel)
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, [2]*evaluation.SeedSet{sa, sz}, [2]*evaluation.SeedSet{sb, sz})
+	}
+	var cs []evaluation.Comparison
+	for _, p := range pairs {
+		c, err := evaluation.CompareSets(p[0], p[1], *resamples, *seed)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, *c)
+	}
+	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
+	evaluation.PrintComparisons(cli.Stdout, cs)
+	if *out == "" {
+		return nil
+	}
+	if len(cs) == 1 {
+		return evaluation.WriteJSON(*out, cs[0])
+	}
+	return evaluation.WriteJSON(*out, cs)
 }

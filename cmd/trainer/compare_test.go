@@ -13,13 +13,15 @@ import (
 
 // TestCompareCLI compares the shipped default's threshold-policy scores
 // with the GLM's, each scored with its own thresholds (the README's
-// threshold rows), and checks the refusals.
+// threshold rows), both beside the silent zero-input baseline, and checks
+// the refusals.
 func TestCompareCLI(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "c.json")
 	cpu, glm := "../../docs/results/long/threshold-s6-test.json", "../../docs/results/causal/threshold-glm-test.json"
+	zero := "../../docs/results/long/headline-test.json"
 	ctx := context.Background()
-	if err := runCompare(ctx, []string{"--a", cpu + "," + cpu, "--b", glm, "--json", out}); err != nil {
+	if err := runCompare(ctx, []string{"--a", cpu + "," + cpu, "--b", glm, "--zero", zero, "--json", out}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := evaluation.ReadReport(cpu)
@@ -34,15 +36,30 @@ func TestCompareCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	z, err := evaluation.ReadReport(zero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantZ, err := evaluation.Compare("x", "glm", "zero", g.Models[0].Cells, z.Model("zero").Cells, 2000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got evaluation.Comparison
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
+	var cs []evaluation.Comparison
+	if err := json.Unmarshal(data, &cs); err != nil || len(cs) != 3 {
+		t.Fatalf("%d comparisons, %v; want A - B, A - zero, B - zero", len(cs), err)
+	}
+	got := cs[0]
+	if cs[1].B != "zero" || cs[2].A != "glm" || cs[2].B != "zero" {
+		t.Errorf("comparisons %s, %s: want A - zero, B - zero", cs[1].Name, cs[2].Name)
 	}
 	for _, m := range evaluation.MetricNames {
+		if d := cs[2].Metrics[m]; d.IQM != wantZ.Metrics[m].IQM || d.Lo != wantZ.Metrics[m].Lo {
+			t.Errorf("glm - zero, %s: %+v, want %+v", m, d, wantZ.Metrics[m])
+		}
 		d := got.Metrics[m]
 		if d.IQM != want.Metrics[m].IQM || d.Seeds == nil || len(d.Seeds.IQMs) != 2 || d.Seeds.IQMs[0] != d.IQM {
 			t.Errorf("%s: %+v, want IQM %g with two equal seeds", m, d, want.Metrics[m].IQM)
@@ -54,8 +71,9 @@ func TestCompareCLI(t *testing.T) {
 		want string
 	}{
 		{"missing --b", []string{"--a", cpu}, "required"},
-		{"unknown model", []string{"--a", cpu, "--a-model", "nope", "--b", glm}, "no model"},
-		{"few resamples", []string{"--a", cpu, "--b", glm, "--resamples", "10"}, "at least 2000"},
+		{"threshold policy without zero-input", []string{"--a", cpu, "--b", glm}, "--zero"},
+		{"unknown model", []string{"--a", cpu, "--a-model", "nope", "--b", glm, "--zero", zero}, "no model"},
+		{"few resamples", []string{"--a", cpu, "--b", glm, "--zero", zero, "--resamples", "10"}, "at least 2000"},
 	} {
 		if err := runCompare(ctx, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
