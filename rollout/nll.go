@@ -27,6 +27,21 @@ type InputFree interface {
 // in batches of opts.MaxBatch (default 256) spanning cells; the result is in
 // the order of opts.Cells.
 func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options, stride int) ([]float64, error) {
+	blocks, err := NLLBlocks(ctx, rec, p, opts, stride, 0)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]float64, len(blocks))
+	for i, b := range blocks {
+		res[i] = BlockNLL(b, nil)
+	}
+	return res, nil
+}
+
+// NLLBlocks is NLL split into time blocks: for each cell, the sums of the
+// NLLs of the window ends in consecutive blocks of blockBins bins from the
+// split's first window end (BlockCount; blockBins 0: one block).
+func NLLBlocks(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options, stride, blockBins int) ([][]NLLBlock, error) {
 	if len(opts.Cells) == 0 {
 		return nil, errors.New("nll: no cells")
 	}
@@ -58,8 +73,11 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 	out := make([]float32, maxBatch*rgc.NumClasses)
 	owner := make([]int, maxBatch)   // position in opts.Cells of each window
 	targets := make([]int, maxBatch) // true class of each window
-	sum := make([]float64, len(opts.Cells))
-	count := make([]int, len(opts.Cells))
+	nb := BlockCount(last-first+1, blockBins)
+	blocks := make([][]NLLBlock, len(opts.Cells))
+	for i := range blocks {
+		blocks[i] = make([]NLLBlock, nb)
+	}
 	total := ((nw-1)/stride + 1) * len(opts.Cells)
 	done := 0
 	m := 0
@@ -75,8 +93,9 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 			return fmt.Errorf("nll: predict %d windows: %w", m, err)
 		}
 		for j := 0; j < m; j++ {
-			sum[owner[j]] += model.NLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
-			count[owner[j]]++
+			blk := &blocks[owner[j]][blockOf(b.Ends[j]-first, nb, blockBins)]
+			blk.Sum += model.NLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
+			blk.Windows++
 		}
 		done += m
 		m = 0
@@ -110,9 +129,5 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	res := make([]float64, len(opts.Cells))
-	for i := range res {
-		res[i] = sum[i] / float64(count[i])
-	}
-	return res, nil
+	return blocks, nil
 }
