@@ -41,7 +41,8 @@ func NewScoring(c *Config) (Scoring, error) {
 		policy = rollout.Median{}
 	}
 	s := Scoring{Recording: c.Rec.Name, Split: c.Split.String(), Bins: [2]int{from, to},
-		SigmaMs: c.SigmaMs, BinMs: rgc.BinMs, Resamples: c.Resamples, Seed: c.Seed, Stagger: c.Stagger, Policy: policy.String()}
+		SigmaMs: c.SigmaMs, BinMs: rgc.BinMs, Resamples: c.Resamples, Seed: c.Seed, Stagger: c.Stagger, Policy: policy.String(),
+		BlockBins: max(c.BlockBins, 0)}
 	if c.Metrics != nil {
 		s.TauBins = c.Metrics.TauBins()
 	}
@@ -126,6 +127,11 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 		cmp, err := CompareSeeds(a+" - "+b, a, b, ma.Cells, mb.Cells, ma.Repeats, mb.Repeats, c.Resamples, c.Seed)
 		if err != nil {
 			return nil, err
+		}
+		if c.BlockBins > 0 {
+			if err := cmp.AddBlocks(ma.repeats(), mb.repeats(), sc.BlockSeconds(), c.Resamples, c.Seed); err != nil {
+				return nil, fmt.Errorf("comparison %s: %w", cmp.Name, err)
+			}
 		}
 		r.Comparisons = append(r.Comparisons, *cmp)
 	}

@@ -32,6 +32,9 @@ type Scoring struct {
 	Seed      uint64  `json:"seed"`
 	Stagger   bool    `json:"stagger"`
 	Policy    string  `json:"policy"`
+	// BlockBins is the length of the time blocks the cells' scores are
+	// kept in (CellScores.Blocks), 0 for none.
+	BlockBins int `json:"block_bins,omitempty"`
 }
 
 // Report is the result of an evaluation (Evaluate), the JSON `trainer eval

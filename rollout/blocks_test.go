@@ -62,7 +62,7 @@ func TestTrainBlocksSumToCompare(t *testing.T) {
 }
 
 // TestNLLBlocksSumToNLL: the blocks' windows and NLL sums give NLL's
-// per-cell means.
+// per-cell means, and the means NLLBlocks returns are NLL's exactly.
 func TestNLLBlocksSumToNLL(t *testing.T) {
 	const bins = 20_000
 	rec := testRecording(bins, every(bins, 100, 3), every(bins, 37, 1))
@@ -71,7 +71,7 @@ func TestNLLBlocksSumToNLL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := NLLBlocks(context.Background(), rec, rampPredictor{}, opts, 3, 1000)
+	means, blocks, err := NLLBlocks(context.Background(), rec, rampPredictor{}, opts, 3, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestNLLBlocksSumToNLL(t *testing.T) {
 		for _, b := range cb {
 			windows += b.Windows
 		}
-		if got := BlockNLL(cb, nil); len(cb) != BlockCount(nw, 1000) || windows != (nw+2)/3 || math.Abs(got-want[i]) > 1e-12 {
+		if got := BlockNLL(cb, nil); len(cb) != BlockCount(nw, 1000) || windows != (nw+2)/3 || math.Abs(got-want[i]) > 1e-12 || means[i] != want[i] {
 			t.Errorf("cell %d: %d blocks, %d windows, NLL %v; want %d, %d, %v", i, len(cb), windows, got, BlockCount(nw, 1000), (nw+2)/3, want[i])
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 
 	"rgcpred/base/cli"
 	"rgcpred/evaluation"
+	"rgcpred/rgc"
 )
 
 // runCompare implements `trainer compare`: the paired comparison of two
@@ -25,6 +27,8 @@ func runCompare(_ context.Context, args []string) error {
 	zero := fs.String("zero", "",
 		"eval report holding the zero-input baseline on the same split (e.g. scored by the median rule: silence); required when a side uses a threshold policy")
 	zeroModel := fs.String("zero-model", "zero", "the zero-input baseline's name in the --zero report")
+	blockSeconds := fs.Float64("block-seconds", 0,
+		"time blocks of the block x cell bootstrap, a whole multiple of the reports' (trainer eval --block-seconds); 0: the reports' own, if any")
 	out := fs.String("json", "", "write the comparison as JSON to this file (with --zero, the list of the three)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer compare --a A1.json[,A2.json,...] --b B.json [flags]\n"+
@@ -69,17 +73,28 @@ func runCompare(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sca, scb := sa.Scoring, sb.Scoring
-	if *zero == "" && (strings.HasPrefix(sca.Policy, "threshold:") || strings.HasPrefix(scb.Policy, "threshold:")) {
-		return errors.New("a threshold policy's table shows zero-input beside both models: give --zero REPORT, an eval report of the zero-input baseline on the same split")
-	}
-	pairs := [][2]*evaluation.SeedSet{{sa, sb}}
+	sets := []*evaluation.SeedSet{sa, sb}
 	if *zero != "" {
 		sz, err := side(*zero, *zeroModel)
 		if err != nil {
 			return err
 		}
-		pairs = append(pairs, [2]*evaluation.SeedSet{sa, sz}, [2]*evaluation.SeedSet{sb, sz})
+		sets = append(sets, sz)
+	}
+	if *blockSeconds != 0 {
+		for _, s := range sets {
+			if err := coarsenBlocks(s, *blockSeconds); err != nil {
+				return err
+			}
+		}
+	}
+	sca, scb := sa.Scoring, sb.Scoring
+	if *zero == "" && (strings.HasPrefix(sca.Policy, "threshold:") || strings.HasPrefix(scb.Policy, "threshold:")) {
+		return errors.New("a threshold policy's table shows zero-input beside both models: give --zero REPORT, an eval report of the zero-input baseline on the same split")
+	}
+	pairs := [][2]*evaluation.SeedSet{{sa, sb}}
+	if len(sets) == 3 {
+		pairs = append(pairs, [2]*evaluation.SeedSet{sa, sets[2]}, [2]*evaluation.SeedSet{sb, sets[2]})
 	}
 	var cs []evaluation.Comparison
 	for _, p := range pairs {
@@ -98,4 +113,19 @@ func runCompare(_ context.Context, args []string) error {
 		return evaluation.WriteJSON(*out, cs[0])
 	}
 	return evaluation.WriteJSON(*out, cs)
+}
+
+// coarsenBlocks merges a set's time blocks into blocks of seconds, a whole
+// multiple of the blocks it was scored in.
+func coarsenBlocks(s *evaluation.SeedSet, seconds float64) error {
+	have := s.Scoring.BlockBins
+	if have == 0 {
+		return fmt.Errorf("--block-seconds: %s was scored without time blocks (trainer eval --block-seconds)", s.Name)
+	}
+	k := int(math.Round(seconds * rgc.BinRateHz / float64(have)))
+	if k < 1 || math.Abs(float64(k*have)-seconds*rgc.BinRateHz) > 0.5 {
+		return fmt.Errorf("--block-seconds %g: not a whole multiple of %s's %g s blocks", seconds, s.Name, s.Scoring.BlockSeconds())
+	}
+	s.MergeBlocks(k)
+	return nil
 }
