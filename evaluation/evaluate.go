@@ -106,14 +106,15 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 	}
 	for _, sp := range c.Models {
 		o := c.Options
-		if silentBaseline(sp, c.Policy) {
+		silent := silentBaseline(sp, c.Policy)
+		if silent {
 			o.Policy = rollout.Median{}
 		}
 		m, err := EvaluateModel(ctx, sp, o)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate %s: %w", sp.Name, err)
 		}
-		if o.Policy != c.Policy {
+		if silent {
 			m.Policy = o.Policy.String()
 		}
 		r.Models = append(r.Models, *m)
