@@ -174,10 +174,10 @@ func BlockNLL(blocks []NLLBlock, w []float64) float64 {
 // draws nBlocks time blocks with replacement (weights w, the number of
 // times each block is drawn) and, independently, nCells cells with
 // replacement, and takes the IQM of value(cell, w) over the drawn cells
-// (PCG seeded with seed). It is conservative: when the blocks are in fact
-// independent its interval is about sqrt(3) times as wide as the cell-only
-// one (McCullagh 2000, "Resampling and exchangeable arrays", Bernoulli
-// 6:285). value must return a finite number for every cell and weights. It fails for no cells or blocks, fewer than
+// (PCG seeded with seed). It errs wide: noise independent across cells and
+// blocks enters its variance up to three times (McCullagh 2000,
+// "Resampling and exchangeable arrays", Bernoulli 6:285). value must
+// return a finite number for every cell and weights. It fails for no cells or blocks, fewer than
 // DefaultResamples resamples, or a value that is not finite.
 func BlockBootstrap(nCells, nBlocks int, value func(cell int, w []float64) float64, resamples int, seed uint64) (lo, hi float64, err error) {
 	if nCells == 0 || nBlocks == 0 {

@@ -91,8 +91,9 @@ func TestNLLBlocksSumToNLL(t *testing.T) {
 // blocks. When the blocks share an effect across cells (a stretch that
 // every cell finds hard), resampling cells alone cannot see it and the
 // block x cell interval is many times wider; when the blocks are
-// independent, it is only about sqrt(3) wider, the two-way bootstrap's
-// known excess for independent entries (McCullagh 2000, Bernoulli 6:285).
+// independent it is wider only by the two-way bootstrap's known excess for
+// independent entries, which count up to three times in its variance
+// (McCullagh 2000, Bernoulli 6:285).
 func TestBlockBootstrapWidens(t *testing.T) {
 	const cells, blocks = 60, 16
 	for _, tc := range []struct {
