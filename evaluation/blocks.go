@@ -96,17 +96,7 @@ func mergeNLL(b []rollout.NLLBlock, k int) []rollout.NLLBlock {
 func mergeTrain(b []rollout.TrainBlock, k int) []rollout.TrainBlock {
 	out := make([]rollout.TrainBlock, rollout.BlockCount(len(b), k))
 	for i, x := range b {
-		o := &out[min(i/k, len(out)-1)]
-		o.Bins += x.Bins
-		o.VR2 += x.VR2
-		o.ZGR += x.ZGR
-		o.ZGG += x.ZGG
-		o.ZRR += x.ZRR
-		o.G += x.G
-		o.R += x.R
-		o.GR += x.GR
-		o.GG += x.GG
-		o.RR += x.RR
+		out[min(i/k, len(out)-1)].Add(x, 1)
 	}
 	return out
 }

@@ -54,6 +54,20 @@ type TrainBlock struct {
 	RR float64 `json:"rr"`
 }
 
+// Add adds x to b counted w times (a whole number).
+func (b *TrainBlock) Add(x TrainBlock, w float64) {
+	b.Bins += int(w) * x.Bins
+	b.VR2 += w * x.VR2
+	b.ZGR += w * x.ZGR
+	b.ZGG += w * x.ZGG
+	b.ZRR += w * x.ZRR
+	b.G += w * x.G
+	b.R += w * x.R
+	b.GR += w * x.GR
+	b.GG += w * x.GG
+	b.RR += w * x.RR
+}
+
 // TrainBlocks returns the metrics' sums between generated train g and
 // recorded train r (as Compare takes them) over consecutive blocks of
 // blockBins bins (BlockCount). BlockScores over all blocks with weight 1
@@ -106,30 +120,18 @@ func mean(x []float64) float64 {
 }
 
 // BlockScores recomputes the three metrics from blocks, block k counted
-// w[k] times (nil: once each), as Compare defines them: a zero norm gives a
+// w[k] times (whole numbers; nil: once each), as Compare defines them: a zero norm gives a
 // Schreiber similarity of 0, a constant train a Pearson correlation of 0.
 func BlockScores(blocks []TrainBlock, w []float64) Scores {
 	var t TrainBlock
-	var n float64
 	for k, b := range blocks {
 		wk := 1.0
 		if w != nil {
 			wk = w[k]
 		}
-		if wk == 0 {
-			continue
-		}
-		n += wk * float64(b.Bins)
-		t.VR2 += wk * b.VR2
-		t.ZGR += wk * b.ZGR
-		t.ZGG += wk * b.ZGG
-		t.ZRR += wk * b.ZRR
-		t.G += wk * b.G
-		t.R += wk * b.R
-		t.GR += wk * b.GR
-		t.GG += wk * b.GG
-		t.RR += wk * b.RR
+		t.Add(b, wk)
 	}
+	n := float64(t.Bins)
 	s := Scores{VanRossum: math.Sqrt(t.VR2)}
 	if t.ZGG > 0 && t.ZRR > 0 {
 		s.Schreiber = t.ZGR / math.Sqrt(t.ZGG*t.ZRR)
