@@ -46,20 +46,20 @@ type Trial struct {
 }
 
 // Mismatch describes a cell whose count no threshold matched, "" for a
-// matched cell: "cell 102: no threshold matches 812 recorded spikes:
-// nearest 0 at t=0.5801 (53370 at t=0.58)", the count in parentheses from
-// the other side of the jump.
+// matched cell: "cell 102: no threshold matches 225 recorded spikes:
+// nearest 0 at t=0.46765542; over 22263 at t=0.46765542, under 0 at
+// t=0.46765543", over and under being the tried thresholds closest to the
+// crossing on either side (Over, Under).
 func (c ThresholdCell) Mismatch() string {
 	if c.Matched {
 		return ""
 	}
 	s := fmt.Sprintf("cell %d: no threshold matches %d recorded spikes: nearest %d at t=%.9g", c.ID, c.Recorded, c.Generated, c.Threshold)
-	other := c.Over
-	if c.Over != nil && c.Over.Threshold == c.Threshold {
-		other = c.Under
+	if c.Over != nil {
+		s += fmt.Sprintf("; over %d at t=%.9g", c.Over.Generated, c.Over.Threshold)
 	}
-	if other != nil {
-		s += fmt.Sprintf(" (%d at t=%.9g)", other.Generated, other.Threshold)
+	if c.Under != nil {
+		s += fmt.Sprintf("; under %d at t=%.9g", c.Under.Generated, c.Under.Threshold)
 	}
 	return s
 }
