@@ -30,7 +30,7 @@ type Difference struct {
 	Mean float64 `json:"mean"`
 	// ABetter counts the cells where A scores better (lower for NLL and
 	// Van Rossum, higher for Schreiber and Pearson); Ties those where the
-	// two are equal.
+	// two are equal (e.g. both silent); the rest A scores worse.
 	ABetter int `json:"a_better_cells"`
 	Ties    int `json:"tied_cells"`
 	// LowerIsBetter says which sign favours A: negative when true.
@@ -38,6 +38,9 @@ type Difference struct {
 	// Seeds, when the models have several training seeds, spreads the
 	// comparison over them; nil otherwise.
 	Seeds *SeedSpread `json:"seeds,omitempty"`
+	// Block is the interval of a time-block x cell bootstrap (AddBlocks)
+	// when the scores were kept in time blocks; nil otherwise.
+	Block *BlockInterval `json:"block,omitempty"`
 }
 
 // SeedSpread is how a paired comparison of seed-averaged scores varies
@@ -152,19 +155,27 @@ func PrintComparisons(w io.Writer, cs []Comparison) {
 	if len(cs) == 0 {
 		return
 	}
-	seeds := false
+	seeds, blocks := false, 0.0
 	for _, c := range cs {
 		for _, d := range c.Metrics {
 			seeds = seeds || d.Seeds != nil
+			if d.Block != nil {
+				blocks = d.Block.Seconds
+			}
 		}
 	}
-	colW := 34
-	if seeds {
-		fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better;\nwith seeds: {lowest, highest} of the seeds' own paired IQMs, seeds agreeing in sign")
-		colW = 64
-	} else {
-		fmt.Fprintln(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI], cells where A is better")
+	colW := 40
+	fmt.Fprint(w, "\npaired differences A - B per cell: IQM [95% bootstrap CI over cells]")
+	if blocks > 0 {
+		fmt.Fprintf(w, " [95%% CI over %g s time blocks x cells]", blocks)
+		colW += 28
 	}
+	fmt.Fprint(w, ", cells where A is better/tied/worse")
+	if seeds {
+		fmt.Fprint(w, ";\nwith seeds: {lowest, highest} of the seeds' own paired IQMs, seeds agreeing in sign")
+		colW += 30
+	}
+	fmt.Fprintln(w)
 	nameW := len("comparison")
 	for _, c := range cs {
 		nameW = max(nameW, len(c.Name))
@@ -175,7 +186,11 @@ func PrintComparisons(w io.Writer, cs []Comparison) {
 		fmt.Fprintf(&b, "%-*s", nameW, c.Name)
 		for _, metric := range MetricNames {
 			d := c.Metrics[metric]
-			cell := fmt.Sprintf("%+.4f [%+.4f, %+.4f] %d/%d", d.IQM, d.Lo, d.Hi, d.ABetter, d.N)
+			cell := fmt.Sprintf("%+.4f [%+.4f, %+.4f]", d.IQM, d.Lo, d.Hi)
+			if d.Block != nil {
+				cell += fmt.Sprintf(" [%+.4f, %+.4f]", d.Block.Lo, d.Block.Hi)
+			}
+			cell += fmt.Sprintf(" %d/%d/%d", d.ABetter, d.Ties, d.N-d.ABetter-d.Ties)
 			if d.Seeds != nil {
 				cell += fmt.Sprintf(" {%+.4f, %+.4f} %d/%d", d.Seeds.Min, d.Seeds.Max, d.Seeds.Agree, len(d.Seeds.IQMs))
 			}

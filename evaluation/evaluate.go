@@ -41,7 +41,8 @@ func NewScoring(c *Config) (Scoring, error) {
 		policy = rollout.Median{}
 	}
 	s := Scoring{Recording: c.Rec.Name, Split: c.Split.String(), Bins: [2]int{from, to},
-		SigmaMs: c.SigmaMs, BinMs: rgc.BinMs, Resamples: c.Resamples, Seed: c.Seed, Stagger: c.Stagger, Policy: policy.String()}
+		SigmaMs: c.SigmaMs, BinMs: rgc.BinMs, Resamples: c.Resamples, Seed: c.Seed, Stagger: c.Stagger, Policy: policy.String(),
+		BlockBins: max(c.BlockBins, 0)}
 	if c.Metrics != nil {
 		s.TauBins = c.Metrics.TauBins()
 	}
@@ -81,6 +82,12 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 	if err := rollout.CheckPolicy(c.Policy, ids); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
+	if th, ok := c.Policy.(*rollout.Threshold); ok {
+		if err := th.CheckSplit(c.Split); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		c.Models, c.Compare = withZero(c.Models, c.Compare, ZeroSpec(c.Rec, c.Cells, false))
+	}
 	if c.Keep != nil {
 		for _, id := range c.Keep.ClusterIDs {
 			if !slices.Contains(ids, id) {
@@ -98,9 +105,17 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 			sc.Recording, sc.Split, len(c.Cells), sc.Bins[0], sc.Bins[1], float64(sc.Bins[1]-sc.Bins[0])/rgc.BinRateHz, sc.Stagger, sc.Policy)
 	}
 	for _, sp := range c.Models {
-		m, err := EvaluateModel(ctx, sp, c.Options)
+		o := c.Options
+		silent := silentBaseline(sp, c.Policy)
+		if silent {
+			o.Policy = rollout.Median{}
+		}
+		m, err := EvaluateModel(ctx, sp, o)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate %s: %w", sp.Name, err)
+		}
+		if silent {
+			m.Policy = o.Policy.String()
 		}
 		r.Models = append(r.Models, *m)
 	}
@@ -114,7 +129,43 @@ func Evaluate(ctx context.Context, c Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if c.BlockBins > 0 {
+			if err := cmp.AddBlocks(ma.repeats(), mb.repeats(), sc.BlockSeconds(), c.Resamples, c.Seed); err != nil {
+				return nil, fmt.Errorf("comparison %s: %w", cmp.Name, err)
+			}
+		}
 		r.Comparisons = append(r.Comparisons, *cmp)
 	}
 	return r, nil
+}
+
+// silentBaseline reports whether sp is a zero-input baseline under a
+// threshold policy: thresholds fitted for another model mean nothing for a
+// constant prediction, so it rolls out by the median rule, which leaves it
+// silent, the reference every threshold table shows.
+func silentBaseline(sp ModelSpec, p rollout.Policy) bool {
+	_, th := p.(*rollout.Threshold)
+	return th && (sp.Kind == "zero" || sp.Kind == "zero-pooled")
+}
+
+// withZero adds to models the zero-input baseline zero unless a model is
+// already called "zero", and to the comparisons A:zero and B:zero for every
+// pair A:B, so that the table shows silence beside both models compared.
+func withZero(models []ModelSpec, compare []string, zero ModelSpec) ([]ModelSpec, []string) {
+	if !slices.ContainsFunc(models, func(m ModelSpec) bool { return m.Name == zero.Name }) {
+		models = append([]ModelSpec{zero}, models...)
+	}
+	out := slices.Clone(compare)
+	for _, pair := range compare {
+		a, b, ok := strings.Cut(pair, ":")
+		if !ok {
+			continue
+		}
+		for _, m := range []string{a, b} {
+			if z := m + ":" + zero.Name; m != zero.Name && !slices.Contains(out, z) {
+				out = append(out, z)
+			}
+		}
+	}
+	return models, out
 }

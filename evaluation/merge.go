@@ -34,6 +34,22 @@ type SeedSet struct {
 	// (nil for one report).
 	Cells []CellScores
 	Seeds [][]CellScores
+	// Repeats are every report's repeats of the model (one per report
+	// unless a report averaged several), with their time blocks if kept.
+	Repeats [][]CellScores
+}
+
+// MergeBlocks merges every k consecutive time blocks of the set's scores
+// into one (MergeBlocks), for a block bootstrap with k times longer
+// blocks.
+func (s *SeedSet) MergeBlocks(k int) {
+	if k <= 1 {
+		return
+	}
+	for i, r := range s.Repeats {
+		s.Repeats[i] = MergeBlocks(r, k)
+	}
+	s.Scoring.BlockBins *= k
 }
 
 // sameScoring reports whether two scorings differ at most in their spike
@@ -61,6 +77,7 @@ func Seeds(reps []*Report, name string) (*SeedSet, error) {
 			return nil, fmt.Errorf("report %d was scored otherwise than report 1 (%+v, not %+v)", i+1, r.Scoring, set.Scoring)
 		}
 		set.Seeds = append(set.Seeds, m.Cells)
+		set.Repeats = append(set.Repeats, m.repeats()...)
 		if i == 0 {
 			set.Name = m.Name // named after the first, as trainer eval names repeats
 		}
@@ -74,12 +91,20 @@ func Seeds(reps []*Report, name string) (*SeedSet, error) {
 }
 
 // CompareSets is CompareSeeds of A - B for two sets scored alike except
-// in their spike policies.
+// in their spike policies, with the time-block x cell interval (AddBlocks)
+// when they were scored in time blocks.
 func CompareSets(a, b *SeedSet, resamples int, seed uint64) (*Comparison, error) {
 	if !sameScoring(a.Scoring, b.Scoring) {
 		return nil, fmt.Errorf("%s and %s were scored otherwise: %+v and %+v", a.Name, b.Name, a.Scoring, b.Scoring)
 	}
-	return CompareSeeds(a.Name+" - "+b.Name, a.Name, b.Name, a.Cells, b.Cells, a.Seeds, b.Seeds, resamples, seed)
+	c, err := CompareSeeds(a.Name+" - "+b.Name, a.Name, b.Name, a.Cells, b.Cells, a.Seeds, b.Seeds, resamples, seed)
+	if err != nil || a.Scoring.BlockBins == 0 {
+		return c, err
+	}
+	if err := c.AddBlocks(a.Repeats, b.Repeats, a.Scoring.BlockSeconds(), resamples, seed); err != nil {
+		return nil, fmt.Errorf("comparison %s: %w", c.Name, err)
+	}
+	return c, nil
 }
 
 // pick returns the model called name, or the only model when name is

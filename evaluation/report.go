@@ -32,6 +32,9 @@ type Scoring struct {
 	Seed      uint64  `json:"seed"`
 	Stagger   bool    `json:"stagger"`
 	Policy    string  `json:"policy"`
+	// BlockBins is the length of the time blocks the cells' scores are
+	// kept in (CellScores.Blocks), 0 for none.
+	BlockBins int `json:"block_bins,omitempty"`
 }
 
 // Report is the result of an evaluation (Evaluate), the JSON `trainer eval
@@ -184,7 +187,14 @@ func (r *Report) Print(w io.Writer) {
 			slices.Sort(ratios)
 			med = ratios[len(ratios)/2]
 		}
-		fmt.Fprintf(w, "  %-*s  %6.0f / %6.0f = %.3f, %d of %d cells fired, median ratio %.3f\n", nameW, m.Name, gen, recd, gen/max(recd, 1), fired, len(m.Cells), med)
+		fmt.Fprintf(w, "  %-*s  %6.0f / %6.0f = %.3f, %d of %d cells fired, median ratio %.3f", nameW, m.Name, gen, recd, gen/max(recd, 1), fired, len(m.Cells), med)
+		if m.Policy != "" {
+			fmt.Fprintf(w, " (policy %s)", m.Policy)
+		}
+		fmt.Fprintln(w)
+		if silent := silentCells(m); len(silent) > 0 && m.Kind != "zero" && m.Kind != "zero-pooled" {
+			fmt.Fprintf(w, "  %-*s  silent where the recording fired: cells %s\n", nameW, "", strings.Join(silent, ", "))
+		}
 	}
 	for _, m := range r.Models {
 		if m.NLLStride > 1 {
@@ -192,6 +202,18 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	PrintComparisons(w, r.Comparisons)
+}
+
+// silentCells lists the cluster ids of m's cells whose rollout generated no
+// spike though the recording has some, each with its recorded count.
+func silentCells(m ModelResult) []string {
+	var out []string
+	for _, c := range m.Cells {
+		if c.GeneratedSpikes == 0 && c.RecordedSpikes > 0 {
+			out = append(out, fmt.Sprintf("%d (%.0f recorded)", c.ClusterID, c.RecordedSpikes))
+		}
+	}
+	return out
 }
 
 // WriteJSON writes v as indented JSON, newline-terminated, to path,

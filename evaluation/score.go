@@ -39,6 +39,10 @@ type Options struct {
 	// Resamples and Seed configure the bootstrap of the summaries.
 	Resamples int
 	Seed      uint64
+	// BlockBins, if positive, keeps every cell's scores in time blocks of
+	// that many bins (CellScores.Blocks) for the time-block x cell
+	// bootstrap of the paired comparisons.
+	BlockBins int
 	// Progress receives progress lines (ProgressLine); nil for none.
 	Progress io.Writer
 	// Keep, if not nil, keeps some rollout trains of each model's first
@@ -59,6 +63,10 @@ type ModelResult struct {
 	// Members are a mixture's members, each "weight*spec" with its
 	// normalised weight.
 	Members []string `json:"members,omitempty"`
+	// Policy is the model's spike policy when it differs from the
+	// report's (the zero-input baseline under a threshold policy rolls out
+	// by the median rule); "" otherwise.
+	Policy string `json:"policy,omitempty"`
 	// NLLStride is the window stride of the NLL.
 	NLLStride int `json:"nll_stride"`
 	// Summary maps each of MetricNames to the IQM over cells with its 95%
@@ -147,7 +155,7 @@ func scoreCells(ctx context.Context, p rgc.Predictor, label string, o Options) (
 		stride = AutoStride(o.Rec, o.Split, len(o.Cells), p)
 	}
 	pr := NewProgressLine(o.Progress, label+": nll")
-	nll, err := rollout.NLL(ctx, o.Rec, p, rollout.Options{Split: o.Split, Cells: o.Cells, MaxBatch: o.Batch, Progress: pr.Update}, stride)
+	nll, nllBlocks, err := rollout.NLLBlocks(ctx, o.Rec, p, rollout.Options{Split: o.Split, Cells: o.Cells, MaxBatch: o.Batch, Progress: pr.Update}, stride, o.BlockBins)
 	pr.Finish()
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("nll: %w", err)
@@ -165,6 +173,13 @@ func scoreCells(ctx context.Context, p rgc.Predictor, label string, o Options) (
 			return nil, 0, nil, err
 		}
 		rows[i].NLL, rows[i].Windows = nll[i], tr.Windows
+		if o.BlockBins > 0 {
+			train, err := o.Metrics.TrainBlocks(tr.Generated, tr.Recorded, o.BlockBins)
+			if err != nil {
+				return nil, 0, nil, fmt.Errorf("cell %d: %w", tr.ClusterID, err)
+			}
+			rows[i].Blocks = &CellBlocks{NLL: nllBlocks[i], Train: train}
+		}
 	}
 	return rows, stride, roll, nil
 }

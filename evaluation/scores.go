@@ -49,6 +49,9 @@ type CellScores struct {
 	RecordedSpikes  float64 `json:"recorded_spikes"`
 	GeneratedSpikes float64 `json:"generated_spikes"`
 	Windows         int     `json:"rollout_windows"`
+	// Blocks holds the scores in time blocks when they were kept
+	// (Options.BlockBins); nil otherwise, and in averages over repeats.
+	Blocks *CellBlocks `json:"blocks,omitempty"`
 }
 
 // Metric returns the score named by one of MetricNames; it panics on any

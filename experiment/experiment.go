@@ -148,7 +148,7 @@ func open(o Options) (*exp, func(), error) {
 			unlock()
 		}
 	}()
-	if x.rec, err = rgc.Load(x.plan.Data); err != nil {
+	if x.rec, err = rgc.LoadMode(x.plan.Data, x.plan.Stim); err != nil {
 		return nil, nil, fmt.Errorf("experiment: %w", err)
 	}
 	if x.cells, err = x.rec.SelectCells(x.plan.Cells); err != nil {

@@ -108,6 +108,9 @@ type Plan struct {
 	Data string `json:"data"`
 	// Cells selects the cells: "quality" or "all".
 	Cells string `json:"cells"`
+	// Stim is the stimulus binning of training and evaluation (manifests
+	// written without it read as causal).
+	Stim rgc.StimMode `json:"stim"`
 	// Configs are the model configurations (model.ParseConfigName names,
 	// e.g. gpt-a-cat-cpu) and Seeds the training seeds of each.
 	Configs []string `json:"configs"`

@@ -27,20 +27,29 @@ type InputFree interface {
 // in batches of opts.MaxBatch (default 256) spanning cells; the result is in
 // the order of opts.Cells.
 func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options, stride int) ([]float64, error) {
+	means, _, err := NLLBlocks(ctx, rec, p, opts, stride, 0)
+	return means, err
+}
+
+// NLLBlocks is NLL that also splits each cell's NLL into time blocks: the
+// sums of the NLLs of the window ends in consecutive blocks of blockBins
+// bins from the split's first window end (BlockCount; blockBins 0: one
+// block). The means do not depend on the blocks.
+func NLLBlocks(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options, stride, blockBins int) (means []float64, blocks [][]NLLBlock, err error) {
 	if len(opts.Cells) == 0 {
-		return nil, errors.New("nll: no cells")
+		return nil, nil, errors.New("nll: no cells")
 	}
 	if stride < 1 {
-		return nil, fmt.Errorf("nll: stride %d, want at least 1", stride)
+		return nil, nil, fmt.Errorf("nll: stride %d, want at least 1", stride)
 	}
 	for _, c := range opts.Cells {
 		if c < 0 || c >= len(rec.Cells) {
-			return nil, fmt.Errorf("nll: cell index %d out of range (recording %s has %d cells)", c, rec.Name, len(rec.Cells))
+			return nil, nil, fmt.Errorf("nll: cell index %d out of range (recording %s has %d cells)", c, rec.Name, len(rec.Cells))
 		}
 	}
 	first, last, nw := rec.WindowRange(opts.Split)
 	if nw == 0 {
-		return nil, fmt.Errorf("nll: split %s of %s holds no window", opts.Split, rec.Name)
+		return nil, nil, fmt.Errorf("nll: split %s of %s holds no window", opts.Split, rec.Name)
 	}
 	maxBatch := opts.MaxBatch
 	if maxBatch <= 0 {
@@ -58,8 +67,13 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 	out := make([]float32, maxBatch*rgc.NumClasses)
 	owner := make([]int, maxBatch)   // position in opts.Cells of each window
 	targets := make([]int, maxBatch) // true class of each window
+	nb := BlockCount(last-first+1, blockBins)
 	sum := make([]float64, len(opts.Cells))
 	count := make([]int, len(opts.Cells))
+	blocks = make([][]NLLBlock, len(opts.Cells))
+	for i := range blocks {
+		blocks[i] = make([]NLLBlock, nb)
+	}
 	total := ((nw-1)/stride + 1) * len(opts.Cells)
 	done := 0
 	m := 0
@@ -75,8 +89,12 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 			return fmt.Errorf("nll: predict %d windows: %w", m, err)
 		}
 		for j := 0; j < m; j++ {
-			sum[owner[j]] += model.NLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
+			v := model.NLL(out[j*rgc.NumClasses:(j+1)*rgc.NumClasses], targets[j])
+			sum[owner[j]] += v
 			count[owner[j]]++
+			blk := &blocks[owner[j]][blockOf(b.Ends[j]-first, nb, blockBins)]
+			blk.Sum += v
+			blk.Windows++
 		}
 		done += m
 		m = 0
@@ -101,18 +119,18 @@ func NLL(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts Options,
 			m++
 			if m == maxBatch {
 				if err := flush(); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				b.Inputs, b.Cells, b.Ends = b.Inputs[:cap(b.Inputs)], b.Cells[:cap(b.Cells)], b.Ends[:cap(b.Ends)]
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	res := make([]float64, len(opts.Cells))
-	for i := range res {
-		res[i] = sum[i] / float64(count[i])
+	means = make([]float64, len(opts.Cells))
+	for i := range means {
+		means[i] = sum[i] / float64(count[i])
 	}
-	return res, nil
+	return means, blocks, nil
 }

@@ -1,12 +1,8 @@
 package rollout
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -84,13 +80,17 @@ func uniform(a, b, c uint64) float64 {
 // Threshold fires when the probability of a spike within the prediction
 // period, 1 - P(no spike), reaches the cell's threshold, at the median of
 // the spike time given a spike in the period; otherwise the cell stays
-// silent for the period. FitThresholds chooses each cell's threshold on
-// the training split so that the generated rate matches the recorded one.
+// silent for the period. FitThresholds chooses each cell's threshold on a
+// split other than the scored one (validation) so that the generated rate
+// matches the recorded one.
 type Threshold struct {
 	// Thresholds maps cluster ids to thresholds in (0, 1].
 	Thresholds map[int]float64
 	// Source names where the thresholds came from (a file), for String.
 	Source string
+	// Split names the split the thresholds were fitted on ("" if not
+	// known), which must not be the split they are scored on.
+	Split string
 }
 
 // Choose implements Policy. A cell without a threshold uses the median
@@ -132,65 +132,14 @@ func (t *Threshold) Check(ids []int) error {
 	return nil
 }
 
-// ThresholdFile is the JSON form of a fitted threshold policy.
-type ThresholdFile struct {
-	// Checkpoint is the model the thresholds were fitted for.
-	Checkpoint string `json:"checkpoint"`
-	// Recording and Split name the data they were fitted on.
-	Recording string `json:"recording"`
-	Split     string `json:"split"`
-	// Bins is the length of the fitted stretch.
-	Bins int `json:"bins"`
-	// Cells holds one entry per cell.
-	Cells []ThresholdCell `json:"cells"`
-}
-
-// ThresholdCell is one cell's fitted threshold.
-type ThresholdCell struct {
-	// ID is the cluster id.
-	ID int `json:"id"`
-	// Threshold is the fitted threshold on P(spike within the period).
-	Threshold float64 `json:"threshold"`
-	// Recorded and Generated are the spike counts of the recording and of
-	// the rollout with the threshold over the fitted stretch.
-	Recorded  int `json:"recorded"`
-	Generated int `json:"generated"`
-}
-
-// maxThresholdFile bounds the size of a threshold file read from disk.
-const maxThresholdFile = 16 << 20
-
-// LoadThreshold reads a threshold policy written by FitThresholds' caller.
-func LoadThreshold(path string) (*Threshold, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("rollout: threshold policy: %w", err)
+// CheckSplit reports an error when the thresholds were fitted on split s,
+// the split about to be scored: a rate matched on the scored data flatters
+// the policy.
+func (t *Threshold) CheckSplit(s rgc.Split) error {
+	if t.Split == s.String() {
+		return fmt.Errorf("rollout: threshold policy %s was fitted on split %s, the one scored: fit it on another (trainer fit-threshold --split val)", t.Source, s)
 	}
-	if st.Size() > maxThresholdFile {
-		return nil, fmt.Errorf("rollout: threshold policy %s: %d bytes exceeds %d", path, st.Size(), maxThresholdFile)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("rollout: threshold policy: %w", err)
-	}
-	var f ThresholdFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("rollout: threshold policy %s: %w", path, err)
-	}
-	if len(f.Cells) == 0 {
-		return nil, fmt.Errorf("rollout: threshold policy %s: no cells", path)
-	}
-	t := &Threshold{Thresholds: make(map[int]float64, len(f.Cells)), Source: path}
-	for _, c := range f.Cells {
-		if _, dup := t.Thresholds[c.ID]; dup {
-			return nil, fmt.Errorf("rollout: threshold policy %s: cell %d listed twice", path, c.ID)
-		}
-		if !(c.Threshold > 0 && c.Threshold <= 1) {
-			return nil, fmt.Errorf("rollout: threshold policy %s: cell %d threshold %v outside (0, 1]", path, c.ID, c.Threshold)
-		}
-		t.Thresholds[c.ID] = c.Threshold
-	}
-	return t, nil
+	return nil
 }
 
 // ParsePolicy reads a policy named on a command line: "median" (the
@@ -201,7 +150,7 @@ func ParsePolicy(spec string) (Policy, error) {
 	switch name {
 	case "", "median":
 		if hasArg {
-			return nil, fmt.Errorf("policy %q: median takes no argument", spec)
+			return nil, fmt.Errorf("rollout: policy %q: median takes no argument", spec)
 		}
 		return Median{}, nil
 	case "sample":
@@ -210,16 +159,16 @@ func ParsePolicy(spec string) (Policy, error) {
 		}
 		seed, err := strconv.ParseUint(arg, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("policy %q: seed: %w", spec, err)
+			return nil, fmt.Errorf("rollout: policy %q: seed: %w", spec, err)
 		}
 		return Sample{Seed: seed}, nil
 	case "threshold":
 		if arg == "" {
-			return nil, errors.New("policy threshold needs a file: threshold:FILE (trainer fit-threshold writes it)")
+			return nil, errors.New("rollout: policy threshold needs a file: threshold:FILE (trainer fit-threshold writes it)")
 		}
 		return LoadThreshold(arg)
 	}
-	return nil, fmt.Errorf("unknown policy %q (median, sample[:SEED], threshold:FILE)", spec)
+	return nil, fmt.Errorf("rollout: unknown policy %q (median, sample[:SEED], threshold:FILE)", spec)
 }
 
 // CheckPolicy reports an error if p cannot serve every cell of ids.
@@ -229,73 +178,3 @@ func CheckPolicy(p Policy, ids []int) error {
 	}
 	return nil
 }
-
-// logit and its inverse map thresholds to an unbounded scale for bisection.
-func logit(p float64) float64 { return math.Log(p / (1 - p)) }
-func expit(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-
-// FitOptions configure FitThresholds.
-type FitOptions struct {
-	// Options selects the cells, split (normally rgc.Train), stretch
-	// (MaxBins) and batching of the rollouts; its Policy is ignored.
-	Options
-	// Iterations is the number of bisection steps (default 10: each
-	// halves every cell's bracket of logit(threshold), which spans
-	// [-9.2, 9.2], 1e-4 to 0.9999).
-	Iterations int
-}
-
-// FitThresholds chooses, for every cell of opts.Cells, the threshold at
-// which the autoregressive rollout over opts' stretch generates as many
-// spikes as were recorded there (after each cell's first window). Every
-// iteration is one rollout of all cells, each with its own threshold
-// bisected on the logit scale (a higher threshold fires less often); since
-// an autoregressive rollout's count is a noisy function of the threshold,
-// each cell gets the tested threshold whose count came closest to the
-// recorded one. It returns one entry per cell, in the order of opts.Cells.
-func FitThresholds(ctx context.Context, rec *rgc.Recording, p rgc.Predictor, opts FitOptions) ([]ThresholdCell, error) {
-	iters := opts.Iterations
-	if iters <= 0 {
-		iters = 10
-	}
-	n := len(opts.Cells)
-	lo, hi := make([]float64, n), make([]float64, n)
-	best := make([]ThresholdCell, n)
-	th := &Threshold{Thresholds: make(map[int]float64, n), Source: "fit"}
-	for i := range n {
-		lo[i], hi[i] = logit(1e-4), logit(1-1e-4)
-	}
-	ro := opts.Options
-	ro.Policy = th
-	for it := range iters {
-		for i, c := range opts.Cells {
-			th.Thresholds[rec.Cells[c].ClusterID] = expit((lo[i] + hi[i]) / 2)
-		}
-		res, err := Run(ctx, rec, p, ro)
-		if err != nil {
-			return nil, fmt.Errorf("rollout: fit thresholds, iteration %d: %w", it, err)
-		}
-		for i, tr := range res.Trains {
-			var gen, recd int
-			for j := range tr.Generated {
-				if res.From+j > tr.Start {
-					gen += int(tr.Generated[j])
-					recd += int(min(tr.Recorded[j], 1))
-				}
-			}
-			id := tr.ClusterID
-			cur := ThresholdCell{ID: id, Threshold: th.Thresholds[id], Recorded: recd, Generated: gen}
-			if it == 0 || abs(gen-recd) < abs(best[i].Generated-recd) {
-				best[i] = cur
-			}
-			if x := logit(cur.Threshold); gen > recd {
-				lo[i] = x // fires too often: raise the threshold
-			} else {
-				hi[i] = x
-			}
-		}
-	}
-	return best, nil
-}
-
-func abs(x int) int { return max(x, -x) }

@@ -143,7 +143,7 @@ func (rampPredictor) Predict(b *rgc.Batch, out []float32) error {
 func TestFitThresholds(t *testing.T) {
 	const bins = 40_000
 	rec := testRecording(bins, every(bins, 100, 3), every(bins, 400, 7), every(bins, 1500, 11))
-	cells, err := FitThresholds(context.Background(), rec, rampPredictor{}, FitOptions{Options: Options{Split: rgc.Train, Cells: []int{0, 1, 2}}, Iterations: 14})
+	cells, err := FitThresholds(context.Background(), rec, rampPredictor{}, FitOptions{Split: rgc.Train, Cells: []int{0, 1, 2}, Iterations: 14})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +158,9 @@ func TestFitThresholds(t *testing.T) {
 			t.Errorf("cell %d: threshold %.4f not above the faster cell's %.4f", c.ID, c.Threshold, prev)
 		}
 		prev = c.Threshold
+		if !c.Matched || c.Mismatch() != "" {
+			t.Errorf("cell %d: %d of %d spikes not marked matched (%q)", c.ID, c.Generated, c.Recorded, c.Mismatch())
+		}
 	}
 	b, _ := json.Marshal(ThresholdFile{Cells: cells})
 	path := filepath.Join(t.TempDir(), "th.json")
@@ -169,4 +172,56 @@ func TestFitThresholds(t *testing.T) {
 		t.Fatalf("reloaded %+v, %v", th, err)
 	}
 	t.Logf("%+v", cells)
+}
+
+// runawayPredictor is a bistable cell: a spike within the last 40 bins of
+// the window's history makes the next one near certain (P(spike) 0.97);
+// otherwise P(spike) is a hash of (cell, end) below 0.3. Above 0.97 its
+// rollout is silent, below it fires in almost every bin once started.
+type runawayPredictor struct{}
+
+func (runawayPredictor) Predict(b *rgc.Batch, out []float32) error {
+	for i := range b.Len() {
+		row := b.Inputs[i*rgc.WindowLen+rgc.SpikeRow*rgc.WindowBins : i*rgc.WindowLen+(rgc.SpikeRow+1)*rgc.WindowBins]
+		p := 0.3 * uniform(5, uint64(b.Cells[i]), uint64(b.Ends[i]))
+		for _, v := range row[rgc.WindowBins-40:] {
+			if v > 0 {
+				p = 0.97
+			}
+		}
+		copy(out[i*rgc.NumClasses:(i+1)*rgc.NumClasses], dist(p, 0, 1))
+	}
+	return nil
+}
+
+// TestFitThresholdsRunaway: a rollout that flips from silence to runaway
+// firing matches no threshold; the fit narrows the jump to where it is,
+// keeps the nearer count and says so.
+func TestFitThresholdsRunaway(t *testing.T) {
+	const bins = 12_000
+	lo, _ := testRecording(bins).SplitRange(rgc.Train)
+	// A spike in the last bins of the first window starts the runaway.
+	runaway := append([]int32{int32(lo + rgc.WindowBins - 5)}, every(bins, 200, 3)...)
+	rec := testRecording(bins, runaway)
+	cells, err := FitThresholds(context.Background(), rec, runawayPredictor{}, FitOptions{Split: rgc.Train, Cells: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cells[0]
+	if c.Matched || c.Over == nil || c.Under == nil {
+		t.Fatalf("runaway cell: %+v, want unmatched with both sides of the jump", c)
+	}
+	// The jump is at 1 - float32(0.03), 0.97 to 1e-8.
+	if math.Abs(c.Over.Threshold-0.97) > 1e-6 || math.Abs(c.Under.Threshold-0.97) > 1e-6 || c.Under.Threshold <= c.Over.Threshold {
+		t.Errorf("jump bracketed by t=%.9f (%d spikes) and t=%.9f (%d), want both within 1e-6 of 0.97",
+			c.Over.Threshold, c.Over.Generated, c.Under.Threshold, c.Under.Generated)
+	}
+	if c.Generated != 0 || c.Under.Generated != 0 || c.Over.Generated < 10*c.Recorded {
+		t.Errorf("nearest count %d (silent side %d, runaway side %d), want silence nearest %d recorded against a runaway", c.Generated, c.Under.Generated, c.Over.Generated, c.Recorded)
+	}
+	msg := c.Mismatch()
+	if !strings.Contains(msg, "no threshold matches") || !strings.Contains(msg, "nearest 0 at t=0.97") {
+		t.Errorf("mismatch %q", msg)
+	}
+	t.Log(msg)
 }

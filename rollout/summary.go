@@ -66,7 +66,7 @@ func Bootstrap(x []float64, resamples int, seed uint64) (Summary, error) {
 			return Summary{}, fmt.Errorf("bootstrap: value %d is %v", i, v)
 		}
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	rng := newRand(seed)
 	n := len(x)
 	sample := make([]float64, n)
 	iqms := make([]float64, resamples)
@@ -77,11 +77,16 @@ func Bootstrap(x []float64, resamples int, seed uint64) (Summary, error) {
 		slices.Sort(sample)
 		iqms[r] = iqmSorted(sample)
 	}
-	slices.Sort(iqms)
-	return Summary{
-		IQM: IQM(x),
-		Lo:  stat.Quantile(0.025, stat.Empirical, iqms, nil),
-		Hi:  stat.Quantile(0.975, stat.Empirical, iqms, nil),
-		N:   n,
-	}, nil
+	lo, hi := quantiles(iqms)
+	return Summary{IQM: IQM(x), Lo: lo, Hi: hi, N: n}, nil
+}
+
+// newRand is the bootstraps' generator: PCG seeded with seed.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
+
+// quantiles sorts the resampled statistics and returns gonum's Empirical
+// 2.5% and 97.5% quantiles of them, the 95% percentile interval.
+func quantiles(stats []float64) (lo, hi float64) {
+	slices.Sort(stats)
+	return stat.Quantile(0.025, stat.Empirical, stats, nil), stat.Quantile(0.975, stat.Empirical, stats, nil)
 }

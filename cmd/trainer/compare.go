@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
+	"strings"
 
 	"rgcpred/base/cli"
 	"rgcpred/evaluation"
+	"rgcpred/rgc"
 )
 
 // runCompare implements `trainer compare`: the paired comparison of two
@@ -20,14 +23,20 @@ func runCompare(_ context.Context, args []string) error {
 	modelB := fs.String("b-model", "", "model B's name in its reports (default: their only model)")
 	resamples := fs.Int("resamples", 2000, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
-	out := fs.String("json", "", "write the comparison as JSON to this file")
+	zero := fs.String("zero", "",
+		"eval report holding the zero-input baseline on the same split (e.g. scored by the median rule: silence); required when a side uses a threshold policy")
+	zeroModel := fs.String("zero-model", "zero", "the zero-input baseline's name in the --zero report")
+	blockSeconds := fs.Float64("block-seconds", 0,
+		"time blocks of the block x cell bootstrap, a whole multiple of the reports' (trainer eval --block-seconds); 0: the reports' own, if any")
+	out := fs.String("json", "", "write the comparison as JSON to this file (with --zero, the list of the three)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer compare --a A1.json[,A2.json,...] --b B.json [flags]\n"+
 			"\n"+
 			"Paired per-cell differences A - B of models scored in separate trainer eval --json\n"+
 			"runs on the same split and rollout (the spike policy may differ: each model's own\n"+
 			"thresholds). Several reports of a model are its seeds: the interval is over cells\n"+
-			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.")
+			"of the seed-averaged differences, with each seed's own paired IQM and sign agreement.\n"+
+			"With --zero, A and B are each also compared with the zero-input baseline.")
 		fs.PrintDefaults()
 	}
 	if err := cli.NoArgs(fs, args); err != nil {
@@ -62,15 +71,59 @@ func runCompare(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := evaluation.CompareSets(sa, sb, *resamples, *seed)
-	if err != nil {
-		return err
+	sets := []*evaluation.SeedSet{sa, sb}
+	if *zero != "" {
+		sz, err := side(*zero, *zeroModel)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, sz)
+	}
+	if *blockSeconds != 0 {
+		for _, s := range sets {
+			if err := coarsenBlocks(s, *blockSeconds); err != nil {
+				return err
+			}
+		}
 	}
 	sca, scb := sa.Scoring, sb.Scoring
-	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
-	evaluation.PrintComparisons(cli.Stdout, []evaluation.Comparison{*c})
-	if *out != "" {
-		return evaluation.WriteJSON(*out, c)
+	if *zero == "" && (strings.HasPrefix(sca.Policy, "threshold:") || strings.HasPrefix(scb.Policy, "threshold:")) {
+		return errors.New("a threshold policy's table shows zero-input beside both models: give --zero REPORT, an eval report of the zero-input baseline on the same split")
 	}
+	pairs := [][2]*evaluation.SeedSet{{sa, sb}}
+	if len(sets) == 3 {
+		pairs = append(pairs, [2]*evaluation.SeedSet{sa, sets[2]}, [2]*evaluation.SeedSet{sb, sets[2]})
+	}
+	var cs []evaluation.Comparison
+	for _, p := range pairs {
+		c, err := evaluation.CompareSets(p[0], p[1], *resamples, *seed)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, *c)
+	}
+	fmt.Printf("%s, split %s, rollout bins [%d, %d); A: policy %s; B: policy %s\n", sca.Recording, sca.Split, sca.Bins[0], sca.Bins[1], sca.Policy, scb.Policy)
+	evaluation.PrintComparisons(cli.Stdout, cs)
+	if *out == "" {
+		return nil
+	}
+	if len(cs) == 1 {
+		return evaluation.WriteJSON(*out, cs[0])
+	}
+	return evaluation.WriteJSON(*out, cs)
+}
+
+// coarsenBlocks merges a set's time blocks into blocks of seconds, a whole
+// multiple of the blocks it was scored in.
+func coarsenBlocks(s *evaluation.SeedSet, seconds float64) error {
+	have := s.Scoring.BlockBins
+	if have == 0 {
+		return fmt.Errorf("--block-seconds: %s was scored without time blocks (trainer eval --block-seconds)", s.Name)
+	}
+	k := int(math.Round(seconds * rgc.BinRateHz / float64(have)))
+	if k < 1 || math.Abs(float64(k*have)-seconds*rgc.BinRateHz) > 0.5 {
+		return fmt.Errorf("--block-seconds %g: not a whole multiple of %s's %g s blocks", seconds, s.Name, s.Scoring.BlockSeconds())
+	}
+	s.MergeBlocks(k)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -67,6 +68,8 @@ func runEval(ctx context.Context, args []string) error {
 		"how a distribution becomes a spike in the rollouts: median (the paper's), sample[:SEED] or threshold:FILE")
 	seconds := fs.Float64("seconds", 0,
 		"roll out only this many seconds of the split after the first window (0: all; the NLL covers the whole split)")
+	blockSeconds := fs.Float64("block-seconds", 0,
+		"time blocks of this many seconds: each --compare gets a block x cell bootstrap interval beside the cell-only one, --json keeps the blocks (0: none)")
 	stagger := fs.Bool("stagger", false, "staggered starts, as predictord's default (rollout.StartOffset; docs/evaluation.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer eval --data DIR (--ckpt FILE ... | --mix SPEC | --baseline zero | --oracle | --glm FILE) [flags]\n"+
@@ -94,6 +97,8 @@ func runEval(ctx context.Context, args []string) error {
 		return fmt.Errorf("--resamples %d: want at least %d", *resamples, rollout.DefaultResamples)
 	case *seconds < 0:
 		return fmt.Errorf("--seconds %v: want 0 or more", *seconds)
+	case *blockSeconds < 0:
+		return fmt.Errorf("--block-seconds %v: want 0 or more", *blockSeconds)
 	case *rasterSeconds <= 0:
 		return fmt.Errorf("--raster-seconds %v: want more than 0", *rasterSeconds)
 	}
@@ -149,7 +154,8 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	cfg := evaluation.Config{Options: evaluation.Options{Rec: rec, Cells: cells, Split: split, Metrics: metrics,
 		Batch: *batch, NLLStride: *nllStride, Stagger: *stagger, Policy: policy, MaxBins: int(*seconds * rgc.BinRateHz),
-		Resamples: *resamples, Seed: *seed, Progress: os.Stderr}, SigmaMs: *sigmaMs, Compare: compares}
+		Resamples: *resamples, Seed: *seed, Progress: os.Stderr, BlockBins: int(math.Round(*blockSeconds * rgc.BinRateHz))},
+		SigmaMs: *sigmaMs, Compare: compares}
 	if *rasterOut != "" {
 		if cfg.Keep, err = rasterKeep(rec, cells, *rasterCells, *rasterSeconds); err != nil {
 			return err

@@ -25,7 +25,7 @@ const (
 
 // planFlags are the flags that set the experiment's plan; with --resume
 // the plan comes from the manifest and they may not be given.
-var planFlags = []string{"data", "cells", "configs", "seeds", "repeats", "steps", "samples", "time",
+var planFlags = []string{"data", "cells", "stim", "configs", "seeds", "repeats", "steps", "samples", "time",
 	"batch", "lr", "val-every", "val-windows", "segment", "threads"}
 
 // runExperiment implements `trainer experiment`.
@@ -35,6 +35,7 @@ func runExperiment(ctx context.Context, args []string) error {
 	resume := fs.String("resume", "", "continue the experiment in this directory with its recorded plan (evaluation flags may change)")
 	data := fs.String("data", defaultData, "recording directory")
 	cells := fs.String("cells", "quality", "cells: quality or all")
+	stim := stimFlag(fs)
 	configs := fs.String("configs", defaultConfigs, "model configurations, comma-separated (STEM-HEAD[-cpu])")
 	seeds := fs.String("seeds", "1,2,3", "training seeds, comma-separated: the repeats of every configuration")
 	repeats := fs.Int("repeats", 0, "N repeats with seeds 1..N (instead of --seeds)")
@@ -106,7 +107,7 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 		if *dir == "" {
 			return cli.Usagef(fs, "--dir is required")
 		}
-		p := experiment.Plan{Data: *data, Cells: *cells, Configs: cli.List(*configs), Batch: *batch, LR: *lr,
+		p := experiment.Plan{Data: *data, Cells: *cells, Stim: *stim, Configs: cli.List(*configs), Batch: *batch, LR: *lr,
 			ValEvery: *valEvery, ValWindows: *valWindows, Segment: *segment, Threads: *threads}
 		if p.Segment < 0 {
 			p.Segment = experiment.DefaultSegmentValidations * p.ValEvery

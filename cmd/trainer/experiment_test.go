@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rgcpred/experiment"
+	"rgcpred/rgc"
 	"rgcpred/rgc/synth"
 	"rgcpred/rgc/testrec"
 )
@@ -26,6 +27,7 @@ func TestExperimentCommandErrors(t *testing.T) {
 		{[]string{"--dir", dir, "--seeds", "1,x"}, "--seeds"},
 		{[]string{"--dir", dir, "--seeds", ","}, "no seeds"},
 		{[]string{"--resume", dir, "--steps", "4"}, "--steps: --resume continues"},
+		{[]string{"--resume", dir, "--stim", "zero-phase"}, "--stim: --resume continues"},
 		{[]string{"--resume", dir, "--dir", filepath.Join(dir, "other")}, "differ"},
 		{[]string{"--resume", filepath.Join(dir, "none")}, "manifest"},
 		{[]string{"--dir", dir, "--data", filepath.Join(dir, "nodata")}, "nodata"},
@@ -39,14 +41,14 @@ func TestExperimentCommandErrors(t *testing.T) {
 	}
 }
 
-// TestExperimentCommand runs a one-run experiment through the command, then
-// continues it with --resume on the test split (with --jobs, which --resume
-// accepts).
+// TestExperimentCommand runs a one-run experiment through the command on
+// zero-phase bins (the plan records the binning), then continues it with
+// --resume on the test split (with --jobs, which --resume accepts).
 func TestExperimentCommand(t *testing.T) {
 	data := testrec.SynthDir(t, synth.Config{Cells: 2, Minutes: 0.6, Seed: 5})
 	dir := filepath.Join(t.TempDir(), "exp")
 	out, err := captureStdout(t, func() error {
-		return runExperiment(context.Background(), []string{"--dir", dir, "--data", data, "--cells", "all",
+		return runExperiment(context.Background(), []string{"--dir", dir, "--data", data, "--cells", "all", "--stim", "zero-phase",
 			"--configs", "gpt-a-cat-cpu", "--repeats", "1", "--steps", "4", "--batch", "4", "--val-every", "2",
 			"--val-windows", "16", "--threads", "1", "--nll-stride", "50", "--eval-batch", "16"})
 	})
@@ -65,7 +67,7 @@ func TestExperimentCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Plan.Budget.Steps != 4 || m.Plan.Segment != 10 || m.Eval.GLM != "" || len(m.Runs) != 1 || m.Runs[0].Status != experiment.StatusTrained {
+	if m.Plan.Budget.Steps != 4 || m.Plan.Segment != 10 || m.Plan.Stim != rgc.StimZeroPhase || m.Eval.GLM != "" || len(m.Runs) != 1 || m.Runs[0].Status != experiment.StatusTrained {
 		t.Errorf("manifest plan %+v, eval %+v, runs %+v", m.Plan, m.Eval, m.Runs)
 	}
 	if m.Command[0] != "trainer" || m.Command[1] != "experiment" || m.Command[3] != dir {

@@ -13,7 +13,8 @@ import (
 )
 
 // runFitThreshold fits the threshold spike policy (rollout.Threshold) of a
-// checkpoint, a GLM or a synthetic recording's oracle on a stretch of the training split and writes it as JSON for
+// checkpoint, a GLM or a synthetic recording's oracle on a stretch of the
+// validation split (never the scored one) and writes it as JSON for
 // `trainer eval --policy threshold:FILE` and `predictord --policy
 // threshold:FILE`.
 func runFitThreshold(ctx context.Context, args []string) error {
@@ -25,15 +26,18 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	oracle := fs.Bool("oracle", false, "fit for the exact oracle of a synthetic recording (truth.json in --data) instead of a checkpoint")
 	out := fs.String("out", "", "threshold policy JSON to write (required)")
 	cellsSel := fs.String("cells", "quality", "cells: quality, all or comma-separated cluster ids")
-	splitName := fs.String("split", "train", "split to fit on (train: never fit a policy on the split you report)")
+	splitName := fs.String("split", "val", "split to fit on (never the split you report: trainer eval refuses it)")
 	seconds := fs.Float64("seconds", 120, "length of the fitted stretch after the first window, seconds (0: the whole split)")
-	iters := fs.Int("iterations", 10, "bisection steps per cell (one rollout of all cells each)")
+	iters := fs.Int("iterations", rollout.DefaultFitIterations, "bisection steps of every cell (one rollout of the cells still searching each)")
+	maxIters := fs.Int("max-iterations", rollout.DefaultFitMaxIterations, "most bisection steps of a cell whose count is not within --tolerance")
+	tol := fs.Float64("tolerance", rollout.DefaultFitTolerance, "relative tolerance of a matched count (or one Poisson standard error if more)")
 	threads := fs.Int("threads", 0, "engine threads (0: all cores)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: trainer fit-threshold --ckpt FILE | --glm FILE | --mix SPEC | --oracle --out FILE [flags]\n"+
 			"\n"+
 			"Choose each cell's threshold on P(spike within the horizon) so that its autoregressive\n"+
-			"rollout on the training split fires as often as the recorded cell (threshold policy).")
+			"rollout on a split other than the scored one fires as often as the recorded cell\n"+
+			"(threshold policy). Cells whose count no threshold matches are listed.")
 		fs.PrintDefaults()
 	}
 	stim := stimFlag(fs)
@@ -43,8 +47,9 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	if given := btoi(*ckpt != "") + btoi(*glmPath != "") + btoi(*mix != "") + btoi(*oracle); given != 1 || *out == "" {
 		return cli.Usagef(fs, "--out and one of --ckpt, --glm, --mix or --oracle are required")
 	}
-	if *seconds < 0 || *iters < 1 {
-		return fmt.Errorf("--seconds %v, --iterations %d: want >= 0 and >= 1", *seconds, *iters)
+	if *seconds < 0 || *iters < 1 || *maxIters < *iters || !(*tol > 0) {
+		return fmt.Errorf("--seconds %v, --iterations %d, --max-iterations %d, --tolerance %v: want >= 0, >= 1, >= --iterations and > 0",
+			*seconds, *iters, *maxIters, *tol)
 	}
 	split, err := rgc.ParseSplit(*splitName)
 	if err != nil {
@@ -94,8 +99,8 @@ func runFitThreshold(ctx context.Context, args []string) error {
 		defer closeFn()
 		p = e
 	}
-	opts := rollout.FitOptions{Iterations: *iters,
-		Options: rollout.Options{Split: split, Cells: cells, MaxBins: int(*seconds * rgc.BinRateHz)}}
+	opts := rollout.FitOptions{Split: split, Cells: cells, MaxBins: int(*seconds * rgc.BinRateHz),
+		Iterations: *iters, MaxIterations: *maxIters, Tolerance: *tol}
 	fit, err := rollout.FitThresholds(ctx, rec, p, opts)
 	if err != nil {
 		return err
@@ -111,13 +116,17 @@ func runFitThreshold(ctx context.Context, args []string) error {
 	if err := evaluation.WriteJSON(*out, f); err != nil {
 		return err
 	}
-	var gen, recd int
+	var gen, recd, unmatched int
 	for _, c := range fit {
 		gen += c.Generated
 		recd += c.Recorded
+		if m := c.Mismatch(); m != "" {
+			fmt.Println(m)
+			unmatched++
+		}
 	}
-	fmt.Printf("fitted %d cells on %s split %s (%d bins): %d spikes generated, %d recorded; wrote %s\n",
-		len(fit), rec.Name, split, to-from, gen, recd, *out)
+	fmt.Printf("fitted %d cells on %s split %s (%d bins): %d spikes generated, %d recorded, %d cells matched by no threshold; wrote %s\n",
+		len(fit), rec.Name, split, to-from, gen, recd, unmatched, *out)
 	return nil
 }
 

@@ -25,7 +25,8 @@ import (
 func TestEvalPolicies(t *testing.T) {
 	dir := testrec.SynthDir(t, synth.Config{Cells: 3, Minutes: 2, Seed: 2})
 	thPath := filepath.Join(dir, "th.json")
-	// The oracle is the model here: fit its thresholds on the training split.
+	// The oracle is the model here: fit its thresholds on the validation
+	// split (the default).
 	fitOut, err := captureStdout(t, func() error {
 		return runFitThreshold(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--out", thPath, "--seconds", "20", "--iterations", "8"})
 	})
@@ -75,6 +76,24 @@ func TestEvalPolicies(t *testing.T) {
 		if same && strings.HasPrefix(res[i].Policy, "sample") {
 			t.Errorf("policy %s gave the median's trains", res[i].Policy)
 		}
+	}
+	// Under a threshold policy the silent zero-input baseline joins the
+	// table unasked, rolled out by the median rule; scoring the split the
+	// thresholds were fitted on is refused.
+	jsonPath := filepath.Join(dir, "th-eval.json")
+	if out, err := captureStdout(t, func() error {
+		return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--nll-stride", "50",
+			"--json", jsonPath, "--policy", "threshold:" + thPath, "--seconds", "5"})
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if r := r0(t, jsonPath); len(r.Models) != 2 || r.Models[0].Name != "zero" || r.Models[0].Policy != "median" || r.Models[0].Cells[0].GeneratedSpikes != 0 {
+		t.Errorf("threshold eval without --baseline: models %s, zero's policy %q", r.ModelNames(), r.Models[0].Policy)
+	}
+	if _, err := captureStdout(t, func() error {
+		return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--split", "val", "--policy", "threshold:" + thPath})
+	}); err == nil || !strings.Contains(err.Error(), "fitted on split val") {
+		t.Errorf("threshold scored on its own split: %v", err)
 	}
 	if _, err := captureStdout(t, func() error {
 		return runEval(context.Background(), []string{"--data", dir, "--oracle", "--cells", "all", "--policy", "bogus"})
