@@ -104,7 +104,7 @@ func printReport(w io.Writer, rec *rgc.Recording, o *options, res *replay.Result
 	} else {
 		fmt.Fprintf(w, "decisions           %d (stale %d, skipped %d, lost at least %d in %d gaps, duplicated %d, other cells %d, "+
 			"cells missing their last decision %d)\n",
-			res.Decisions, res.Stale, res.Skipped, res.Lost, res.Gaps, history.Duplicates(log.Received()), res.Foreign, res.Missing)
+			res.Decisions, res.Stale, res.Skipped, res.Lost, res.Gaps, duplicates(log), res.Foreign, res.Missing)
 	}
 	switch {
 	case res.DaemonSkipped < 0:
@@ -201,4 +201,13 @@ func writeOutputs(o *options, rec *rgc.Recording, res *replay.Result, ev, onTime
 	return evaluation.WriteJSON(o.out+"/summary.json", summary{
 		Recording: rec.Name, Data: o.data, Split: o.split, Device: o.device, Speed: o.speed, Result: res, Metrics: ev, OnTime: onTime,
 	})
+}
+
+// duplicates counts the decisions received more than once in log (none
+// without a log).
+func duplicates(log *history.Log) int64 {
+	if log == nil {
+		return 0
+	}
+	return history.Duplicates(log.Received())
 }

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +36,8 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("nemesis", flag.ContinueOnError)
+	fs := cli.NewFlagSet("nemesis", "[flags]",
+		"Run seeded fault schedules over a 3-node NATS cluster and a predictord group, and check each run's decisions against the offline rollout.")
 	fs.SetOutput(stderr)
 	o := &options{}
 	fs.StringVar(&o.setup.Data, "data", "data/chicken-17-08-21", "recording whose test split the device plays")
@@ -53,11 +53,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.ttl, "ttl", 60*time.Millisecond, "the group's lease TTL (predictord --standby-ttl)")
 	fs.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "nemesis"), "work folder: binaries, and the logs of failed schedules (seed-N)")
 	fs.StringVar(&o.json, "json", "", "write every verdict and the summary to this JSON file")
-	if err := cli.Parse(fs, args); err != nil {
+	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if o.schedules < 1 && o.soak <= 0 {
 		return nil, errors.New("--schedules must be at least 1 (or give --soak)")
