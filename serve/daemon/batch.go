@@ -38,6 +38,20 @@ func (c *Core) expect() {
 	}
 }
 
+// DueIn returns how many bins after the last processed one the next window
+// of any served cell ends (0 or less: one is overdue), false before a
+// stream starts: a caller that waits for frames polls when it is small
+// (service.Config.RealTime).
+func (c *Core) DueIn() (int64, bool) {
+	if !c.started {
+		return 0, false
+	}
+	if c.nextDue == 0 { // cleared by a (re)start or a history
+		c.updateNextDue()
+	}
+	return c.nextDue - c.last, true
+}
+
 // gather prepares cell i's window ending at bin b of the ring (the
 // stimulus, the cell's own spikes) for the next model call.
 func (c *Core) gather(i int, b int64) {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -328,6 +329,30 @@ func TestCoreFirstWindowAndStepping(t *testing.T) {
 		got, _ := core.Next(int(cell))
 		if got != n {
 			t.Fatalf("cell %d next %d, want %d", cell, got, n)
+		}
+	}
+}
+
+// TestCoreDueIn: DueIn counts the bins from the last processed frame to
+// the earliest next window of the served cells, as frames advance.
+func TestCoreDueIn(t *testing.T) {
+	core, _ := newCore(t, []int{5, 9}, Config{Stagger: true})
+	if _, ok := core.DueIn(); ok {
+		t.Fatal("DueIn answered before the first frame")
+	}
+	seq := int64(100)
+	for _, n := range []int{1, 1000, 22, 1, 300, 77, 2000} {
+		core.Frames(synthFrames(seq, n), 0)
+		seq += int64(n)
+		want := int64(math.MaxInt64)
+		for _, cell := range []int{5, 9} {
+			next, _ := core.Next(cell)
+			want = min(want, next)
+		}
+		want -= core.LastSeq()
+		got, ok := core.DueIn()
+		if !ok || got != want || got < 1 {
+			t.Fatalf("after frame %d: DueIn %d, %v; want %d (>= 1)", seq-1, got, ok, want)
 		}
 	}
 }

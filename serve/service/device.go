@@ -351,7 +351,11 @@ func (d *device) reject(reason string, n uint64, msg string) {
 
 // process applies queued messages in order until the queue is closed.
 func (d *device) process() {
-	for it := range d.work {
+	for {
+		it, ok := d.next()
+		if !ok {
+			return
+		}
 		d.handle(it)
 		if len(d.work) == 0 {
 			// Nothing waits: windows gathered while the core was behind

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"rgcpred/base/rt"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/stream"
@@ -149,6 +150,14 @@ type Config struct {
 	// returns ErrDrainTimeout and abandons the messages still queued (0: no
 	// limit).
 	DrainTimeout time.Duration
+	// RealTime, if not nil, runs the service in real-time mode
+	// (docs/operations.md, "Real-time host"): Run applies it to the whole
+	// process (rt.Apply: SCHED_FIFO on every thread, memory locked, CPUs
+	// pinned), logs what it could not apply and serves on without it, and
+	// each device's processor polls its queue instead of parking while a
+	// window falls due within the next frames. Run reverts the process when
+	// it returns. Decisions are the same with and without it.
+	RealTime *rt.Settings
 	// MonitorEvery is the period of the monitor that updates the dropped
 	// message counts, the ready gauge and the stale-input warnings
 	// (default 1 s).
@@ -405,6 +414,7 @@ func (s *Service) ConnOptions() []nats.Option {
 // left is logged) and Run returns ErrDrainTimeout.
 func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 	s.nc.Store(nc)
+	defer s.enterRealTime()()
 	var wg sync.WaitGroup
 	var subs []*nats.Subscription
 	fail := func(err error) error {

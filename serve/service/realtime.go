@@ -1,0 +1,59 @@
+package service
+
+import (
+	"math"
+	"runtime"
+	"time"
+
+	"rgcpred/base/rt"
+	"rgcpred/base/spin"
+	"rgcpred/rgc"
+)
+
+// pollBins is how near, in bins, the next due window must be for a
+// device's processor in real-time mode to poll its queue instead of
+// parking: the next frame, with one of jitter to spare.
+const pollBins = 2
+
+// binPeriod is one bin at the stream's rate.
+var binPeriod = time.Duration(math.Round(float64(time.Second) / rgc.BinRateHz))
+
+// enterRealTime applies Config.RealTime to the process (rt.Apply) and
+// gives the Go scheduler one more P per device, since each device's
+// processor may hold one while it polls and the network poller needs one
+// free. It logs what it applied and, as a warning, each part it could not
+// (the service serves on without it). The returned function reverts both.
+func (s *Service) enterRealTime() (leave func()) {
+	if s.cfg.RealTime == nil {
+		return func() {}
+	}
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + len(s.devices))
+	st, err := rt.Apply(*s.cfg.RealTime)
+	if err != nil {
+		s.log.Warn().Err(err).Str("applied", st.String()).
+			Msg("real-time mode: the parts named in the error are off; serving without them")
+	} else {
+		s.log.Info().Str("applied", st.String()).Int("gomaxprocs", procs+len(s.devices)).Msg("real-time mode")
+	}
+	return func() {
+		if err := st.Undo(); err != nil {
+			s.log.Warn().Err(err).Msg("leave real-time mode")
+		}
+		runtime.GOMAXPROCS(procs)
+	}
+}
+
+// next returns the next queued message, false once the queue is closed.
+// In real-time mode, while a window falls due within pollBins, it polls
+// the queue until about the due frame's arrival instead of parking, so
+// that the frame is taken at once on a core that is awake.
+func (d *device) next() (item, bool) {
+	if d.s.cfg.RealTime != nil {
+		if n, ok := d.core.DueIn(); ok && n <= pollBins {
+			return spin.Recv(d.work, time.Duration(max(n, 0)+1)*binPeriod)
+		}
+	}
+	it, ok := <-d.work
+	return it, ok
+}
