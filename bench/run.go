@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/cputime"
+	"rgcpred/base/rt"
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
@@ -55,6 +56,10 @@ type Options struct {
 	// WholeCalls publishes each model call's decisions together when the
 	// call ends (service.Config.WholeCalls, predictord --whole-calls).
 	WholeCalls bool
+	// RealTime runs the daemon in real-time mode (service.Config.RealTime,
+	// predictord --realtime; nil: off). The mode applies to the whole
+	// process, so the devices and the NATS server run in it too.
+	RealTime *rt.Settings
 	// Trace records every decision's latency in its parts (Point.Trace,
 	// Point.Tail): when its frames message reached the daemon, its model
 	// call, its publication and its arrival at the device.
@@ -198,6 +203,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int) (Po
 		Timing:         timing,
 		NoExpect:       o.NoExpect,
 		WholeCalls:     o.WholeCalls,
+		RealTime:       o.RealTime,
 	})
 	if err != nil {
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)
