@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"rgcpred/base/sgemm"
 )
@@ -11,9 +12,10 @@ import (
 // arithmetic of a training run, until ctx ends: the CPU-heavy job beside
 // the daemon in the real-time comparison (CompareRealTime), run in a
 // process of its own so that the daemon's real-time mode does not reach
-// it.
-func Burn(ctx context.Context, threads int) {
+// it. It returns the number of 256x256 products computed.
+func Burn(ctx context.Context, threads int) int64 {
 	var wg sync.WaitGroup
+	var done atomic.Int64
 	for range threads {
 		wg.Go(func() {
 			const n = 256
@@ -25,8 +27,10 @@ func Burn(ctx context.Context, threads int) {
 			}
 			for ctx.Err() == nil {
 				sgemm.Gemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
+				done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	return done.Load()
 }

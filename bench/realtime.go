@@ -20,13 +20,23 @@ type RTOptions struct {
 	// Settings are the real-time mode's.
 	Settings rt.Settings
 	// Beside starts the CPU-heavy job that runs beside the daemon in the
-	// second half of the comparison and returns the function that stops
-	// it, and its description.
-	Beside func() (stop func() error, desc string, err error)
+	// second half of the comparison.
+	Beside func() (*Job, error)
 	// ProbeSeconds is how long the wake-up probe runs per condition.
 	ProbeSeconds float64
 	// GoalP99 is the p99 the report holds each row to.
 	GoalP99 time.Duration
+}
+
+// Job is a job running beside the daemon (RTOptions.Beside).
+type Job struct {
+	// Desc describes the job in the report.
+	Desc string
+	// Stop ends the job and waits for it.
+	Stop func() error
+	// CPU returns the CPU time the job has used so far (an error where it
+	// cannot be read).
+	CPU func() (time.Duration, error)
 }
 
 // RTReport is the real-time comparison: the daemon with the mode off and
@@ -57,6 +67,10 @@ type RTRow struct {
 	Floor     replay.DurationSummary `json:"floor"`
 	FloorFIFO bool                   `json:"floor_fifo"`
 	Points    []Point                `json:"points"`
+	// BesideCores is the cores the job beside kept busy during the row
+	// (CPU time over wall time; 0 quiet or unknown): what the mode costs
+	// it.
+	BesideCores float64 `json:"beside_cores,omitempty"`
 }
 
 // probeInterval is the wake-up probe's sleep (cyclictest -i 1000).
@@ -84,7 +98,7 @@ func CompareRealTime(ctx context.Context, o RTOptions) (*RTReport, error) {
 		return nil, err
 	}
 	o.Trace = true
-	condition := func(beside string) error {
+	condition := func(beside string, job *Job) error {
 		pr, err := rt.Probe(ctx, probeInterval, time.Duration(o.ProbeSeconds*float64(time.Second)), o.Settings.Priority)
 		if err != nil {
 			return err
@@ -98,30 +112,47 @@ func CompareRealTime(ctx context.Context, o RTOptions) (*RTReport, error) {
 			if mode == "on" {
 				po.RealTime = &o.Settings
 			}
+			t0, cpu0 := time.Now(), jobCPU(job)
 			r, err := Run(ctx, po)
 			if err != nil {
 				return fmt.Errorf("%s, mode %s: %w", beside, mode, err)
 			}
-			rep.Rows = append(rep.Rows, RTRow{Beside: beside, Mode: mode, Floor: floor.Summary(), FloorFIFO: pr.FIFO, Points: r.Points})
+			row := RTRow{Beside: beside, Mode: mode, Floor: floor.Summary(), FloorFIFO: pr.FIFO, Points: r.Points}
+			if cpu1 := jobCPU(job); cpu0 >= 0 && cpu1 >= 0 {
+				row.BesideCores = (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
+			}
+			rep.Rows = append(rep.Rows, row)
 		}
 		return nil
 	}
-	if err := condition("quiet"); err != nil {
+	if err := condition("quiet", nil); err != nil {
 		return nil, err
 	}
-	stop, desc, err := o.Beside()
+	job, err := o.Beside()
 	if err != nil {
 		return nil, fmt.Errorf("bench: start the job beside the daemon: %w", err)
 	}
 	time.Sleep(time.Second) // the job at full speed
-	err = condition(desc)
-	if serr := stop(); err == nil && serr != nil {
+	err = condition(job.Desc, job)
+	if serr := job.Stop(); err == nil && serr != nil {
 		err = fmt.Errorf("bench: stop the job beside the daemon: %w", serr)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// jobCPU returns the CPU time job has used, -1 for none or unknown.
+func jobCPU(job *Job) time.Duration {
+	if job == nil || job.CPU == nil {
+		return -1
+	}
+	d, err := job.CPU()
+	if err != nil {
+		return -1
+	}
+	return d
 }
 
 // WriteTable prints the comparison: per condition the host's floor, then
@@ -134,7 +165,7 @@ func (r *RTReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; NOT applied: %s", r.Fallback)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-24s %-5s %6s %8s %8s %8s %8s %7s %6s %5s\n", "beside", "mode", "cells", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "misses", "cpu", "goal")
+	fmt.Fprintf(w, "%-24s %-5s %6s %8s %8s %8s %8s %7s %6s %6s %5s\n", "beside", "mode", "cells", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "misses", "cpu", "job", "goal")
 	last := ""
 	for _, row := range r.Rows {
 		if row.Beside != last {
@@ -144,12 +175,12 @@ func (r *RTReport) WriteTable(w io.Writer) {
 				prio = "normal priority"
 			}
 			f := row.Floor
-			fmt.Fprintf(w, "%-24s %-5s %6s %8.3f %8.3f %8.3f %8.3f %7s %6s %5s  (host wake-up floor: %d sleeps of %v, %s)\n",
-				row.Beside, "floor", "-", f.P50Ms, f.P99Ms, f.P999Ms, f.MaxMs, "-", "-", "-", f.N, probeInterval, prio)
+			fmt.Fprintf(w, "%-24s %-5s %6s %8.3f %8.3f %8.3f %8.3f %7s %6s %6s %5s  (host wake-up floor: %d sleeps of %v, %s)\n",
+				row.Beside, "floor", "-", f.P50Ms, f.P99Ms, f.P999Ms, f.MaxMs, "-", "-", "-", "-", f.N, probeInterval, prio)
 		}
 		for _, p := range row.Points {
-			fmt.Fprintf(w, "%-24s %-5s %6d %8.3f %8.3f %8.3f %8.3f %7d %6.2f %5s\n",
-				row.Beside, row.Mode, p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.DeadlineMisses, p.CPU, r.verdict(p))
+			fmt.Fprintf(w, "%-24s %-5s %6d %8.3f %8.3f %8.3f %8.3f %7d %6.2f %6.2f %5s\n",
+				row.Beside, row.Mode, p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.DeadlineMisses, p.CPU, row.BesideCores, r.verdict(p))
 		}
 	}
 	for _, row := range r.Rows {
@@ -161,6 +192,7 @@ func (r *RTReport) WriteTable(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "goal: p99 <= %.3g ms and no missed decision; floor: the overshoot of a SCHED_FIFO thread's 1 ms sleeps (cyclictest's measure); "+
+		"cpu: the bench process's cores (daemon, NATS, devices); job: the job beside's cores during the row; "+
 		"the parts: inbound = receive, wait = queue, call = model, publish, outbound = the way back to the device\n", r.GoalP99)
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/cli"
+	"rgcpred/base/cputime"
 	"rgcpred/base/plot"
 	"rgcpred/base/rt"
 	"rgcpred/bench"
@@ -239,26 +240,27 @@ func run(ctx context.Context, args []string) error {
 }
 
 // besideJob returns the starter of the job run beside the daemon: the
-// shell command cmdline, or this command again with --burn threads. The
-// job runs in a process group of its own, which stop ends.
-func besideJob(cmdline string, threads int) func() (func() error, string, error) {
-	return func() (func() error, string, error) {
+// shell command cmdline (exec'd by sh, so that its CPU time is the job's),
+// or this command again with --burn threads. The job runs in a process
+// group of its own, which Stop ends.
+func besideJob(cmdline string, threads int) func() (*bench.Job, error) {
+	return func() (*bench.Job, error) {
 		var c *exec.Cmd
 		desc := cmdline
 		if cmdline == "" {
 			self, err := os.Executable()
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
 			c = exec.Command(self, "--burn", strconv.Itoa(threads))
 			desc = fmt.Sprintf("%d-thread SGEMM", threads)
 		} else {
-			c = exec.Command("sh", "-c", cmdline)
+			c = exec.Command("sh", "-c", "exec "+cmdline)
 		}
 		c.Stdout, c.Stderr = io.Discard, os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		stop := func() error {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
@@ -269,7 +271,7 @@ func besideJob(cmdline string, threads int) func() (func() error, string, error)
 			}
 			return err
 		}
-		return stop, desc, nil
+		return &bench.Job{Desc: desc, Stop: stop, CPU: func() (time.Duration, error) { return cputime.Of(c.Process.Pid) }}, nil
 	}
 }
 
