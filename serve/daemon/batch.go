@@ -38,18 +38,23 @@ func (c *Core) expect() {
 	}
 }
 
-// DueIn returns how many bins after the last processed one the next window
-// of any served cell ends (0 or less: one is overdue), false before a
-// stream starts: a caller that waits for frames polls when it is small
-// (service.Config.RealTime).
-func (c *Core) DueIn() (int64, bool) {
+// PollFor returns how long a caller waiting for the next frames should
+// poll for them instead of parking (service.Config.RealTime): while a
+// window falls due within expectBins bins, until about that frame's
+// arrival plus a bin of jitter; 0 when none is due so soon or no stream
+// runs.
+func (c *Core) PollFor() time.Duration {
 	if !c.started {
-		return 0, false
+		return 0
 	}
 	if c.nextDue == 0 { // cleared by a (re)start or a history
 		c.updateNextDue()
 	}
-	return c.nextDue - c.last, true
+	n := c.nextDue - c.last
+	if n > expectBins {
+		return 0
+	}
+	return binsDuration(float64(max(n, 0) + 1))
 }
 
 // gather prepares cell i's window ending at bin b of the ring (the

@@ -333,27 +333,40 @@ func TestCoreFirstWindowAndStepping(t *testing.T) {
 	}
 }
 
-// TestCoreDueIn: DueIn counts the bins from the last processed frame to
-// the earliest next window of the served cells, as frames advance.
-func TestCoreDueIn(t *testing.T) {
+// TestCorePollFor: PollFor answers a poll until the next due window's
+// frame plus a bin while that window is at most expectBins bins after the
+// last processed frame, and 0 otherwise, as frames advance.
+func TestCorePollFor(t *testing.T) {
 	core, _ := newCore(t, []int{5, 9}, Config{Stagger: true})
-	if _, ok := core.DueIn(); ok {
-		t.Fatal("DueIn answered before the first frame")
+	if d := core.PollFor(); d != 0 {
+		t.Fatalf("PollFor %v before the first frame, want 0", d)
 	}
-	seq := int64(100)
-	for _, n := range []int{1, 1000, 22, 1, 300, 77, 2000} {
+	seq, polled, parked := int64(100), 0, 0
+	core.Frames(synthFrames(seq, 1000), 0) // most of the first windows' history
+	seq += 1000
+	for range 400 {
+		n := 1 + int(seq%5)
 		core.Frames(synthFrames(seq, n), 0)
 		seq += int64(n)
-		want := int64(math.MaxInt64)
+		due := int64(math.MaxInt64)
 		for _, cell := range []int{5, 9} {
 			next, _ := core.Next(cell)
-			want = min(want, next)
+			due = min(due, next)
 		}
-		want -= core.LastSeq()
-		got, ok := core.DueIn()
-		if !ok || got != want || got < 1 {
-			t.Fatalf("after frame %d: DueIn %d, %v; want %d (>= 1)", seq-1, got, ok, want)
+		in := due - core.LastSeq()
+		want := time.Duration(0)
+		if in <= expectBins {
+			want = binsDuration(float64(in + 1))
+			polled++
+		} else {
+			parked++
 		}
+		if got := core.PollFor(); got != want {
+			t.Fatalf("after frame %d, next window %d bins on: PollFor %v, want %v", seq-1, in, got, want)
+		}
+	}
+	if polled == 0 || parked == 0 {
+		t.Errorf("%d polls and %d parks over 400 messages: want both", polled, parked)
 	}
 }
 

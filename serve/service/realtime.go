@@ -1,22 +1,11 @@
 package service
 
 import (
-	"math"
 	"runtime"
-	"time"
 
 	"rgcpred/base/rt"
 	"rgcpred/base/spin"
-	"rgcpred/rgc"
 )
-
-// pollBins is how near, in bins, the next due window must be for a
-// device's processor in real-time mode to poll its queue instead of
-// parking: the next frame, with one of jitter to spare.
-const pollBins = 2
-
-// binPeriod is one bin at the stream's rate.
-var binPeriod = time.Duration(math.Round(float64(time.Second) / rgc.BinRateHz))
 
 // enterRealTime applies Config.RealTime to the process (rt.Apply) and
 // gives the Go scheduler one more P per device, since each device's
@@ -45,14 +34,12 @@ func (s *Service) enterRealTime() (leave func()) {
 }
 
 // next returns the next queued message, false once the queue is closed.
-// In real-time mode, while a window falls due within pollBins, it polls
-// the queue until about the due frame's arrival instead of parking, so
-// that the frame is taken at once on a core that is awake.
+// In real-time mode it polls the queue for as long as the core says a
+// window is about to fall due (daemon.Core.PollFor) before parking, so
+// that the due frame is taken at once on a core that is awake.
 func (d *device) next() (item, bool) {
 	if d.s.cfg.RealTime != nil {
-		if n, ok := d.core.DueIn(); ok && n <= pollBins {
-			return spin.Recv(d.work, time.Duration(max(n, 0)+1)*binPeriod)
-		}
+		return spin.Recv(d.work, d.core.PollFor())
 	}
 	it, ok := <-d.work
 	return it, ok
