@@ -83,10 +83,10 @@ func CompareRealTime(ctx context.Context, o RTOptions) (*RTReport, error) {
 	if o.Beside == nil {
 		return nil, errors.New("bench: no job to run beside the daemon")
 	}
-	st, err := rt.Apply(o.Settings)
-	if st == nil {
+	if err := o.Settings.Check(); err != nil {
 		return nil, err
 	}
+	st, err := rt.Apply(o.Settings)
 	rep := &RTReport{
 		Started: time.Now().UTC(), Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		Model: o.ModelPath, ModelInfo: o.Model.Name, Applied: st.String(), GoalP99: float64(o.GoalP99) / float64(time.Millisecond),

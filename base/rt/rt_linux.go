@@ -34,12 +34,12 @@ func fifo(p int) *unix.SchedAttr {
 
 // Apply puts every thread of the process at SCHED_FIFO s.Priority, locks
 // the process's memory, current and future (mlockall), and pins every
-// thread to s.CPUs when given. It returns what it did, and an error
-// joining the parts it could not do, each naming the privilege it lacks;
-// the parts that worked stay applied (Undo reverts them).
+// thread to s.CPUs when given. It returns what it did (never nil), and an
+// error joining the parts it could not do, each naming the privilege it
+// lacks; the parts that worked stay applied (Undo reverts them).
 func Apply(s Settings) (*State, error) {
 	if err := s.Check(); err != nil {
-		return nil, err
+		return &State{}, err
 	}
 	st := &State{}
 	if a, err := unix.SchedGetAttr(0, 0); err == nil {

@@ -13,7 +13,7 @@ type saved struct{}
 // Apply applies nothing here: ErrUnsupported.
 func Apply(s Settings) (*State, error) {
 	if err := s.Check(); err != nil {
-		return nil, err
+		return &State{}, err
 	}
 	return &State{}, ErrUnsupported
 }

@@ -18,6 +18,12 @@ func TestCheck(t *testing.T) {
 		if err := tc.s.Check(); (err == nil) != tc.ok {
 			t.Errorf("Check(%+v) = %v, want ok %v", tc.s, err, tc.ok)
 		}
+		if tc.ok {
+			continue
+		}
+		if st, err := Apply(tc.s); err == nil || st == nil || st.String() != "nothing" {
+			t.Errorf("Apply(%+v) = %v, %v; want nothing applied and the error", tc.s, st, err)
+		}
 	}
 }
 

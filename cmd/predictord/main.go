@@ -145,17 +145,17 @@ type options struct {
 	// jsDir enables JetStream on the embedded server, storing there.
 	jsDir string
 
-	// embedHost and embedPort are embedAddr's parts (check).
+	// embedHost is embedAddr's host (check).
 	embedHost string
-	// embedPort: see embedHost.
+	// embedPort is embedAddr's port (check).
 	embedPort int
-	// shardIndex and shardCount are shard's i and n (check).
+	// shardIndex is shard's i (check).
 	shardIndex int
-	// shardCount: see shardIndex.
+	// shardCount is shard's n (check).
 	shardCount int
 	// cellIDs are the cluster ids of cells (check).
 	cellIDs []int
-	// decide is the policy policy names (check).
+	// decide is the rule policy names (check).
 	decide rollout.Policy
 	// rtMode is the real-time mode's settings, nil when off (check).
 	rtMode *rt.Settings
