@@ -333,9 +333,8 @@ func TestCoreFirstWindowAndStepping(t *testing.T) {
 	}
 }
 
-// TestCorePollFor: PollFor answers a poll until the next due window's
-// frame plus a bin while that window is at most expectBins bins after the
-// last processed frame, and 0 otherwise, as frames advance.
+// TestCorePollFor: PollFor answers pollBins while the next frame brings a
+// due window, and 0 otherwise, as frames advance.
 func TestCorePollFor(t *testing.T) {
 	core, _ := newCore(t, []int{5, 9}, Config{Stagger: true})
 	if d := core.PollFor(); d != 0 {
@@ -355,8 +354,8 @@ func TestCorePollFor(t *testing.T) {
 		}
 		in := due - core.LastSeq()
 		want := time.Duration(0)
-		if in <= expectBins {
-			want = binsDuration(float64(in + 1))
+		if in <= 1 {
+			want = binsDuration(pollBins)
 			polled++
 		} else {
 			parked++

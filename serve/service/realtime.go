@@ -2,6 +2,7 @@ package service
 
 import (
 	"runtime"
+	"time"
 
 	"rgcpred/base/rt"
 	"rgcpred/base/spin"
@@ -34,12 +35,17 @@ func (s *Service) enterRealTime() (leave func()) {
 }
 
 // next returns the next queued message, false once the queue is closed.
-// In real-time mode it polls the queue for as long as the core says a
-// window is about to fall due (daemon.Core.PollFor) before parking, so
-// that the due frame is taken at once on a core that is awake.
+// In real-time mode, when the next frame brings a due window, it polls the
+// queue until about that frame's arrival (daemon.Core.PollFor after the
+// last frames message's) before parking, so that the frame is taken at
+// once on a core that is awake.
 func (d *device) next() (item, bool) {
 	if d.s.cfg.RealTime != nil {
-		return spin.Recv(d.work, d.core.PollFor())
+		budget := d.core.PollFor()
+		if budget > 0 {
+			budget -= time.Duration(time.Now().UnixNano() - d.lastFrame.Load())
+		}
+		return spin.Recv(d.work, budget)
 	}
 	it, ok := <-d.work
 	return it, ok
