@@ -165,7 +165,7 @@ func (r *RTReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; NOT applied: %s", r.Fallback)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-24s %-5s %6s %8s %8s %8s %8s %7s %6s %6s %5s\n", "beside", "mode", "cells", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "misses", "cpu", "job", "goal")
+	fmt.Fprintf(w, "%-24s %-5s %6s %8s %8s %8s %8s %7s %6s %6s %5s %5s\n", "beside", "mode", "cells", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "misses", "cpu", "job", "load", "goal")
 	last := ""
 	for _, row := range r.Rows {
 		if row.Beside != last {
@@ -175,12 +175,12 @@ func (r *RTReport) WriteTable(w io.Writer) {
 				prio = "normal priority"
 			}
 			f := row.Floor
-			fmt.Fprintf(w, "%-24s %-5s %6s %8.3f %8.3f %8.3f %8.3f %7s %6s %6s %5s  (host wake-up floor: %d sleeps of %v, %s)\n",
-				row.Beside, "floor", "-", f.P50Ms, f.P99Ms, f.P999Ms, f.MaxMs, "-", "-", "-", "-", f.N, probeInterval, prio)
+			fmt.Fprintf(w, "%-24s %-5s %6s %8.3f %8.3f %8.3f %8.3f %7s %6s %6s %5s %5s  (host wake-up floor: %d sleeps of %v, %s)\n",
+				row.Beside, "floor", "-", f.P50Ms, f.P99Ms, f.P999Ms, f.MaxMs, "-", "-", "-", "-", "-", f.N, probeInterval, prio)
 		}
 		for _, p := range row.Points {
-			fmt.Fprintf(w, "%-24s %-5s %6d %8.3f %8.3f %8.3f %8.3f %7d %6.2f %6.2f %5s\n",
-				row.Beside, row.Mode, p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.DeadlineMisses, p.CPU, row.BesideCores, r.verdict(p))
+			fmt.Fprintf(w, "%-24s %-5s %6d %8.3f %8.3f %8.3f %8.3f %7d %6.2f %6.2f %5.1f %5s\n",
+				row.Beside, row.Mode, p.Cells, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs, p.DeadlineMisses, p.CPU, row.BesideCores, p.LoadAvg, r.verdict(p))
 		}
 	}
 	for _, row := range r.Rows {
@@ -192,7 +192,7 @@ func (r *RTReport) WriteTable(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "goal: p99 <= %.3g ms and no missed decision; floor: the overshoot of a SCHED_FIFO thread's 1 ms sleeps (cyclictest's measure); "+
-		"cpu: the bench process's cores (daemon, NATS, devices); job: the job beside's cores during the row; "+
+		"cpu: the bench process's cores (daemon, NATS, devices); job: the job beside's cores during the row; load: the 1-minute load average; "+
 		"the parts: inbound = receive, wait = queue, call = model, publish, outbound = the way back to the device\n", r.GoalP99)
 }
 
