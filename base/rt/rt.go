@@ -10,8 +10,8 @@
 //
 //   - SCHED_FIFO: a woken thread preempts every normal (SCHED_OTHER) thread
 //     at once instead of waiting for its share of a busy core.
-//   - mlockall: no page fault on the frames' path (a faulted page costs
-//     tens of microseconds, a swapped one milliseconds).
+//   - mlockall: no page fault on the frames' path (a page fault costs
+//     microseconds, a page read back from disk milliseconds).
 //   - CPU pinning: the process stays on CPUs an operator keeps for it
 //     (isolcpus), with warm caches.
 //

@@ -154,9 +154,9 @@ type Config struct {
 	// (docs/operations.md, "Real-time host"): Run applies it to the whole
 	// process (rt.Apply: SCHED_FIFO on every thread, memory locked, CPUs
 	// pinned), logs what it could not apply and serves on without it, and
-	// each device's processor polls its queue instead of parking while a
-	// window falls due within the next frames. Run reverts the process when
-	// it returns. Decisions are the same with and without it.
+	// each device's processor polls its queue instead of parking when the
+	// next frame brings a due window (daemon.Core.PollFor). Run reverts the
+	// process when it returns. Decisions are the same with and without it.
 	RealTime *rt.Settings
 	// MonitorEvery is the period of the monitor that updates the dropped
 	// message counts, the ready gauge and the stale-input warnings
