@@ -17,6 +17,7 @@ import (
 
 	"rgcpred/base/cputime"
 	"rgcpred/base/msgauth"
+	"rgcpred/base/rt"
 	"rgcpred/bench/replay"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
@@ -63,6 +64,10 @@ type Options struct {
 	// devices sign their frames and check the decisions (docs/protocol.md,
 	// "Authentication").
 	Auth []bool
+	// RealTime runs the daemon in real-time mode (service.Config.RealTime,
+	// predictord --realtime; nil: off). The mode applies to the whole
+	// process, so the devices and the NATS server run in it too.
+	RealTime *rt.Settings
 	// Trace records every decision's latency in its parts (Point.Trace,
 	// Point.Tail): when its frames message reached the daemon, its model
 	// call, its publication and its arrival at the device.
@@ -223,6 +228,7 @@ func runPoint(ctx context.Context, o Options, url string, pool []int, n int, aut
 		NoExpect:       o.NoExpect,
 		WholeCalls:     o.WholeCalls,
 		Keys:           keys,
+		RealTime:       o.RealTime,
 	})
 	if err != nil {
 		return Point{}, fmt.Errorf("bench: %d cells: %w", n, err)

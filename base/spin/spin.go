@@ -1,6 +1,8 @@
 // Package spin holds the waiting primitives of the project's thread teams
-// (the inference engine's and the training graph's): a bounded poll, and
-// a place to park once the poll's budget is spent.
+// (the inference engine's and the training graph's) and of the daemon's
+// real-time mode: a bounded poll, a place to park once the poll's budget
+// is spent, a channel receive that polls first (Recv), and a yield of the
+// core between polls (Yield).
 //
 // A team's threads hand each other work every few microseconds to a few
 // hundred. A parked OS thread takes 0.1-0.3 ms to wake on a virtual

@@ -33,6 +33,7 @@ import (
 
 	"rgcpred/base/cli"
 	"rgcpred/base/msgauth"
+	"rgcpred/base/rt"
 	"rgcpred/model/engine"
 	"rgcpred/model/gpu"
 	"rgcpred/rgc"
@@ -56,33 +57,113 @@ func main() {
 	cli.Exit("predictord", run(context.Background(), os.Args[1:], os.Stderr, sigs, nil))
 }
 
-// options are the command-line flags.
+// options are the command-line flags, and the values check derives from
+// them.
 type options struct {
-	natsURL, embedAddr                     string
-	auth                                   natsauth.Flags
-	natsConfig                             string
-	authKeys                               string
-	tls                                    natsauth.TLS
-	name                                   string
-	devices, modelPath, cells, shard       string
-	glmMix, ensemble                       string
-	glmWeight                              float64
-	policy                                 string
-	queueBytes                             int64
-	threads, maxBatch, queueLen, maxPings  int
-	maxLag                                 int64
-	silence, stagger                       bool
-	stim                                   rgc.StimMode
-	metricsAddr, logLevel, logFormat       string
-	pingInterval, staleAfter, drainTimeout time.Duration
-	standbyGroup, standbyID, record, jsDir string
-	standbyTTL, recordMaxAge               time.Duration
-	recordMaxBytes                         int64
-	precision                              engine.Precision
-	backend                                *gpu.Flags
-	gather                                 int
-	expect                                 bool
-	wholeCalls                             bool
+	// natsURL is the NATS server URL(s); empty starts an embedded server.
+	natsURL string
+	// embedAddr is the embedded server's listen address.
+	embedAddr string
+	// auth holds the NATS credentials flags.
+	auth natsauth.Flags
+	// natsConfig is the embedded server's configuration file (users and
+	// permissions; empty: none).
+	natsConfig string
+	// authKeys is the message key file (empty: no message authentication).
+	authKeys string
+	// tls holds the NATS TLS flags.
+	tls natsauth.TLS
+	// name is the connection name the NATS server shows.
+	name string
+	// pingInterval is how often the client pings the NATS server.
+	pingInterval time.Duration
+	// maxPings is the number of unanswered pings before a reconnect.
+	maxPings int
+	// staleAfter is how long without frames makes /readyz answer 503.
+	staleAfter time.Duration
+	// drainTimeout bounds the drain after SIGTERM or SIGINT.
+	drainTimeout time.Duration
+	// devices are the served device names, comma-separated.
+	devices string
+	// modelPath is the checkpoint to serve.
+	modelPath string
+	// ensemble lists more checkpoints averaged with modelPath's.
+	ensemble string
+	// glmMix is the GLM file mixed with the model (empty: none).
+	glmMix string
+	// glmWeight is the GLM's share of each distribution.
+	glmWeight float64
+	// cells lists the served cluster ids (empty: every cell).
+	cells string
+	// shard is "i/n": serve shard i of n.
+	shard string
+	// threads is the number of inference threads.
+	threads int
+	// gather is the number of due windows gathered per model call.
+	gather int
+	// wholeCalls publishes a call's decisions together at its end.
+	wholeCalls bool
+	// expect announces each frame's batch to the engine a frame ahead.
+	expect bool
+	// precision is the engine's arithmetic.
+	precision engine.Precision
+	// backend holds the GPU backend's flags.
+	backend *gpu.Flags
+	// maxBatch is the most windows per model call.
+	maxBatch int
+	// queueLen is the number of frames messages queued per device.
+	queueLen int
+	// queueBytes bounds the bytes of frames messages queued per device.
+	queueBytes int64
+	// policy names how a distribution becomes a decision.
+	policy string
+	// maxLag is the overload threshold in bins.
+	maxLag int64
+	// stagger staggers the cells' first windows over one horizon.
+	stagger bool
+	// stim is the stimulus mode of the devices' frames.
+	stim rgc.StimMode
+	// silence also publishes "no spike" decisions.
+	silence bool
+	// realtime turns the real-time mode on.
+	realtime bool
+	// cpus lists the CPUs the real-time mode pins the process to.
+	cpus string
+	// metricsAddr is the listen address of /metrics (empty: off).
+	metricsAddr string
+	// logLevel is the log level.
+	logLevel string
+	// logFormat is the log format.
+	logFormat string
+	// standbyGroup is the hot-standby replica group (empty: off).
+	standbyGroup string
+	// standbyID is this instance's id in the group.
+	standbyID string
+	// standbyTTL is the hot-standby lease TTL.
+	standbyTTL time.Duration
+	// record is the flight recorder's stream (empty: off).
+	record string
+	// recordMaxBytes is the size limit of the record stream.
+	recordMaxBytes int64
+	// recordMaxAge is the age limit of the record stream.
+	recordMaxAge time.Duration
+	// jsDir enables JetStream on the embedded server, storing there.
+	jsDir string
+
+	// embedHost is embedAddr's host (check).
+	embedHost string
+	// embedPort is embedAddr's port (check).
+	embedPort int
+	// shardIndex is shard's i (check).
+	shardIndex int
+	// shardCount is shard's n (check).
+	shardCount int
+	// cellIDs are the cluster ids of cells (check).
+	cellIDs []int
+	// decide is the rule policy names (check).
+	decide rollout.Policy
+	// rtMode is the real-time mode's settings, nil when off (check).
+	rtMode *rt.Settings
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -141,6 +222,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.TextVar(&o.stim, "stim", rgc.StimCausal,
 		"stimulus mode of the devices' frames: causal or zero-phase; a model trained on the other is refused (docs/data.md)")
 	fs.BoolVar(&o.silence, "publish-silence", true, "also publish \"no spike in the next 80 bins\" decisions")
+	fs.BoolVar(&o.realtime, "realtime", false,
+		"real-time mode: threads at SCHED_FIFO, memory locked, polling while windows are due (docs/operations.md, \"Real-time host\")")
+	fs.StringVar(&o.cpus, "cpus", "", "with --realtime: pin the process to these CPUs (comma-separated; default: no pinning)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "listen address of /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	fs.StringVar(&o.standbyGroup, "standby-group", "",
@@ -158,19 +242,57 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
 	}
-	switch {
-	case o.natsConfig != "" && o.natsURL != "":
-		return nil, errors.New("--nats-config configures the embedded server: not with --nats-url (start nats-server -c with it instead)")
-	case o.pingInterval <= 0:
-		return nil, fmt.Errorf("--nats-ping-interval %v: want > 0", o.pingInterval)
-	case o.maxPings < 1:
-		return nil, fmt.Errorf("--nats-max-pings %d: want at least 1", o.maxPings)
-	case o.staleAfter < 0:
-		return nil, fmt.Errorf("--stale-after %v: want >= 0", o.staleAfter)
-	case o.drainTimeout < 0:
-		return nil, fmt.Errorf("--drain-timeout %v: want >= 0", o.drainTimeout)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	return o, nil
+}
+
+// check checks the flags' values and derives the parsed ones (shard,
+// cells, policy, real-time mode): every flag check is here.
+func (o *options) check() error {
+	switch {
+	case o.natsConfig != "" && o.natsURL != "":
+		return errors.New("--nats-config configures the embedded server: not with --nats-url (start nats-server -c with it instead)")
+	case o.pingInterval <= 0:
+		return fmt.Errorf("--nats-ping-interval %v: want > 0", o.pingInterval)
+	case o.maxPings < 1:
+		return fmt.Errorf("--nats-max-pings %d: want at least 1", o.maxPings)
+	case o.staleAfter < 0:
+		return fmt.Errorf("--stale-after %v: want >= 0", o.staleAfter)
+	case o.drainTimeout < 0:
+		return fmt.Errorf("--drain-timeout %v: want >= 0", o.drainTimeout)
+	case o.threads < 1:
+		return fmt.Errorf("--threads %d: want at least 1", o.threads)
+	case o.glmMix != "" && !(o.glmWeight > 0 && o.glmWeight < 1):
+		return fmt.Errorf("--glm-weight %v: want a value in (0, 1)", o.glmWeight)
+	case o.cpus != "" && !o.realtime:
+		return errors.New("--cpus: pinning is part of the real-time mode: add --realtime")
+	}
+	var err error
+	if o.embedHost, o.embedPort, err = embednats.ParseAddr(o.embedAddr); err != nil {
+		return fmt.Errorf("--embedded-addr: %w", err)
+	}
+	if o.shardIndex, o.shardCount, err = parseShard(o.shard); err != nil {
+		return err
+	}
+	if o.cellIDs, err = parseCells(o.cells); err != nil {
+		return err
+	}
+	if o.decide, err = rollout.ParsePolicy(o.policy); err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	if o.realtime {
+		cpus, err := cli.Ints(o.cpus)
+		if err != nil {
+			return fmt.Errorf("--cpus: %w", err)
+		}
+		o.rtMode = &rt.Settings{CPUs: cpus}
+		if err := o.rtMode.Check(); err != nil {
+			return fmt.Errorf("--cpus: %w", err)
+		}
+	}
+	return nil
 }
 
 // parseShard parses "i/n".
@@ -228,20 +350,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 			fmt.Fprintf(stderr, "predictord: %v\n", err)
 		}
 	}()
-	shard, shards, err := parseShard(o.shard)
-	if err != nil {
-		return err
-	}
-	cells, err := parseCells(o.cells)
-	if err != nil {
-		return err
-	}
-	if o.threads < 1 {
-		return fmt.Errorf("--threads %d: want at least 1", o.threads)
-	}
-	if o.glmMix != "" && !(o.glmWeight > 0 && o.glmWeight < 1) {
-		return fmt.Errorf("--glm-weight %v: want a value in (0, 1)", o.glmWeight)
-	}
 	auth, err := natsauth.Resolve(o.auth, os.Getenv)
 	if err != nil {
 		return err
@@ -282,10 +390,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	if o.glmMix != "" {
 		loader = modelload.WithGLM(loader, o.glmMix, o.glmWeight)
 	}
-	policy, err := rollout.ParsePolicy(o.policy)
-	if err != nil {
-		return fmt.Errorf("--policy: %w", err)
-	}
 	var keys msgauth.Keys
 	if o.authKeys != "" {
 		if keys, err = msgauth.LoadKeys(o.authKeys); err != nil {
@@ -293,11 +397,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 		}
 	}
 	svc, err := service.New(service.Config{
-		Keys: keys, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: cells,
-		Shard: shard, Shards: shards, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
+		Keys: keys, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: o.cellIDs,
+		Shard: o.shardIndex, Shards: o.shardCount, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Replica: o.standbyGroup != "",
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
-		Policy: policy, Log: log, Registry: reg,
+		Policy: o.decide, RealTime: o.rtMode, Log: log, Registry: reg,
 		PingInterval: o.pingInterval, MaxPingsOutstanding: o.maxPings, StaleAfter: o.staleAfter, DrainTimeout: o.drainTimeout,
 	})
 	if err != nil {
@@ -311,11 +415,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 
 	url := o.natsURL
 	if url == "" {
-		host, port, err := embednats.ParseAddr(o.embedAddr)
-		if err != nil {
-			return fmt.Errorf("--embedded-addr: %w", err)
-		}
-		eo := embednats.Options{Host: host, Port: port, Username: auth.User, Password: auth.Pass, Token: auth.Token,
+		eo := embednats.Options{Host: o.embedHost, Port: o.embedPort, Username: auth.User, Password: auth.Pass, Token: auth.Token,
 			JetStream: o.jsDir != "", StoreDir: o.jsDir, ConfigFile: o.natsConfig}
 		if o.natsConfig != "" {
 			eo.Username, eo.Password, eo.Token = "", "", "" // the file names the users; these are this connection's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/base/rt"
 	"rgcpred/model"
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
@@ -36,11 +38,33 @@ func TestFlagErrors(t *testing.T) {
 		{"--model", "/nonexistent/model.ckpt"},
 		{"--glm-mix", "g.json", "--glm-weight", "1"}, {"--glm-mix", "g.json", "--glm-weight", "0"},
 		{"--glm-mix", "/nonexistent/glm.json"}, {"--ensemble", "/nonexistent/seed2.ckpt"},
+		{"--cpus", "0"}, {"--realtime", "--cpus", "x"}, {"--realtime", "--cpus", "-1"}, {"--embedded-addr", "nohost"},
+		{"--policy", "loud"}, {"--nats-ping-interval", "0s"},
 	} {
 		var buf bytes.Buffer
 		err := run(context.Background(), args, &buf, nil, nil)
 		if err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestRealtimeFlags: --realtime turns the mode on, with --cpus' pinning.
+func TestRealtimeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want *rt.Settings
+	}{
+		{nil, nil},
+		{[]string{"--realtime"}, &rt.Settings{}},
+		{[]string{"--realtime", "--cpus", "1,0"}, &rt.Settings{CPUs: []int{1, 0}}},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if (o.rtMode == nil) != (tc.want == nil) || o.rtMode != nil && !slices.Equal(o.rtMode.CPUs, tc.want.CPUs) {
+			t.Errorf("%v: real-time settings %+v, want %+v", tc.args, o.rtMode, tc.want)
 		}
 	}
 }

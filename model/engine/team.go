@@ -181,7 +181,7 @@ func (t *team) next(seen uint32) uint32 {
 			if t.fewPs.Load() {
 				runtime.Gosched()
 			}
-			yieldThread()
+			spin.Yield()
 			continue
 		}
 		if !s.More() {

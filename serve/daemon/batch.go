@@ -38,6 +38,32 @@ func (c *Core) expect() {
 	}
 }
 
+// pollBins is how long, in bins after the last frame's arrival, a caller
+// polls for the next frame when it brings a due window (PollFor): the
+// frame's period and half of one of jitter.
+const pollBins = 1.5
+
+// PollFor returns how long after the last frame's arrival a caller
+// waiting for the next frames should poll for them instead of parking
+// (service.Config.RealTime): pollBins when the next frame brings a due
+// window (or one is overdue), 0 when none is due so soon or no stream
+// runs.
+func (c *Core) PollFor() time.Duration {
+	if !c.started {
+		return 0
+	}
+	if c.nextDue == 0 { // cleared by a (re)start or a history
+		c.updateNextDue()
+	}
+	if c.nextDue > c.last+1 {
+		return 0
+	}
+	return pollWithin
+}
+
+// pollWithin is pollBins as a duration.
+var pollWithin = binsDuration(pollBins)
+
 // gather prepares cell i's window ending at bin b of the ring (the
 // stimulus, the cell's own spikes) for the next model call.
 func (c *Core) gather(i int, b int64) {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -329,6 +330,42 @@ func TestCoreFirstWindowAndStepping(t *testing.T) {
 		if got != n {
 			t.Fatalf("cell %d next %d, want %d", cell, got, n)
 		}
+	}
+}
+
+// TestCorePollFor: PollFor answers pollBins while the next frame brings a
+// due window, and 0 otherwise, as frames advance.
+func TestCorePollFor(t *testing.T) {
+	core, _ := newCore(t, []int{5, 9}, Config{Stagger: true})
+	if d := core.PollFor(); d != 0 {
+		t.Fatalf("PollFor %v before the first frame, want 0", d)
+	}
+	seq, polled, parked := int64(100), 0, 0
+	core.Frames(synthFrames(seq, 1000), 0) // most of the first windows' history
+	seq += 1000
+	for range 400 {
+		n := 1 + int(seq%5)
+		core.Frames(synthFrames(seq, n), 0)
+		seq += int64(n)
+		due := int64(math.MaxInt64)
+		for _, cell := range []int{5, 9} {
+			next, _ := core.Next(cell)
+			due = min(due, next)
+		}
+		in := due - core.LastSeq()
+		want := time.Duration(0)
+		if in <= 1 {
+			want = binsDuration(pollBins)
+			polled++
+		} else {
+			parked++
+		}
+		if got := core.PollFor(); got != want {
+			t.Fatalf("after frame %d, next window %d bins on: PollFor %v, want %v", seq-1, in, got, want)
+		}
+	}
+	if polled == 0 || parked == 0 {
+		t.Errorf("%d polls and %d parks over 400 messages: want both", polled, parked)
 	}
 }
 

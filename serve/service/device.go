@@ -494,25 +494,29 @@ func (d *device) process() {
 	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
 	defer tick.Stop()
 	for {
-		select {
-		case it, ok := <-d.work:
-			if !ok {
-				return
-			}
-			d.handle(it)
-			if len(d.work) == 0 {
-				// Nothing waits: windows gathered while the core was behind
-				// go to the model now.
-				d.core.Flush()
-			}
-		case now := <-tick.C:
-			if d.core.Held() == 0 || len(d.work) > 0 {
+		it, ok, got := d.poll()
+		if !got {
+			select {
+			case it, ok = <-d.work:
+			case now := <-tick.C:
+				if d.core.Held() == 0 || len(d.work) > 0 {
+					continue
+				}
+				d.sink.at = now
+				d.core.Tick(now)
+				d.last.Store(d.core.LastSeq())
+				d.syncStats()
 				continue
 			}
-			d.sink.at = now
-			d.core.Tick(now)
-			d.last.Store(d.core.LastSeq())
-			d.syncStats()
+		}
+		if !ok {
+			return
+		}
+		d.handle(it)
+		if len(d.work) == 0 {
+			// Nothing waits: windows gathered while the core was behind
+			// go to the model now.
+			d.core.Flush()
 		}
 	}
 }

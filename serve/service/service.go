@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/msgauth"
+	"rgcpred/base/rt"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
 	"rgcpred/serve/standby"
@@ -162,6 +163,14 @@ type Config struct {
 	// returns ErrDrainTimeout and abandons the messages still queued (0: no
 	// limit).
 	DrainTimeout time.Duration
+	// RealTime, if not nil, runs the service in real-time mode
+	// (docs/operations.md, "Real-time host"): Run applies it to the whole
+	// process (rt.Apply: SCHED_FIFO on every thread, memory locked, CPUs
+	// pinned), logs what it could not apply and serves on without it, and
+	// each device's processor polls its queue instead of parking when the
+	// next frame brings a due window (daemon.Core.PollFor). Run reverts the
+	// process when it returns. Decisions are the same with and without it.
+	RealTime *rt.Settings
 	// MonitorEvery is the period of the monitor that updates the dropped
 	// message counts, the ready gauge and the stale-input warnings
 	// (default 1 s).
@@ -431,6 +440,7 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 		return errors.New("service: message authentication and hot standby together are not supported yet: the group's gate publishes unsigned")
 	}
 	s.nc.Store(nc)
+	defer s.enterRealTime()()
 	var wg sync.WaitGroup
 	var subs []*nats.Subscription
 	fail := func(err error) error {

@@ -3,30 +3,39 @@
 // over an embedded NATS server on loopback, for a rising number of cells,
 // each at real time for a stretch of the recording's test split. It prints
 // a table and writes the report as JSON and the latency percentiles against
-// cells as a plot (SVG and PNG).
+// cells as a plot (SVG and PNG). With --realtime it compares the
+// real-time mode off and on, quiet and beside a CPU-heavy job it starts,
+// against the host's wake-up floor.
 //
 //	go run ./bench/cmd/latency [--ckpt models/gpt-a-cat-cpu.ckpt] [--data data/chicken-17-08-21]
 //	       [--cells 1,5,10,20,40,60,80,120] [--seconds 20] [--threads 2]
 //	       [--json docs/bench-latency.json] [--svg docs/bench-latency.svg] [--cpuprofile FILE] [--trace FILE.csv]
+//	       [--realtime [--cpus 0,1] [--beside CMD | --burn-threads 2] [--probe-seconds 5] [--goal-p99 1ms] [--rt-json FILE]]
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"rgcpred/base/cli"
+	"rgcpred/base/cputime"
 	"rgcpred/base/plot"
+	"rgcpred/base/rt"
 	"rgcpred/bench"
 	"rgcpred/evaluation"
 	"rgcpred/model/engine"
@@ -100,8 +109,21 @@ func run(ctx context.Context, args []string) error {
 	compare := fs.String("compare", "", "a previous report (JSON) whose p99 is drawn on the plot for comparison")
 	procs := fs.Int("gomaxprocs", runtime.NumCPU()+2,
 		"GOMAXPROCS of the run (default: CPUs + 2, so the devices' goroutines get Ps of their own; docs/latency.md)")
+	realtime := fs.Bool("realtime", false,
+		"compare the real-time mode off and on, quiet and beside a CPU-heavy job, with the host's wake-up floor (docs/latency.md)")
+	cpus := fs.String("cpus", "", "with --realtime: the mode pins the process to these CPUs, as predictord's --cpus")
+	beside := fs.String("beside", "", "with --realtime: the job run beside the daemon, a shell command (default: --burn-threads of SGEMM)")
+	burnThreads := fs.Int("burn-threads", 2, "with --realtime: threads of the default job beside the daemon")
+	burn := fs.Int("burn", 0, "run as the job beside the daemon: SGEMM on this many threads until stopped, and nothing else")
+	probeSeconds := fs.Float64("probe-seconds", 5, "with --realtime: seconds of the host's wake-up probe per condition")
+	goal := fs.Duration("goal-p99", time.Millisecond, "with --realtime: the p99 each row is held to")
+	rtJSON := fs.String("rt-json", "", "with --realtime: write the comparison as JSON here ('' for none)")
 	if err := cli.NoArgs(fs, args); err != nil {
 		return err
+	}
+	if *burn > 0 {
+		bench.Burn(ctx, *burn)
+		return nil
 	}
 	if *procs < 1 {
 		return fmt.Errorf("--gomaxprocs %d: want at least 1", *procs)
@@ -181,7 +203,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "latency: %s on %s, %d cell counts x %.0f s real time, stagger %v\n",
 		mdl.Name, rec.Name, len(counts), *seconds, *stagger)
-	rep, err := bench.Run(ctx, bench.Options{
+	opts := bench.Options{
 		Rec: rec, Model: mdl, ModelPath: *ckpt, Threads: *threads, CellCounts: counts, Seconds: *seconds,
 		MaxBatch: *maxBatch, MaxLag: *maxLag, Stagger: *stagger, Log: log,
 		Gather: *gather, ReloadEvery: *reloadEvery, Reload: reload,
@@ -192,7 +214,24 @@ func run(ctx context.Context, args []string) error {
 				p.Cells, p.Auth, p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms, p.Latency.MaxMs,
 				p.PredictionsPerSec, p.DeadlineMisses, p.DaemonSkipped, p.DeviceLateDecisions, p.LateSpikes, p.Spikes, p.CPU, p.Reloads)
 		},
-	})
+	}
+	if *realtime {
+		ids, err := cli.Ints(*cpus)
+		if err != nil {
+			return fmt.Errorf("--cpus: %w", err)
+		}
+		rep, err := bench.CompareRealTime(ctx, bench.RTOptions{Options: opts, Settings: rt.Settings{CPUs: ids},
+			Beside: besideJob(*beside, *burnThreads), ProbeSeconds: *probeSeconds, GoalP99: *goal})
+		if err != nil {
+			return err
+		}
+		rep.WriteTable(os.Stdout)
+		if *rtJSON != "" {
+			return evaluation.WriteJSON(*rtJSON, rep)
+		}
+		return nil
+	}
+	rep, err := bench.Run(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -202,6 +241,42 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	return output(rep, *jsonOut, *svgOut, *compare)
+}
+
+// besideJob returns the starter of the job run beside the daemon: the
+// shell command cmdline (exec'd by sh, so that its CPU time is the job's),
+// or this command again with --burn threads. The job runs in a process
+// group of its own, which Stop ends.
+func besideJob(cmdline string, threads int) func() (*bench.Job, error) {
+	return func() (*bench.Job, error) {
+		var c *exec.Cmd
+		desc := cmdline
+		if cmdline == "" {
+			self, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			c = exec.Command(self, "--burn", strconv.Itoa(threads))
+			desc = fmt.Sprintf("%d-thread SGEMM", threads)
+		} else {
+			c = exec.Command("sh", "-c", "exec "+cmdline)
+		}
+		c.Stdout, c.Stderr = io.Discard, os.Stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			return nil, err
+		}
+		stop := func() error {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			err := c.Wait()
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				return nil // ended by the signal
+			}
+			return err
+		}
+		return &bench.Job{Desc: desc, Stop: stop, CPU: func() (time.Duration, error) { return cputime.Of(c.Process.Pid) }}, nil
+	}
 }
 
 // writeTrace writes the decisions' latency parts of rep to path as CSV.

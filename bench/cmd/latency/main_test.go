@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,5 +71,36 @@ func TestDefaultOutputUnderOut(t *testing.T) {
 	}
 	if after, err := os.ReadFile(committed); err != nil || !bytes.Equal(after, before) {
 		t.Errorf("the committed report changed (err %v)", err)
+	}
+}
+
+// TestRealTimeCompare: --realtime measures the mode off and on, quiet and
+// beside a job (here one that only sleeps), each with the host's wake-up
+// floor, and writes them all to one report.
+func TestRealTimeCompare(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rt.json")
+	if err := run(context.Background(), []string{"--data", "../../../data/chicken-17-08-21", "--ckpt", NoModel,
+		"--cells", "2", "--seconds", "0.3", "--json", "", "--svg", "", "--realtime", "--beside", "sleep 60",
+		"--probe-seconds", "0.05", "--rt-json", path}); err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.RTReport
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"quiet", "off"}, {"quiet", "on"}, {"sleep 60", "off"}, {"sleep 60", "on"}}
+	if len(rep.Rows) != len(want) || rep.Applied == "" {
+		t.Fatalf("%d rows, applied %q; want %d rows", len(rep.Rows), rep.Applied, len(want))
+	}
+	for i, row := range rep.Rows {
+		if [2]string{row.Beside, row.Mode} != want[i] || row.Floor.N != 50 || len(row.Points) != 1 || row.Points[0].Decisions == 0 ||
+			row.Points[0].Tail == nil {
+			t.Errorf("row %d: %s/%s, floor of %d sleeps, %d points; want %v, 50 sleeps, one traced point with decisions",
+				i, row.Beside, row.Mode, row.Floor.N, len(row.Points), want[i])
+		}
 	}
 }
