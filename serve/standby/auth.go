@@ -2,11 +2,14 @@ package standby
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/base/msgauth"
 	"rgcpred/stream"
 )
 
@@ -20,6 +23,46 @@ type Authenticator interface {
 	Sign(data []byte) ([]byte, error)
 	// Verify returns an error unless sig is data's signature.
 	Verify(data, sig []byte) error
+}
+
+// keyAuth is the Authenticator of a group's key (msgauth.KeyFile.Groups):
+// an HMAC-SHA256 (msgauth.MAC) over the data, bound to the group's name
+// so that a signature of one group never passes in another.
+type keyAuth struct {
+	mu     sync.Mutex
+	mac    *msgauth.MAC
+	domain string
+}
+
+// errBadSignature is keyAuth.Verify's error.
+var errBadSignature = errors.New("signature does not match (a party without the group's key?)")
+
+// NewKeyAuth returns the Authenticator of group with its key
+// (msgauth.KeyLen bytes, from the key file's "<group> standby" line). It
+// is safe for concurrent use.
+func NewKeyAuth(group string, key []byte) (Authenticator, error) {
+	m, err := msgauth.New(key)
+	if err != nil {
+		return nil, fmt.Errorf("standby: key of group %s: %w", group, err)
+	}
+	return &keyAuth{mac: m, domain: "rgcpred.standby." + group}, nil
+}
+
+// Sign returns data's signature.
+func (a *keyAuth) Sign(data []byte) ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]byte(nil), a.mac.Tag(a.domain, nil, data)...), nil
+}
+
+// Verify returns an error unless sig is data's signature.
+func (a *keyAuth) Verify(data, sig []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.mac.Verify(string(sig), a.domain, nil, data) {
+		return errBadSignature
+	}
+	return nil
 }
 
 // Headers of a state answer: the answering instance's lease incarnation
