@@ -110,6 +110,11 @@ type Config struct {
 	// refused, decisions and events are signed with its Down key. nil:
 	// off.
 	Keys msgauth.Keys
+	// StandbyKeys are the hot-standby groups' keys (msgauth.KeyFile.Groups):
+	// with Keys, EnableStandby needs its group's, with which the instances
+	// sign lease values, states, digests and the group's reset
+	// announcements.
+	StandbyKeys map[string][]byte
 	// Policy turns each window's distribution into a decision
 	// (daemon.Config.Policy; nil: the median rule).
 	Policy rollout.Policy
@@ -188,15 +193,18 @@ type Service struct {
 	m       *metrics
 	limiter *limiter
 
-	pred    *combiner      // every device's cores call the model through it
-	rec     *recording     // the flight recorder's session headers, nil when off
-	group   *standby.Group // the hot-standby group, nil when off
-	model   atomic.Pointer[Model]
-	engine  *engineCollector // the engine's counters, across reloads
-	known   []int
-	all     []int // the whole cell list before sharding, ascending
-	cells   []int
-	devices []*device
+	pred  *combiner      // every device's cores call the model through it
+	rec   *recording     // the flight recorder's session headers, nil when off
+	group *standby.Group // the hot-standby group, nil when off
+	// groupAuth signs the group's reset announcements (Config.StandbyKeys;
+	// nil without keys).
+	groupAuth *stream.Auth
+	model     atomic.Pointer[Model]
+	engine    *engineCollector // the engine's counters, across reloads
+	known     []int
+	all       []int // the whole cell list before sharding, ascending
+	cells     []int
+	devices   []*device
 
 	maxBatch int // windows per Predict call of every core
 	reloadMu sync.Mutex
@@ -427,9 +435,6 @@ func (s *Service) ConnOptions() []nats.Option {
 // With Config.DrainTimeout, a drain that takes longer is abandoned (what is
 // left is logged) and Run returns ErrDrainTimeout.
 func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
-	if s.cfg.Keys != nil && s.standbyOn() {
-		return errors.New("service: message authentication and hot standby together are not supported yet: the group's gate publishes unsigned")
-	}
 	s.nc.Store(nc)
 	var wg sync.WaitGroup
 	var subs []*nats.Subscription
