@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -318,4 +319,40 @@ func decisionsOf(m map[decisionKey]stream.Decision) []stream.Decision {
 	}
 	slices.SortFunc(out, func(x, y stream.Decision) int { return cmp.Compare(x.End, y.End) })
 	return out
+}
+
+// TestStandbyKeysNeedGroupKey: with message keys, a standby group without
+// its key in the key file is refused with what to add; with it, the
+// group's Authenticator and the devices' Down keys are configured.
+func TestStandbyKeysNeedGroupKey(t *testing.T) {
+	f := getFixture(t)
+	groupKey := newKeys(t, "g")["g"].Up
+	for _, c := range []struct {
+		name    string
+		keys    map[string][]byte
+		wantErr string
+	}{
+		{"no group key", nil, `"g standby <64 hex digits>"`},
+		{"another group's key", map[string][]byte{"h": groupKey}, `"g standby <64 hex digits>"`},
+		{"the group's key", map[string][]byte{"g": groupKey}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(Config{Load: fakeLoader(f.ids), Devices: []string{"dev0"}, Replica: true, Keys: newKeys(t, "dev0"), StandbyKeys: c.keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gc := standby.GroupConfig{Group: "g"}
+			err = s.standbyKeys(&gc)
+			switch {
+			case c.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, c.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case gc.Auth == nil || gc.DeviceAuth == nil || gc.DeviceAuth("dev0") != s.devices[0].down || s.groupAuth == nil:
+				t.Fatalf("group config %+v: want the group's Authenticator and the device's Down key", gc)
+			}
+		})
+	}
 }
