@@ -2,8 +2,9 @@
 // HMAC-SHA256 over a message's subject, the header values that steer its
 // receiver and its payload, with a key per device and direction
 // (docs/operations.md, "Security", says why a keyed MAC and not
-// signatures). It knows nothing of NATS or the protocol: stream.Auth
-// applies it to messages.
+// signatures), and reads key files, which also hold the keys of
+// hot-standby groups. It knows nothing of NATS or the protocol:
+// stream.Auth applies it to messages.
 package msgauth
 
 import (
