@@ -71,7 +71,9 @@ func (a *Auth) fill(h nats.Header) {
 }
 
 // Sign sets m's AuthHeader (creating its header if needed) over its
-// subject, SignedHeaders and payload.
+// subject, SignedHeaders and payload. A message reused from one publish
+// to the next keeps its header's value slice: one allocation per message
+// (the tag's text).
 func (a *Auth) Sign(m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
@@ -80,6 +82,10 @@ func (a *Auth) Sign(m *nats.Msg) {
 	a.fill(m.Header)
 	tag := string(a.mac.Tag(m.Subject, a.fields, m.Data))
 	a.mu.Unlock()
+	if v := m.Header[AuthHeader]; len(v) == 1 {
+		v[0] = tag
+		return
+	}
 	m.Header[AuthHeader] = []string{tag}
 }
 

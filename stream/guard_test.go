@@ -64,3 +64,16 @@ func TestGuardGroupAnnouncements(t *testing.T) {
 		}
 	}
 }
+
+// TestSignAllocs: signing a reused message allocates the tag's text only.
+func TestSignAllocs(t *testing.T) {
+	a, _ := NewAuth(testKeys(1, 2).Down)
+	m := &nats.Msg{Subject: SpikesSubject("dev0"), Data: make([]byte, 2648), Header: nats.Header{PosHeader: {"1.2.0"}}}
+	a.Sign(m)
+	if n := testing.AllocsPerRun(100, func() { a.Sign(m) }); n > 1 {
+		t.Fatalf("%v allocations per signature, want at most 1", n)
+	}
+	if err := a.Check(m); err != nil {
+		t.Fatal(err)
+	}
+}

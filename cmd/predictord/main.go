@@ -97,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"nats-server configuration file for the embedded server: its users and permissions (deploy/nats/predictord.conf); connect with a role's --nats-nkey")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.authKeys, "auth-keys", "",
-		"message key file: refuse frames and control without each device's authenticator, sign decisions and events; with --standby-group it needs the group's key (docs/operations.md, Security; empty: off)")
+		"message key file: refuse device messages without their authenticator, sign decisions and events; holds the --standby-group key (operations.md, Security)")
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
 	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
 		"ping the NATS server this often; after --nats-max-pings unanswered pings, reconnect")

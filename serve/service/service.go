@@ -193,18 +193,19 @@ type Service struct {
 	m       *metrics
 	limiter *limiter
 
-	pred  *combiner      // every device's cores call the model through it
-	rec   *recording     // the flight recorder's session headers, nil when off
-	group *standby.Group // the hot-standby group, nil when off
+	pred    *combiner      // every device's cores call the model through it
+	rec     *recording     // the flight recorder's session headers, nil when off
+	group   *standby.Group // the hot-standby group, nil when off
+	model   atomic.Pointer[Model]
+	engine  *engineCollector // the engine's counters, across reloads
+	known   []int
+	all     []int // the whole cell list before sharding, ascending
+	cells   []int
+	devices []*device
+
 	// groupAuth signs the group's reset announcements (Config.StandbyKeys;
 	// nil without keys).
 	groupAuth *stream.Auth
-	model     atomic.Pointer[Model]
-	engine    *engineCollector // the engine's counters, across reloads
-	known     []int
-	all       []int // the whole cell list before sharding, ascending
-	cells     []int
-	devices   []*device
 
 	maxBatch int // windows per Predict call of every core
 	reloadMu sync.Mutex
