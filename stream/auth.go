@@ -71,7 +71,9 @@ func (a *Auth) fill(h nats.Header) {
 }
 
 // Sign sets m's AuthHeader (creating its header if needed) over its
-// subject, SignedHeaders and payload.
+// subject, SignedHeaders and payload. A message reused from one publish
+// to the next keeps its header's value slice: one allocation per message
+// (the tag's text).
 func (a *Auth) Sign(m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
@@ -80,6 +82,10 @@ func (a *Auth) Sign(m *nats.Msg) {
 	a.fill(m.Header)
 	tag := string(a.mac.Tag(m.Subject, a.fields, m.Data))
 	a.mu.Unlock()
+	if v := m.Header[AuthHeader]; len(v) == 1 {
+		v[0] = tag
+		return
+	}
 	m.Header[AuthHeader] = []string{tag}
 }
 
@@ -126,16 +132,27 @@ func stampTime(m *nats.Msg, last *int64) {
 
 // Guard applies the authentication rules to the messages a device sends
 // (frames and control): a valid authenticator under its Up key, and a
-// control message sent later than the last one admitted. The daemon and
-// the flight recorder's audit both use it, so they refuse the same
-// messages. It is for one goroutine.
+// control message sent later than the last one admitted. A hot-standby
+// group's announcement on the control subject (a reset at a frame, sent
+// by the lease holder) carries GroupHeader and is checked under the
+// group's key instead (WithGroup), with a sending time of its own. The
+// daemon and the flight recorder's audit both use it, so they refuse the
+// same messages. It is for one goroutine.
 type Guard struct {
-	up      *Auth
-	ctlTime int64
+	up, group          *Auth
+	ctlTime, groupTime int64
 }
 
 // NewGuard returns a Guard checking with up (nil: every message passes).
 func NewGuard(up *Auth) *Guard { return &Guard{up: up} }
+
+// WithGroup makes g check control messages carrying GroupHeader under
+// group, a standby group's key (nil: they are checked under the Up key,
+// and fail), and returns g.
+func (g *Guard) WithGroup(group *Auth) *Guard {
+	g.group = group
+	return g
+}
 
 // Admit returns the reason m (a frames message, or a control message when
 // control is set) is refused, "" when it is admitted.
@@ -143,7 +160,11 @@ func (g *Guard) Admit(m *nats.Msg, control bool) string {
 	if g == nil || g.up == nil {
 		return ""
 	}
-	if err := g.up.Check(m); err != nil {
+	key, last := g.up, &g.ctlTime
+	if control && g.group != nil && len(m.Header[GroupHeader]) > 0 {
+		key, last = g.group, &g.groupTime
+	}
+	if err := key.Check(m); err != nil {
 		if errors.Is(err, ErrAuthMissing) {
 			return ReasonAuthMissing
 		}
@@ -151,10 +172,18 @@ func (g *Guard) Admit(m *nats.Msg, control bool) string {
 	}
 	if control {
 		t, ok := SentAt(m)
-		if !ok || t <= g.ctlTime {
+		if !ok || t <= *last {
 			return ReasonReplayed
 		}
-		g.ctlTime = t
+		*last = t
 	}
 	return ""
+}
+
+// SignAnnouncement stamps m (a standby group's control message, carrying
+// GroupHeader) with the sending time and signs it with group, the
+// group's key, for Guard.WithGroup. last is the sender's previous stamp.
+func SignAnnouncement(group *Auth, m *nats.Msg, last *int64) {
+	stampTime(m, last)
+	group.Sign(m)
 }

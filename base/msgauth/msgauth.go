@@ -2,8 +2,9 @@
 // HMAC-SHA256 over a message's subject, the header values that steer its
 // receiver and its payload, with a key per device and direction
 // (docs/operations.md, "Security", says why a keyed MAC and not
-// signatures). It knows nothing of NATS or the protocol: stream.Auth
-// applies it to messages.
+// signatures), and reads key files, which also hold the keys of
+// hot-standby groups. It knows nothing of NATS or the protocol:
+// stream.Auth applies it to messages.
 package msgauth
 
 import (
@@ -107,30 +108,57 @@ type DeviceKeys struct {
 	Up, Down []byte
 }
 
-// Directions of a key file's lines.
+// Directions of a key file's lines: Up and Down name a device's keys,
+// Standby a hot-standby group's key.
 const (
-	Up   = "up"
-	Down = "down"
+	Up      = "up"
+	Down    = "down"
+	Standby = "standby"
 )
 
-// ParseKeys reads a key file: one key a line, "<device> <up|down> <64
-// hex digits>"; blank lines and lines starting with # are skipped. Every
-// device named needs both keys, and the two must differ (a device's key
-// must not let it forge its daemon's decisions).
+// KeyFile is what a key file holds: the devices' keys, and the key of
+// each hot-standby group, with which its instances sign what they tell
+// each other (lease values, states, digests). Devices never hold a group
+// key.
+type KeyFile struct {
+	Devices Keys
+	Groups  map[string][]byte
+}
+
+// ParseKeys reads a key file's device keys (ParseKeyFile).
 func ParseKeys(text string) (Keys, error) {
-	ks := Keys{}
+	kf, err := ParseKeyFile(text)
+	return kf.Devices, err
+}
+
+// ParseKeyFile reads a key file: one key a line, "<device> <up|down> <64
+// hex digits>" or "<group> standby <64 hex digits>"; blank lines and
+// lines starting with # are skipped. Every device named needs both keys,
+// the two must differ (a device's key must not let it forge its daemon's
+// decisions), and a group key must differ from every device key (a
+// device must not pass as an instance of the group).
+func ParseKeyFile(text string) (KeyFile, error) {
+	kf := KeyFile{Devices: Keys{}, Groups: map[string][]byte{}}
+	ks := kf.Devices
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for line := 1; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
-		if len(f) != 3 || (f[1] != Up && f[1] != Down) {
-			return nil, fmt.Errorf("line %d: want \"<device> up|down <%d hex digits>\"", line, 2*KeyLen)
+		if len(f) != 3 || (f[1] != Up && f[1] != Down && f[1] != Standby) {
+			return KeyFile{}, fmt.Errorf("line %d: want \"<device> up|down <%d hex digits>\" or \"<group> standby <%d hex digits>\"", line, 2*KeyLen, 2*KeyLen)
 		}
 		key, err := hex.DecodeString(f[2])
 		if err != nil || len(key) != KeyLen {
-			return nil, fmt.Errorf("line %d: key of device %s: want %d hex digits", line, f[0], 2*KeyLen)
+			return KeyFile{}, fmt.Errorf("line %d: key of %s: want %d hex digits", line, f[0], 2*KeyLen)
+		}
+		if f[1] == Standby {
+			if kf.Groups[f[0]] != nil {
+				return KeyFile{}, fmt.Errorf("line %d: second standby key of group %s", line, f[0])
+			}
+			kf.Groups[f[0]] = key
+			continue
 		}
 		dk := ks[f[0]]
 		p := &dk.Up
@@ -138,45 +166,56 @@ func ParseKeys(text string) (Keys, error) {
 			p = &dk.Down
 		}
 		if *p != nil {
-			return nil, fmt.Errorf("line %d: second %s key of device %s", line, f[1], f[0])
+			return KeyFile{}, fmt.Errorf("line %d: second %s key of device %s", line, f[1], f[0])
 		}
 		*p = key
 		ks[f[0]] = dk
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return KeyFile{}, err
 	}
 	if len(ks) == 0 {
-		return nil, errors.New("no keys")
+		return KeyFile{}, errors.New("no device keys")
 	}
 	for dev, dk := range ks {
 		switch {
 		case dk.Up == nil || dk.Down == nil:
-			return nil, fmt.Errorf("device %s: want both an up and a down key", dev)
+			return KeyFile{}, fmt.Errorf("device %s: want both an up and a down key", dev)
 		case hmac.Equal(dk.Up, dk.Down):
-			return nil, fmt.Errorf("device %s: the up and down keys are the same", dev)
+			return KeyFile{}, fmt.Errorf("device %s: the up and down keys are the same", dev)
+		}
+		for g, gk := range kf.Groups {
+			if hmac.Equal(gk, dk.Up) || hmac.Equal(gk, dk.Down) {
+				return KeyFile{}, fmt.Errorf("group %s: its standby key is a key of device %s", g, dev)
+			}
 		}
 	}
-	return ks, nil
+	return kf, nil
 }
 
-// LoadKeys reads a key file (ParseKeys). It refuses a file that others
-// than its owner may read.
+// LoadKeys reads a key file's device keys (LoadKeyFile).
 func LoadKeys(path string) (Keys, error) {
+	kf, err := LoadKeyFile(path)
+	return kf.Devices, err
+}
+
+// LoadKeyFile reads a key file (ParseKeyFile). It refuses a file that
+// others than its owner may read.
+func LoadKeyFile(path string) (KeyFile, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("msgauth: %w", err)
+		return KeyFile{}, fmt.Errorf("msgauth: %w", err)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("msgauth: key file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
+		return KeyFile{}, fmt.Errorf("msgauth: key file %s is readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("msgauth: %w", err)
+		return KeyFile{}, fmt.Errorf("msgauth: %w", err)
 	}
-	ks, err := ParseKeys(string(b))
+	kf, err := ParseKeyFile(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("msgauth: key file %s: %w", path, err)
+		return KeyFile{}, fmt.Errorf("msgauth: key file %s: %w", path, err)
 	}
-	return ks, nil
+	return kf, nil
 }

@@ -74,7 +74,11 @@ func TestParseKeys(t *testing.T) {
 		{"short key", "dev0 up abcd\ndev0 down " + h(2) + "\n", "line 1"},
 		{"bad direction", "dev0 sideways " + h(1) + "\n", "line 1"},
 		{"twice", "dev0 up " + h(1) + "\ndev0 up " + h(3) + "\n", "second up key"},
-		{"empty", "# nothing\n", "no keys"},
+		{"empty", "# nothing\n", "no device keys"},
+		{"group key", "g standby " + h(5) + "\ndev0 up " + h(1) + "\ndev0 down " + h(2) + "\n\ndev1 up " + h(3) + "\ndev1 down " + h(4) + "\n", ""},
+		{"group key twice", "g standby " + h(5) + "\ng standby " + h(6) + "\n", "second standby key"},
+		{"group key a device's", "g standby " + h(2) + "\ndev0 up " + h(1) + "\ndev0 down " + h(2) + "\n", "a key of device dev0"},
+		{"group key only", "g standby " + h(5) + "\n", "no device keys"},
 	} {
 		ks, err := ParseKeys(c.text)
 		switch {
@@ -99,6 +103,12 @@ func TestParseKeys(t *testing.T) {
 	}
 	if ks, err := LoadKeys(p); err != nil || len(ks) != 1 {
 		t.Fatalf("load: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("g standby "+h(5)+"\ndev0 up "+h(1)+"\ndev0 down "+h(2)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if kf, err := LoadKeyFile(p); err != nil || len(kf.Devices) != 1 || !bytes.Equal(kf.Groups["g"], bytes.Repeat([]byte{0x55}, KeyLen)) {
+		t.Fatalf("load a group key: %+v, %v", kf, err)
 	}
 }
 

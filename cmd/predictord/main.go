@@ -178,7 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"nats-server configuration file for the embedded server: its users and permissions (deploy/nats/predictord.conf); connect with a role's --nats-nkey")
 	natsauth.RegisterFlags(fs, &o.auth, &o.tls)
 	fs.StringVar(&o.authKeys, "auth-keys", "",
-		"message key file: refuse frames and control without each device's authenticator, sign decisions and events (docs/operations.md, Security; empty: off)")
+		"message key file: refuse device messages without their authenticator, sign decisions and events; holds the --standby-group key (operations.md, Security)")
 	fs.StringVar(&o.name, "nats-name", "predictord", "connection name shown by the NATS server")
 	fs.DurationVar(&o.pingInterval, "nats-ping-interval", 2*time.Second,
 		"ping the NATS server this often; after --nats-max-pings unanswered pings, reconnect")
@@ -390,14 +390,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	if o.glmMix != "" {
 		loader = modelload.WithGLM(loader, o.glmMix, o.glmWeight)
 	}
-	var keys msgauth.Keys
+	var keys msgauth.KeyFile
 	if o.authKeys != "" {
-		if keys, err = msgauth.LoadKeys(o.authKeys); err != nil {
+		if keys, err = msgauth.LoadKeyFile(o.authKeys); err != nil {
 			return fmt.Errorf("--auth-keys: %w", err)
 		}
 	}
 	svc, err := service.New(service.Config{
-		Keys: keys, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: o.cellIDs,
+		Keys: keys.Devices, StandbyKeys: keys.Groups, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: o.cellIDs,
 		Shard: o.shardIndex, Shards: o.shardCount, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Replica: o.standbyGroup != "",
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,

@@ -74,16 +74,19 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	var up []byte
+	var up, group []byte
 	if o.authKeys != "" {
 		k, err := deviceKeys(o.authKeys, o.device)
 		if err != nil {
 			return err
 		}
 		up = k.Up
+		if group, err = groupKey(o.authKeys); err != nil {
+			return err
+		}
 	}
 	rep, err := recorder.Audit(ctx, recorder.StreamSource(js, o.audit.stream, o.device), recorder.AuditConfig{
-		Predictor: mdl.Predictor, UpKey: up,
+		Predictor: mdl.Predictor, UpKey: up, GroupKey: group,
 		Core:      daemon.Config{Known: mdl.Cells, Policy: policy},
 		Precision: fromSession,
 	})

@@ -52,6 +52,23 @@ func deviceKeys(path, device string) (msgauth.DeviceKeys, error) {
 	return k, nil
 }
 
+// groupKey reads the standby group's key from a message key file, for
+// auditing a group's recording: nil without one, an error with several
+// (the audit admits one group's announcements).
+func groupKey(path string) ([]byte, error) {
+	kf, err := msgauth.LoadKeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-keys: %w", err)
+	}
+	if len(kf.Groups) > 1 {
+		return nil, fmt.Errorf("--auth-keys %s: standby keys of %d groups: give the audit a file with its group's only", path, len(kf.Groups))
+	}
+	for _, k := range kf.Groups {
+		return k, nil
+	}
+	return nil, nil
+}
+
 // options are the command's flags.
 type options struct {
 	data      string

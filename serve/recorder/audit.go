@@ -40,6 +40,11 @@ type AuditConfig struct {
 	// recorded with message authentication: frames and control messages
 	// the daemon refused (stream.Guard) are refused again, not replayed.
 	UpKey []byte
+	// GroupKey is the hot-standby group's key (msgauth.KeyFile.Groups) for
+	// a group's session recorded with message authentication: the
+	// holder's reset announcements are admitted under it
+	// (stream.Guard.WithGroup); nil: refused, as by a daemon without it.
+	GroupKey []byte
 	// Precision, when set, is called with the recorded session's
 	// arithmetic (Session.Precision) before any decision is replayed, to
 	// make Predictor compute the same way; it is not called when the
@@ -211,6 +216,13 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 			return nil, fmt.Errorf("recorder: audit: %w", err)
 		}
 		a.guard = stream.NewGuard(up)
+		if cfg.GroupKey != nil {
+			group, err := stream.NewAuth(cfg.GroupKey)
+			if err != nil {
+				return nil, fmt.Errorf("recorder: audit: group key: %w", err)
+			}
+			a.guard.WithGroup(group)
+		}
 	} else if sc.session != nil && sc.session.Authenticated {
 		return nil, errors.New("recorder: audit: the session ran with message authentication: give the device's keys")
 	}

@@ -127,6 +127,9 @@ type device struct {
 	guard *stream.Guard
 	down  *stream.Auth
 	out   nats.Msg
+	// The last stamp of the group's reset announcements (announce).
+	announceMu sync.Mutex
+	announced  int64
 
 	// processor-goroutine state
 	frames stream.Frames
@@ -317,22 +320,28 @@ func (d *device) useKeys(ks msgauth.Keys) error {
 	return nil
 }
 
-// send publishes a decisions or events message, signed when keys are
-// configured (Config.Keys; Run refuses them with hot standby, whose gate
-// publishes).
+// send publishes a decisions message of frame t: through the standby
+// gate in a group (which signs it when keys are configured), else signed
+// with the Down key when keys are configured, else plain.
 func (d *device) send(subject string, t int64, b []byte) error {
-	if d.down == nil {
-		return d.publish(subject, t, b)
+	switch {
+	case d.sb != nil:
+		return d.sb.Publish(subject, d.core.Epoch(), t, b)
+	case d.down != nil:
+		return d.sign(subject, b)
 	}
-	return d.sign(subject, b)
+	return d.nc.Publish(subject, b)
 }
 
 // sendEvent publishes a stream event message of epoch (see send).
 func (d *device) sendEvent(epoch uint32, b []byte) error {
-	if d.down == nil {
-		return d.publishEvent(epoch, b)
+	switch {
+	case d.sb != nil:
+		return d.sb.Publish(d.eventSubj, epoch, stream.EventBin, b)
+	case d.down != nil:
+		return d.sign(d.eventSubj, b)
 	}
-	return d.sign(d.eventSubj, b)
+	return d.nc.Publish(d.eventSubj, b)
 }
 
 // sign publishes b on subject with an authenticator under the Down key.

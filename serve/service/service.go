@@ -111,6 +111,11 @@ type Config struct {
 	// refused, decisions and events are signed with its Down key. nil:
 	// off.
 	Keys msgauth.Keys
+	// StandbyKeys are the hot-standby groups' keys (msgauth.KeyFile.Groups):
+	// with Keys, EnableStandby needs its group's, with which the instances
+	// sign lease values, states, digests and the group's reset
+	// announcements.
+	StandbyKeys map[string][]byte
 	// Policy turns each window's distribution into a decision
 	// (daemon.Config.Policy; nil: the median rule).
 	Policy rollout.Policy
@@ -206,6 +211,10 @@ type Service struct {
 	all     []int // the whole cell list before sharding, ascending
 	cells   []int
 	devices []*device
+
+	// groupAuth signs the group's reset announcements (Config.StandbyKeys;
+	// nil without keys).
+	groupAuth *stream.Auth
 
 	maxBatch int // windows per Predict call of every core
 	reloadMu sync.Mutex
@@ -436,9 +445,6 @@ func (s *Service) ConnOptions() []nats.Option {
 // With Config.DrainTimeout, a drain that takes longer is abandoned (what is
 // left is logged) and Run returns ErrDrainTimeout.
 func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
-	if s.cfg.Keys != nil && s.standbyOn() {
-		return errors.New("service: message authentication and hot standby together are not supported yet: the group's gate publishes unsigned")
-	}
 	s.nc.Store(nc)
 	defer s.enterRealTime()()
 	var wg sync.WaitGroup

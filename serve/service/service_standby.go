@@ -30,6 +30,9 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg standby.
 		return nil, errors.New("service: standby needs a service built with Config.Replica (replica cores: no gathering, no skipping, whole calls)")
 	}
 	cfg.Scope = standby.Scope(cfg.Group, s.cfg.Shard, s.cfg.Shards)
+	if err := s.standbyKeys(&cfg); err != nil {
+		return nil, err
+	}
 	cfg.Log = s.log
 	cfg.Warn = func(key string, err error) { s.limiter.warn(&s.log, key, 1, err.Error()) }
 	var g *standby.Group
@@ -52,6 +55,38 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg standby.
 	s.group = g
 	g.Start(ctx)
 	return g.Stop, nil
+}
+
+// standbyKeys, with message authentication (Config.Keys), signs and
+// checks what the group's instances tell each other with the group's key
+// (Config.StandbyKeys), the devices' decisions and events with their Down
+// keys (GroupConfig.DeviceAuth), and admits the group's reset
+// announcements under the group's key (stream.Guard.WithGroup). Without
+// the group's key it refuses: an instance that signs nothing would let
+// anyone pass as one.
+func (s *Service) standbyKeys(cfg *standby.GroupConfig) error {
+	if s.cfg.Keys == nil {
+		return nil
+	}
+	key := s.cfg.StandbyKeys[cfg.Group]
+	if key == nil {
+		return fmt.Errorf("service: message keys without a key of standby group %s: add a line \"%s standby <64 hex digits>\" to the key file "+
+			"(docs/operations.md, \"Security\")", cfg.Group, cfg.Group)
+	}
+	var err error
+	if cfg.Auth, err = standby.NewKeyAuth(cfg.Group, key); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	if s.groupAuth, err = stream.NewAuth(key); err != nil {
+		return fmt.Errorf("service: key of standby group %s: %w", cfg.Group, err)
+	}
+	down := map[string]*stream.Auth{}
+	for _, d := range s.devices {
+		down[d.name] = d.down
+		d.guard.WithGroup(s.groupAuth)
+	}
+	cfg.DeviceAuth = func(device string) *stream.Auth { return down[device] }
+	return nil
 }
 
 // progressing reports whether every device's processor makes progress: one
@@ -84,23 +119,6 @@ func (r replicaDevice) Restored() {
 	d.epoch.Store(d.core.Epoch())
 	d.first.Store(d.core.First())
 	d.s.m.epoch.WithLabelValues(d.name).Set(float64(d.core.Epoch()))
-}
-
-// publish sends a decisions message of frame t: directly without standby,
-// through the gate with it.
-func (d *device) publish(subject string, t int64, b []byte) error {
-	if d.sb == nil {
-		return d.nc.Publish(subject, b)
-	}
-	return d.sb.Publish(subject, d.core.Epoch(), t, b)
-}
-
-// publishEvent sends a stream event message (see publish).
-func (d *device) publishEvent(epoch uint32, b []byte) error {
-	if d.sb == nil {
-		return d.nc.Publish(d.eventSubj, b)
-	}
-	return d.sb.Publish(d.eventSubj, epoch, stream.EventBin, b)
 }
 
 // standbyAdmit reports whether a state message may wait for the processor

@@ -58,10 +58,25 @@ func TestStandbyGroupReload(t *testing.T) {
 // A reset while no stream runs is refused with the reason. (Cores that
 // receive the announcement at different frames before the announced one:
 // daemon's TestCoreResetAt.)
+// With message keys, the announcement is signed with the group's key and
+// admitted under it by both instances and by the audit.
 func TestStandbyGroupReset(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "with keys"}[keyed], func(t *testing.T) { standbyGroupReset(t, keyed) })
+	}
+}
+
+func standbyGroupReset(t *testing.T, keyed bool) {
 	f := getFixtureStagger(t, true)
 	e := startJetStream(t)
 	cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
+	var audit recorder.AuditConfig
+	if keyed {
+		cfg.Keys = newKeys(t, "dev0")
+		groupKey := newKeys(t, "g")["g"].Up
+		cfg.StandbyKeys = map[string][]byte{"g": groupKey}
+		audit.UpKey, audit.GroupKey = cfg.Keys["dev0"].Up, groupKey
+	}
 	a := startReplicaRecording(t, e.url, cfg, "a", recorder.Config{Stream: "REC", MaxAge: time.Hour})
 	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	b := startReplica(t, e.url, cfg, "b")
@@ -83,6 +98,11 @@ func TestStandbyGroupReset(t *testing.T) {
 	}
 
 	p := newPublisher(t, e, "dev0")
+	if keyed {
+		if err := p.UseKeys(cfg.Keys["dev0"]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var evMu sync.Mutex
 	var evs []stream.Event
 	evSub, err := p.SubscribeEvents(func(ev stream.Event, err error) {
@@ -160,6 +180,11 @@ func TestStandbyGroupReset(t *testing.T) {
 		if st.Resets != 1 || st.ResetsLate != 0 || st.ResetsStale != 0 {
 			t.Fatalf("resets %d, late %d, stale %d; want one at its frame", st.Resets, st.ResetsLate, st.ResetsStale)
 		}
+		for _, reason := range []string{stream.ReasonAuthMissing, stream.ReasonAuthInvalid, stream.ReasonReplayed} {
+			if v := value(t, r.s.m.rejected.WithLabelValues("dev0", reason)); v != 0 {
+				t.Errorf("%s: %v messages refused as %s", r.s.group.Config().ID, v, reason)
+			}
+		}
 	}
 	// The device: the reset's stream starts at the announced frame.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -188,7 +213,7 @@ func TestStandbyGroupReset(t *testing.T) {
 	checkFor(t, waitLimit, func() error {
 		actx, acancel := context.WithTimeout(context.Background(), time.Minute)
 		defer acancel()
-		rep, err = recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids)})
+		rep, err = recorder.Audit(actx, recorder.StreamSource(js, "REC", "dev0"), recorder.AuditConfig{Predictor: fakepred.New(f.ids), UpKey: audit.UpKey, GroupKey: audit.GroupKey})
 		switch got := len(c.Decisions()); {
 		case err != nil:
 			return err

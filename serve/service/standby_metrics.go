@@ -24,7 +24,7 @@ var (
 		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published).",
 		[]string{"device", "fate"}, nil)
 	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
-		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none).",
+		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none), auth_missing and auth_invalid (with message keys: without a valid authenticator under the device's Down key, a forger's).",
 		[]string{"device", "reason"}, nil)
 	standbyAlarmsDesc = prometheus.NewDesc("predictord_standby_alarms_total",
 		"Alarms raised by this instance, by reason: divergence (a state digest or stream event differs from the holder's; the replica catches up again), state_refused (a state answer claiming the lease not from its holder), lease_foreign (a lease entry written by no instance, refused).",
@@ -73,5 +73,7 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Ahead), d.name, "ahead")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthMissing), d.name, "auth_missing")
+		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthInvalid), d.name, "auth_invalid")
 	}
 }

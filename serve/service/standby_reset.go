@@ -3,6 +3,8 @@ package service
 import (
 	"errors"
 
+	"github.com/nats-io/nats.go"
+
 	"rgcpred/rgc"
 	"rgcpred/stream"
 )
@@ -21,6 +23,21 @@ var errStandbyReload = errors.New("reload refused in a hot-standby group: replic
 // stream.MaxFramesPerMsg frames in flight).
 const groupResetLead = rgc.WindowBins
 
+// announce publishes a group event on the device's control subject,
+// signed with the group's key when keys are configured
+// (stream.SignAnnouncement: replicas admit it under that key, not the
+// device's).
+func (d *device) announce(payload []byte) error {
+	if d.s.groupAuth == nil {
+		return d.nc.Publish(d.ctlSubj, payload)
+	}
+	m := &nats.Msg{Subject: d.ctlSubj, Data: payload, Header: nats.Header{stream.GroupHeader: {d.s.group.Config().Scope}}}
+	d.announceMu.Lock()
+	stream.SignAnnouncement(d.s.groupAuth, m, &d.announced)
+	d.announceMu.Unlock()
+	return d.nc.PublishMsg(m)
+}
+
 // groupReset makes an operator's reset a group event: the holder announces
 // on the device's control subject a reset at a frame past its receive
 // edge (stream.OpResetAt), which every replica and the recording receive
@@ -38,7 +55,7 @@ func (d *device) groupReset() (at int64, code, msg string) {
 	at = min(max(d.last.Load(), first)+max(d.queuedFrames.Load(), 0)+groupResetLead, stream.MaxSeq)
 	payload, err := stream.AppendControl(nil, &stream.Control{Op: stream.OpResetAt, Epoch: epoch, At: at})
 	if err == nil {
-		err = d.nc.Publish(d.ctlSubj, payload)
+		err = d.announce(payload)
 	}
 	if err != nil {
 		return -1, codeUnavailable, "announce the reset on " + d.ctlSubj + ": " + err.Error()

@@ -78,18 +78,21 @@ func TestCheckAnswer(t *testing.T) {
 	key, other := hmacAuth("k"), hmacAuth("other")
 	state := []byte(`{"started":false}`)
 	entry := LeaseEntry{Holder: "a", Incarnation: "inc-a"}
+	const inbox = "_INBOX.this"
 	answer := func(inc, rev string, signer Authenticator) *nats.Msg {
-		m := &nats.Msg{Data: state, Header: nats.Header{}}
+		m := &nats.Msg{Subject: inbox, Data: state, Header: nats.Header{}}
 		if inc != "" {
 			m.Header.Set(IncarnationHeader, inc)
 		}
 		m.Header.Set(stream.LeaseHeader, rev)
 		if signer != nil {
-			sig, _ := signer.Sign(signedText(state, inc, 7))
+			sig, _ := signer.Sign(signedText(state, inc, 7, inbox))
 			m.Header.Set(AuthHeader, base64.StdEncoding.EncodeToString(sig))
 		}
 		return m
 	}
+	replayed := answer("inc-a", "7", key)
+	replayed.Subject = "_INBOX.other"
 	for _, c := range []struct {
 		name    string
 		m       *nats.Msg
@@ -104,6 +107,7 @@ func TestCheckAnswer(t *testing.T) {
 		{"signed by the holder", answer("inc-a", "7", key), key, ""},
 		{"unsigned with an authenticator", answer("inc-a", "7", nil), key, "signature"},
 		{"signed with another key", answer("inc-a", "7", other), key, "signature"},
+		{"the holder's answer to another request", replayed, key, "signature"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := checkAnswer(c.m, entry, 8, c.auth)

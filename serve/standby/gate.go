@@ -57,6 +57,10 @@ type GateStats struct {
 	// Foreign counts messages on the gated subjects observed from another
 	// group or shard, or without one (ignored).
 	Foreign uint64
+	// AuthMissing and AuthInvalid count positioned messages observed
+	// without a valid authenticator under the device's Down key
+	// (GroupConfig.DeviceAuth): a forger's, ignored.
+	AuthMissing, AuthInvalid uint64
 }
 
 // Gate decides, message by message, whether this instance publishes: the
@@ -313,6 +317,18 @@ func (g *Gate) Observed() (stream.Pos, bool) {
 func (g *Gate) countForeign() {
 	g.mu.Lock()
 	g.stats.Foreign++
+	g.mu.Unlock()
+}
+
+// countUnauthentic counts a message observed without a valid
+// authenticator: missing, or else invalid.
+func (g *Gate) countUnauthentic(missing bool) {
+	g.mu.Lock()
+	if missing {
+		g.stats.AuthMissing++
+	} else {
+		g.stats.AuthInvalid++
+	}
 	g.mu.Unlock()
 }
 

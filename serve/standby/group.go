@@ -50,8 +50,13 @@ type GroupConfig struct {
 	Log  zerolog.Logger
 	Warn func(key string, err error)
 	// Auth, if not nil, signs the lease value, state answers and digests
-	// of this instance and verifies the others'.
+	// of this instance and verifies the others' (NewKeyAuth: the group's
+	// key).
 	Auth Authenticator
+	// DeviceAuth, if not nil, returns a device's Down key (nil: none):
+	// its gate signs the decisions and events it publishes, and positions
+	// observed without a valid authenticator are ignored.
+	DeviceAuth func(device string) *stream.Auth
 }
 
 // DefaultBucket is GroupConfig.Bucket's default.
@@ -162,7 +167,11 @@ func StateSubject(group, device string) string {
 // observed, and state requests arrive on raw, the device's message
 // channel (in order with its frames). Call it before Start.
 func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, error) {
-	gate, err := NewGate(NATSPublisher(g.nc, g.cfg.Scope, g.lease.Revision), g.lease.Held, g.cfg.Buffer)
+	var auth *stream.Auth
+	if g.cfg.DeviceAuth != nil {
+		auth = g.cfg.DeviceAuth(name)
+	}
+	gate, err := NewGate(SignedNATSPublisher(g.nc, g.cfg.Scope, g.lease.Revision, auth), g.lease.Held, g.cfg.Buffer)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +181,7 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 	r.snapSubj = StateSubject(g.cfg.Group, name)
 	r.applySubj = r.snapSubj + ".apply"
 	r.synced.Store(!g.late)
-	obs, err := observeNATS(g.nc, gate, g.cfg.Scope, func(err error) { g.cfg.Warn(name+"/standby", err) }, r.holderEvent,
+	obs, err := observeNATS(g.nc, gate, g.cfg.Scope, auth, func(err error) { g.cfg.Warn(name+"/standby", err) }, r.holderEvent,
 		stream.SpikesSubject(name), r.eventSubj)
 	if err != nil {
 		return nil, err

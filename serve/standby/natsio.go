@@ -30,6 +30,13 @@ func Scope(group string, shard, shards int) string {
 // and header buffers. While nc is not connected it returns
 // ErrNotConnected.
 func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publisher {
+	return SignedNATSPublisher(nc, scope, revision, nil)
+}
+
+// SignedNATSPublisher is NATSPublisher that also signs each message with
+// auth (the device's Down key), over its payload and the headers above
+// (stream.SignedHeaders), as a daemon outside a group does; nil: unsigned.
+func SignedNATSPublisher(nc *nats.Conn, scope string, revision func() uint64, auth *stream.Auth) Publisher {
 	m := &nats.Msg{Header: nats.Header{stream.GroupHeader: {scope}}}
 	var buf []byte
 	var rev uint64 // the revision revText holds
@@ -43,6 +50,9 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 		}
 		m.Subject, m.Data = subject, data
 		m.Header.Set(stream.PosHeader, string(buf))
+		if auth != nil {
+			auth.Sign(m)
+		}
 		if !nc.IsConnected() {
 			return fmt.Errorf("%w: publish %s at %s", ErrNotConnected, subject, buf)
 		}
@@ -59,18 +69,26 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 // ignored; malformed ones go to onErr, which may be nil). Unsubscribe the
 // returned subscriptions to stop.
 func ObserveNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), subjects ...string) ([]*nats.Subscription, error) {
-	return observeNATS(nc, g, scope, onErr, nil, subjects...)
+	return observeNATS(nc, g, scope, nil, onErr, nil, subjects...)
 }
 
-// observeNATS is ObserveNATS that also hands every message of scope with
-// its position to seen (nil: none).
-func observeNATS(nc *nats.Conn, g *Gate, scope string, onErr func(error), seen func(*nats.Msg, stream.Pos),
+// observeNATS is ObserveNATS that, with auth (the device's Down key),
+// ignores a message without its valid authenticator (counted in
+// GateStats.AuthMissing and AuthInvalid: a forged position), and hands
+// every message of scope with its position to seen (nil: none).
+func observeNATS(nc *nats.Conn, g *Gate, scope string, auth *stream.Auth, onErr func(error), seen func(*nats.Msg, stream.Pos),
 	subjects ...string) ([]*nats.Subscription, error) {
 	subs := make([]*nats.Subscription, 0, len(subjects))
 	cb := func(m *nats.Msg) {
 		v := m.Header.Get(stream.PosHeader)
 		if v == "" {
 			return
+		}
+		if auth != nil {
+			if err := auth.Check(m); err != nil {
+				g.countUnauthentic(errors.Is(err, stream.ErrAuthMissing))
+				return
+			}
 		}
 		if m.Header.Get(stream.GroupHeader) != scope {
 			g.countForeign()

@@ -24,7 +24,7 @@ func (r *Replica) HandleState(m *nats.Msg) (restored bool, err error) {
 		b, err := json.Marshal(r.dev.Snapshot())
 		var a *nats.Msg
 		if err == nil {
-			a, err = stateAnswer(b, r.group.lease, r.group.cfg.Auth)
+			a, err = stateAnswer(b, r.group.lease, r.group.cfg.Auth, m.Reply)
 		}
 		if err == nil {
 			a.Subject = m.Reply
