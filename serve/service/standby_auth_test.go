@@ -249,8 +249,15 @@ func TestStandbyAuthenticated(t *testing.T) {
 				}
 			}()
 			b = startReplica(t, e.url, cfg, "b")
+			// Which answer b hears first depends on the scheduling of three
+			// processes' goroutines on a loaded machine: b either refuses a
+			// forged one (an alarm) or takes the holder's first. Either way
+			// it must end with the holder's state, checked by the decisions
+			// below; serve/standby's TestGroupStateOnlyFromHolder orders
+			// the answers to prove the refusal itself.
 			checkFor(t, waitLimit, func() error {
-				return awaited("b refused a forged state answer", b.s.group.Alarms()[standby.AlarmState] > 0)
+				return awaited("b refused a forged state answer or took the holder's",
+					b.s.group.Alarms()[standby.AlarmState] > 0 || b.s.devices[0].sb.Synced())
 			})
 			close(stop)
 			<-flooded
