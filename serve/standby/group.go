@@ -253,11 +253,12 @@ func (g *Group) unsubscribe() {
 // Close undoes Add when Start is not to be called (a failed set-up).
 func (g *Group) Close() { g.unsubscribe() }
 
-// synced reports whether every replica's state is the group's: only then
-// may this instance take the lease.
+// synced reports whether every replica's state is the group's (and no
+// restart of its own awaits the holder's): only then may this instance
+// take the lease.
 func (g *Group) synced() bool {
 	for _, r := range g.replicas {
-		if !r.synced.Load() {
+		if !r.synced.Load() || r.unconfirmed.Load() > 0 {
 			return false
 		}
 	}
