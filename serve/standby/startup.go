@@ -23,12 +23,13 @@ const (
 )
 
 // transient reports whether err says JetStream cannot answer yet (no
-// responder, a timeout, a 503 "temporarily unavailable" or "not enabled"
-// from a node that is starting or has no meta leader) rather than that
-// the request is wrong. ctx is the caller's: its own end is not
-// transient.
+// responder to a lease read, a timeout, a 503 "temporarily unavailable"
+// from a cluster without a meta leader) rather than that the request is
+// wrong. A server without JetStream (ErrJetStreamNotEnabled: no
+// responder to the bucket's creation) is not transient: it fails at once
+// with its hint. ctx is the caller's: its own end is not transient.
 func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 		return false
 	}
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +29,7 @@ func TestTransient(t *testing.T) {
 		{"request timeout", live, nats.ErrTimeout, true},
 		{"request deadline", live, context.DeadlineExceeded, true},
 		{"no meta leader", live, unavailable, true},
-		{"jetstream not enabled yet", live, jetstream.ErrJetStreamNotEnabled, true},
+		{"server without JetStream", live, jetstream.ErrJetStreamNotEnabled, false},
 		{"caller's end", done, nats.ErrNoResponders, false},
 		{"bad bucket name", live, jetstream.ErrInvalidBucketName, false},
 		{"not found", live, jetstream.ErrKeyNotFound, false},
@@ -44,66 +42,46 @@ func TestTransient(t *testing.T) {
 	}
 }
 
-// TestNewGroupWaitsForJetStream: an instance started while its server
-// does not answer JetStream requests (no responders, as right after a
-// meta leader election) retries and joins once JetStream answers, instead
-// of failing at start.
-func TestNewGroupWaitsForJetStream(t *testing.T) {
-	plain, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		t.Fatal(err)
+// TestRetryStart: transient failures are retried with backoff until the
+// call succeeds or the wait has passed; any other error ends it at once.
+func TestRetryStart(t *testing.T) {
+	unavailable := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	bad := errors.New("bad request")
+	cases := []struct {
+		name     string
+		fails    []error // the errors of the first calls; nil after
+		wait     time.Duration
+		calls    int    // 0: at least 2 (how many fit in the wait depends on the machine's load)
+		warnings int    // with calls 0: one fewer than the calls
+		want     string // "" no error, else a part of it
+	}{
+		{"answers after an election", []error{nats.ErrNoResponders, unavailable, nats.ErrNoResponders}, time.Minute, 4, 3, ""},
+		{"answers at once", nil, time.Minute, 1, 0, ""},
+		{"not transient", []error{bad}, time.Minute, 1, 0, "bad request"},
+		{"past the wait", []error{nats.ErrNoResponders, nats.ErrNoResponders, nats.ErrNoResponders, nats.ErrNoResponders, nats.ErrNoResponders, nats.ErrNoResponders},
+			120 * time.Millisecond, 0, 0, "still failing after 120ms"},
 	}
-	port := plain.Addr().(*net.TCPAddr).Port
-	t.Cleanup(func() { plain.Shutdown() })
-	nc, err := nats.Connect(plain.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-
-	var warned atomic.Int32
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	type result struct {
-		g   *Group
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		g, err := NewGroup(ctx, nc, GroupConfig{Group: "g", TTL: testTTL, StartWait: waitLimit,
-			Warn: func(string, error) { warned.Add(1) }})
-		res <- result{g, err}
-	}()
-	waitFor(t, "a start-up retry", func() bool { return warned.Load() >= 2 })
-	select {
-	case r := <-res:
-		t.Fatalf("NewGroup returned before JetStream answered: %v", r.err)
-	default:
-	}
-	plain.Shutdown()
-	plain.WaitForShutdown()
-	js, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { js.Shutdown(); js.WaitForShutdown() })
-	select {
-	case r := <-res:
-		if r.err != nil {
-			t.Fatalf("NewGroup after JetStream came up: %v", r.err)
+	for _, c := range cases {
+		calls, warnings := 0, 0
+		err := retryStart(ctxT(t), c.wait, func(error) { warnings++ }, func(context.Context) error {
+			calls++
+			if calls <= len(c.fails) {
+				return c.fails[calls-1]
+			}
+			return nil
+		})
+		switch {
+		case c.want == "" && err != nil, c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		case c.calls == 0 && (calls < 2 || warnings != calls-1), c.calls != 0 && (calls != c.calls || warnings != c.warnings):
+			t.Errorf("%s: %d calls and %d warnings, want %d and %d", c.name, calls, warnings, c.calls, c.warnings)
 		}
-		defer r.g.Close()
-		if r.g.Late() {
-			t.Error("an empty bucket reads as a held lease")
-		}
-	case <-ctx.Done():
-		t.Fatal("NewGroup did not return once JetStream answered")
 	}
 }
 
-// TestNewGroupStartErrors: the retries stop at StartWait with the last
-// error, and an error that is not transient is returned at once.
-func TestNewGroupStartErrors(t *testing.T) {
+// TestNewGroupWithoutJetStream: a server without JetStream fails NewGroup
+// at once, not after StartWait.
+func TestNewGroupWithoutJetStream(t *testing.T) {
 	plain, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -114,32 +92,12 @@ func TestNewGroupStartErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	ctx := ctxT(t)
-	cases := []struct {
-		name, bucket string
-		wait         time.Duration
-		want         string
-		retried      bool
-	}{
-		{"no JetStream past the wait", "", 300 * time.Millisecond, "still failing after 300ms", true},
-		{"invalid bucket name", "bad.name", waitLimit, "invalid bucket name", false},
+	start := time.Now()
+	_, err = NewGroup(ctxT(t), nc, GroupConfig{Group: "g", TTL: testTTL, StartWait: waitLimit})
+	if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		t.Fatalf("error %v, want JetStream not enabled", err)
 	}
-	for _, c := range cases {
-		var warned atomic.Int32
-		start := time.Now()
-		_, err := NewGroup(ctx, nc, GroupConfig{Group: "g", Bucket: c.bucket, TTL: testTTL, StartWait: c.wait,
-			Warn: func(string, error) { warned.Add(1) }})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
-		}
-		if (warned.Load() > 0) != c.retried {
-			t.Errorf("%s: %d retries warned, want retries %v", c.name, warned.Load(), c.retried)
-		}
-		if !c.retried && time.Since(start) > waitLimit/2 {
-			t.Errorf("%s: took %v, want an immediate error", c.name, time.Since(start))
-		}
-		if errors.Is(err, context.Canceled) {
-			t.Errorf("%s: the test's context ended", c.name)
-		}
+	if d := time.Since(start); d > waitLimit/2 {
+		t.Fatalf("took %v, want an immediate error", d)
 	}
 }
