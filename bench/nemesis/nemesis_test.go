@@ -15,9 +15,10 @@ import (
 // two instances, in about a minute. It checks the machinery: every schedule
 // runs to the checker's verdict, every fault reached is applied, and the
 // checker accounts for every reference decision. The verdicts are logged;
-// with NEMESIS_STRICT=1 (once issue 45's fixes have landed) each must
-// pass: no decision lost, duplicated, wrong or late, identical replica
-// states.
+// with NEMESIS_STRICT=1 each must pass: no decision lost, duplicated,
+// wrong or late, identical replica states. Not strict by default: frames
+// lost while a killed NATS node's subscribers move fail some runs
+// (docs/nemesis.md, findings).
 func TestSeededSubset(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {

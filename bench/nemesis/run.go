@@ -218,6 +218,9 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 			return fmt.Errorf("nemesis: instance %d did not join: %w", i, err)
 		}
 	}
+	if err := waitReached(ctx, t.nc, cfg.Instances, 20*time.Second); err != nil {
+		return err
+	}
 	pub, err := stream.NewPublisher(t.nc, Device)
 	if err != nil {
 		return err

@@ -379,7 +379,7 @@ func TestStandbyFailover(t *testing.T) {
 			for _, mf := range mfs {
 				series[mf.GetName()] = len(mf.GetMetric())
 			}
-			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 7 {
+			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 8 {
 				t.Errorf("alarm series %d, message fates %d: want every reason and fate exported from 0",
 					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"])
 			}

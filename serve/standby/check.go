@@ -59,6 +59,20 @@ func (l *ledger) record(k mark, v []byte, holder bool) (compared, equal bool) {
 	return false, false
 }
 
+// forget removes this replica's own value at k and reports whether it
+// was still waiting for the holder's.
+func (l *ledger) forget(k mark) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.own {
+		if e.k == k {
+			l.own = append(l.own[:i], l.own[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // reset forgets every mark (a replica that restored the holder's state).
 func (l *ledger) reset() {
 	l.mu.Lock()

@@ -124,14 +124,14 @@ func (r *Replica) holderDigest(nm *nats.Msg) {
 
 // compare records a value at k (the holder's, or this replica's own) and,
 // if the other side's is there and differs, raises the divergence alarm
-// and catches up again.
-func (r *Replica) compare(k mark, v []byte, holder bool) {
+// and catches up again. It reports whether the other side's was there.
+func (r *Replica) compare(k mark, v []byte, holder bool) bool {
 	compared, equal := r.ledger.record(k, v, holder)
 	if compared {
 		r.checked.Add(1)
 	}
 	if !compared || equal {
-		return
+		return compared
 	}
 	what := "state digest"
 	if !k.digest {
@@ -139,4 +139,5 @@ func (r *Replica) compare(k mark, v []byte, holder bool) {
 	}
 	r.group.alarm(AlarmDivergence, r.name, fmt.Errorf("standby: %s of epoch %d at frame %d differs from the holder's: catching up again", what, k.epoch, k.bin))
 	r.Diverged()
+	return true
 }

@@ -49,6 +49,10 @@ type GateStats struct {
 	// the last position published; with the flush rules of Publish and
 	// Gain it stays 0, and anything else is a lost message.
 	Discarded uint64
+	// Replaced counts kept messages dropped because this instance's
+	// state was replaced by the holder's (Forget): they came from a state
+	// the group did not share.
+	Replaced uint64
 	// Ahead counts observed positions ignored as implausible: further
 	// ahead of this instance's own position than MaxAhead frames or a
 	// next epoch's event, or ahead of it at all while this instance
@@ -158,6 +162,19 @@ func (g *Gate) Next(epoch uint32, bin int64) stream.Pos {
 // ResetPos restarts the position counter of Next, for a producer whose
 // state was replaced (a standby that restored the holder's state).
 func (g *Gate) ResetPos() { g.cur = stream.Pos{Bin: stream.EventBin, Index: -1} }
+
+// Forget drops the kept messages and this instance's own position, for
+// a producer whose state was replaced (a standby that restored the
+// holder's state): what it computed before came from another state, and
+// a kept message of a stream the group never started (a restart only this
+// instance saw) would otherwise go out at a takeover and make every
+// later message look already published.
+func (g *Gate) Forget() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stats.Replaced += uint64(g.n)
+	g.head, g.n, g.hasOwn = 0, 0, false
+}
 
 // Publish publishes data on subject at pos if this instance is the holder,
 // or keeps a copy otherwise. It returns the publisher's error.

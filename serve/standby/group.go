@@ -57,6 +57,10 @@ type GroupConfig struct {
 	// its gate signs the decisions and events it publishes, and positions
 	// observed without a valid authenticator are ignored.
 	DeviceAuth func(device string) *stream.Auth
+	// StartWait bounds how long NewGroup retries, with backoff, opening
+	// the lease bucket and reading the lease while JetStream cannot
+	// answer yet (default DefaultStartWait).
+	StartWait time.Duration
 }
 
 // DefaultBucket is GroupConfig.Bucket's default.
@@ -80,7 +84,9 @@ type Group struct {
 	once   sync.Once
 }
 
-// NewGroup opens the lease bucket of cfg on nc and prepares the lease. An
+// NewGroup opens the lease bucket of cfg on nc and prepares the lease,
+// retrying with backoff for up to cfg.StartWait while JetStream cannot
+// answer yet (a node starting, no meta leader elected). An
 // instance that finds any holder (even one with its own id: another
 // process, or its predecessor) catches up with the holder's state before
 // it may take over.
@@ -107,6 +113,9 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if cfg.SyncEvery <= 0 {
 		cfg.SyncEvery = 250 * time.Millisecond
 	}
+	if cfg.StartWait <= 0 {
+		cfg.StartWait = DefaultStartWait
+	}
 	if cfg.Warn == nil {
 		log := cfg.Log
 		cfg.Warn = func(_ string, err error) { log.Warn().Err(err).Send() }
@@ -115,8 +124,14 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if err != nil {
 		return nil, fmt.Errorf("standby: %w", err)
 	}
-	kv, err := LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
-	if err != nil {
+	warn := func(err error) {
+		cfg.Warn("start", fmt.Errorf("standby: JetStream not answering yet, retrying: %w", err))
+	}
+	var kv jetstream.KeyValue
+	if err := retryStart(ctx, cfg.StartWait, warn, func(ctx context.Context) (err error) {
+		kv, err = LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if st, err := kv.Status(ctx); err == nil {
@@ -124,9 +139,14 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 			Msg("standby: lease bucket ready, replicated on as many nodes as the cluster allows (up to 3)")
 	}
 	g := &Group{cfg: cfg, nc: nc}
-	if _, err := kv.Get(ctx, cfg.Group); err == nil {
-		g.late = true
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+	if err := retryStart(ctx, cfg.StartWait, warn, func(ctx context.Context) error {
+		_, err := kv.Get(ctx, cfg.Group)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil
+		}
+		g.late = err == nil
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("standby: read lease %s: %w", cfg.Group, err)
 	}
 	g.lease, err = NewLease(LeaseConfig{KV: kv, Key: cfg.Group, Holder: cfg.ID, TTL: cfg.TTL,
@@ -242,11 +262,12 @@ func (g *Group) unsubscribe() {
 // Close undoes Add when Start is not to be called (a failed set-up).
 func (g *Group) Close() { g.unsubscribe() }
 
-// synced reports whether every replica's state is the group's: only then
-// may this instance take the lease.
+// synced reports whether every replica's state is the group's (and no
+// restart of its own awaits the holder's): only then may this instance
+// take the lease.
 func (g *Group) synced() bool {
 	for _, r := range g.replicas {
-		if !r.synced.Load() {
+		if !r.synced.Load() || r.unconfirmed.Load() > 0 {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package standby
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,7 @@ type Replica struct {
 	// (processor goroutine).
 	digestSubj  string
 	ledger      ledger
+	unconfirmed atomic.Int32 // own restarts the holder has not announced yet
 	checked     atomic.Uint64
 	holderRead  atomic.Int64 // when holderDigest last read the lease entry (Unix ns)
 	digestEpoch uint32
@@ -108,7 +110,9 @@ func (r *Replica) Publish(subject string, epoch uint32, bin int64, data []byte) 
 		return nil
 	}
 	if bin == stream.EventBin && !r.replaying && !r.group.lease.Held() {
-		r.compare(mark{epoch: epoch, bin: bin}, data, false)
+		if k := (mark{epoch: epoch, bin: bin}); !r.compare(k, data, false) && ownRestart(data) {
+			r.awaitRestart(k)
+		}
 	}
 	err := r.gate.Publish(subject, r.gate.Next(epoch, bin), data)
 	if errors.Is(err, ErrNotConnected) {
@@ -189,4 +193,34 @@ func (r *Replica) Diverged() bool {
 	}
 	r.group.resync(r)
 	return true
+}
+
+// ownRestart reports whether a stream event (encoded) is a restart: a
+// numbering this replica adopted from its own frames, which a replica
+// that missed frames adopts where the holder does not.
+func ownRestart(data []byte) bool {
+	var e stream.Event
+	return stream.DecodeEvent(data, &e) == nil && e.Reason == stream.EventRestart
+}
+
+// RestartWait is how long a standby waits for the holder to announce a
+// restart the standby adopted first; meanwhile it may not take the lease.
+const RestartWait = time.Second
+
+// awaitRestart holds a standby's own restart at k until the holder's
+// announcement of it arrives. A restart the holder did not announce
+// within RestartWait means this replica missed frames (a cut link, a lost
+// connection) and adopted a numbering the group did not: its state left
+// the group's, so it raises the divergence alarm and catches up again
+// rather than take over with it.
+func (r *Replica) awaitRestart(k mark) {
+	r.unconfirmed.Add(1)
+	time.AfterFunc(RestartWait, func() {
+		defer r.unconfirmed.Add(-1)
+		if !r.ledger.forget(k) {
+			return // the holder's arrived and was compared
+		}
+		r.group.alarm(AlarmDivergence, r.name, fmt.Errorf("standby: restarted the stream in epoch %d on its own, the holder did not within %v: catching up again", k.epoch, RestartWait))
+		r.Diverged()
+	})
 }

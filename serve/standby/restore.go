@@ -93,6 +93,7 @@ func (r *Replica) restore(data []byte) (err error) {
 		return err
 	}
 	r.gate.ResetPos()
+	r.gate.Forget()
 	r.replaying = true // the replayed decisions go through the gate
 	defer func() {
 		r.replaying = false
