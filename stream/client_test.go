@@ -11,19 +11,27 @@ import (
 	"rgcpred/serve/embednats"
 )
 
-func TestPublisherOverNATS(t *testing.T) {
+// testConn starts an embedded NATS server and connects to it, both closed
+// when t ends, and returns the connection and a context of 10 s.
+func testConn(t *testing.T) (*nats.Conn, context.Context) {
+	t.Helper()
 	s, err := embednats.Start("127.0.0.1", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown()
+	t.Cleanup(s.Shutdown)
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return nc, ctx
+}
+
+func TestPublisherOverNATS(t *testing.T) {
+	nc, ctx := testConn(t)
 
 	if _, err := NewPublisher(nc, "bad.name"); err == nil {
 		t.Fatal("bad device name accepted")

@@ -2,14 +2,12 @@ package stream
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/base/msgauth"
-	"rgcpred/serve/embednats"
 )
 
 func testKeys(up, down byte) msgauth.DeviceKeys {
@@ -22,18 +20,7 @@ func testKeys(up, down byte) msgauth.DeviceKeys {
 // is dropped and counted by reason. Drop notices are counted, not passed
 // as events.
 func TestClientRefusals(t *testing.T) {
-	s, err := embednats.Start("127.0.0.1", -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	nc, ctx := testConn(t)
 	k := testKeys(1, 2)
 	p, _ := NewPublisher(nc, "devS")
 	if err := p.UseKeys(k); err != nil {
