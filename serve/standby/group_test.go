@@ -89,6 +89,23 @@ func startGroup(t *testing.T, url, id string) *groupDev {
 }
 
 // feed gives the device a frames message of n frames from first, with
+// syncedPair starts a NATS server with JetStream and two members of one
+// group, a holding the lease and b synced, both fed the same first 4,200
+// frames.
+func syncedPair(t *testing.T) (a, b *groupDev) {
+	t.Helper()
+	s := jsServer(t)
+	a = startGroup(t, s.ClientURL(), "a")
+	waitGroup(t, "a holds the lease", a.g.Lease().Held)
+	b = startGroup(t, s.ClientURL(), "b")
+	waitGroup(t, "b synced", b.r.Synced)
+	for lo := int64(0); lo < 4200; lo += 100 {
+		a.feed(t, lo, 100, 0.5)
+		b.feed(t, lo, 100, 0.5)
+	}
+	return a, b
+}
+
 // intensity level, as the service's processor would.
 func (d *groupDev) feed(t *testing.T, first int64, n int, level float32) {
 	t.Helper()
@@ -163,15 +180,7 @@ func TestGroupDivergence(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := jsServer(t)
-			a := startGroup(t, s.ClientURL(), "a")
-			waitGroup(t, "a holds the lease", a.g.Lease().Held)
-			b := startGroup(t, s.ClientURL(), "b")
-			waitGroup(t, "b synced", b.r.Synced)
-			for lo := int64(0); lo < 4200; lo += 100 {
-				a.feed(t, lo, 100, 0.5)
-				b.feed(t, lo, 100, 0.5)
-			}
+			a, b := syncedPair(t)
 			waitGroup(t, "b compared two digests and the first stream event", func() bool { return b.r.Checked() >= 3 })
 			if n := b.g.Alarms()[AlarmDivergence]; n != 0 {
 				t.Fatalf("%d divergence alarms while the replicas agree", n)

@@ -36,15 +36,7 @@ func TestGroupOwnRestart(t *testing.T) {
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := jsServer(t)
-			a := startGroup(t, s.ClientURL(), "a")
-			waitGroup(t, "a holds the lease", a.g.Lease().Held)
-			b := startGroup(t, s.ClientURL(), "b")
-			waitGroup(t, "b synced", b.r.Synced)
-			for lo := int64(0); lo < 4200; lo += 100 {
-				a.feed(t, lo, 100, 0.5)
-				b.feed(t, lo, 100, 0.5)
-			}
+			a, b := syncedPair(t)
 			waitGroup(t, "b compared the first stream event", func() bool { return b.r.Checked() >= 1 })
 			next := c.after(t, a, b)
 			if c.alarm {
