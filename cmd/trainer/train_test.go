@@ -123,14 +123,7 @@ func TestTrainInitTakesConfig(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "m.ckpt")
 	args := []string{"--data", data, "--init", shippedModel, "--batch", "8", "--steps", "2", "--val-every", "2",
 		"--val-windows", "16", "--threads", "1", "--out", out}
-	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), args) }); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := model.LoadCheckpoint(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ck.Weights.Config.Name(); got != want {
+	if got := trainedConfig(t, args, out); got != want {
 		t.Errorf("warm restart trained %s, want its init's %s", got, want)
 	}
 	other := "gpt-b-cat-cpu"
@@ -141,6 +134,20 @@ func TestTrainInitTakesConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), other) {
 		t.Errorf("--init %s with --config %s: error %v, want one naming both", want, other, err)
 	}
+}
+
+// trainedConfig runs train with args and returns the configuration name of
+// the checkpoint it wrote to out.
+func trainedConfig(t *testing.T, args []string, out string) string {
+	t.Helper()
+	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), args) }); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.LoadCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck.Weights.Config.Name()
 }
 
 // TestTrainDefaultsToShipped: train without --config trains the
@@ -155,14 +162,7 @@ func TestTrainDefaultsToShipped(t *testing.T) {
 	want := shipped.Weights.Config.Name()
 	out := filepath.Join(t.TempDir(), "m.ckpt")
 	args := []string{"--data", data, "--batch", "8", "--steps", "2", "--val-every", "2", "--val-windows", "16", "--threads", "1", "--out", out}
-	if _, err := captureStdout(t, func() error { return runTrain(context.Background(), args) }); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := model.LoadCheckpoint(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ck.Weights.Config.Name(); got != want {
+	if got := trainedConfig(t, args, out); got != want {
 		t.Errorf("train without --config trained %s, want the shipped %s", got, want)
 	}
 	printed, err := captureStdout(t, func() error { return runModel(context.Background(), nil) })
