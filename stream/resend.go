@@ -62,9 +62,6 @@ func DecodeResend(b []byte, r *Resend) error {
 	if _, err := checkHeader(b, TypeResend, ResendLen, 1, 0); err != nil {
 		return err
 	}
-	if !zero(b[2:4]) {
-		return derr(ReasonReserved, "reserved resend bytes 2-3 not zero")
-	}
 	n := binary.LittleEndian.Uint32(b[4:])
 	if n > MaxResendFrames {
 		return derr(ReasonRange, "resend of %d frames, want 1 to %d", n, MaxResendFrames)

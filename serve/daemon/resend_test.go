@@ -77,7 +77,7 @@ func TestCoreResend(t *testing.T) {
 		answer   *stream.Frames
 		answerAt int64
 		refuse   bool
-		same     bool // the clean run's decisions, else the filled run's
+		same     bool  // the clean run's decisions, else the filled run's
 		lost     int64 // with same false: the frames from lo on filled (0: to hi)
 		stats    ResendStats
 	}{
