@@ -186,6 +186,17 @@ func (c *Core) EndWait() {
 	}
 }
 
+// drop forgets a wait and its frames (a restored state supersedes what
+// this core received; a standby replays its own retained messages).
+func (w *gapWait) drop() {
+	if !w.on {
+		return
+	}
+	w.on, w.n, w.nh = false, 0, 0
+	clear(w.have)
+	w.stats.Timeout++
+}
+
 // release ends the wait with outcome: the gap's frames received are
 // processed (at the arrival of the frame after the gap; FramesAt fills
 // what is missing), then the held frames in order. backlog frames more
