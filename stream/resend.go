@@ -147,13 +147,13 @@ type ResendServed struct {
 // with the requested frames it keeps, or an empty payload when it keeps
 // none, on the request's reply subject. With UseKeys, a request must be
 // authentic under the Down key and the answer is signed with the Up key.
-// Call it once, after UseKeys; the requests are answered on the NATS
-// client's delivery goroutine.
+// Call it after UseKeys; calling it again does nothing. The requests are
+// answered on the NATS client's delivery goroutine.
 func (p *Publisher) ServeResend() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.resend != nil {
-		return fmt.Errorf("stream: serve resend of %s: already serving", p.device)
+		return nil
 	}
 	rs := &resendServer{ring: newFrameRing(), out: Frames{Frames: make([]Frame, 0, MaxResendFrames)},
 		buf: make([]byte, 0, FramesHeaderLen+MaxResendFrames*FrameLen)}
