@@ -26,7 +26,7 @@ type item struct {
 	ctl    bool  // a control message (its own budget)
 	reset  bool  // a reset control message (a budget of its own within control's)
 	state  bool  // a hot-standby state request or received state (their own budget)
-	resend bool  // an answer to a resend request (its own budget)
+	resend bool  // an answer to a resend request (its own queue)
 }
 
 // BinPeriod is a real-time stream's bin period (rgc.BinRateHz): the
@@ -258,7 +258,7 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		s:          s,
 		name:       name,
 		raw:        make(chan *nats.Msg, rawLen),
-		work:       make(chan item, s.cfg.QueueLen+ctlQueueLen+stateQueueLen+resendQueueLen),
+		work:       make(chan item, s.cfg.QueueLen+ctlQueueLen+stateQueueLen),
 		stop:       make(chan struct{}),
 		stimSubj:   stream.StimSubject(name),
 		ctlSubj:    stream.ControlSubject(name),
@@ -473,7 +473,6 @@ func (d *device) dequeued(it item) {
 		return
 	}
 	if it.resend {
-		d.resend.queued.Add(-1)
 		return
 	}
 	if it.reset {
@@ -512,14 +511,25 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // process applies queued messages in order until the queue is closed.
 // While frames are held for a new numbering and nothing arrives, it ticks
 // the core (daemon.Core.Tick), so that a device that stops right after a
-// jump still gets its last frames decided.
+// jump still gets its last frames decided; while the core waits for resent
+// frames, it ends a wait whose deadline passed (daemon.Core.Expire).
+// Resend answers go before the queued messages, which may wait for them.
 func (d *device) process() {
 	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
 	defer tick.Stop()
+	answers := d.answers()
 	for {
+		select {
+		case it := <-answers: // first: the frames queued meanwhile wait for it
+			d.handle(it)
+			continue
+		default:
+		}
 		it, ok, got := d.poll()
 		if !got {
 			select {
+			case it = <-answers:
+				ok = true
 			case it, ok = <-d.work:
 			case now := <-tick.C:
 				if d.core.Held() == 0 && !d.core.Waiting() || len(d.work) > 0 {

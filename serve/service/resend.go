@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,8 +12,9 @@ import (
 	"rgcpred/stream"
 )
 
-// resendQueueLen is the work queue's room for a device's resend answers:
-// the core waits for one gap at a time, so a few cover late answers.
+// resendQueueLen is the room for a device's resend answers waiting for
+// the processor: the core waits for one gap at a time, so a few cover
+// late answers.
 const resendQueueLen = 4
 
 // ResendOutcomes are the outcome labels of predictord_resend_requests_total
@@ -24,12 +24,14 @@ var ResendOutcomes = []string{"answered", "partial", "none", "timeout"}
 // resender asks a device for the frames of a gap (docs/protocol.md,
 // "Resend") for its core (daemon.Resender): the request goes out on the
 // device's resend subject with a reply subject of the device's own
-// (prefix.<first>.<count>), whose answers the reader queues like frames.
+// (prefix.<first>.<count>). The reader checks the answers like frames and
+// queues them apart from the work queue: the processor takes them first,
+// since the frames queued meanwhile wait for them.
 type resender struct {
-	prefix string // the reply subjects' prefix, ending in "."
-	msg    nats.Msg
-	buf    []byte
-	queued atomic.Int64 // answers waiting in the work queue
+	prefix  string // the reply subjects' prefix, ending in "."
+	msg     nats.Msg
+	buf     []byte
+	answers chan item
 	// metrics
 	outcomes  [4]prometheus.Counter
 	recovered prometheus.Counter
@@ -38,7 +40,7 @@ type resender struct {
 }
 
 func newResender(m *metrics, device string) *resender {
-	r := &resender{prefix: nats.NewInbox() + ".", buf: make([]byte, 0, stream.ResendLen),
+	r := &resender{prefix: nats.NewInbox() + ".", buf: make([]byte, 0, stream.ResendLen), answers: make(chan item, resendQueueLen),
 		recovered: m.resendRecovered.WithLabelValues(device), ignored: m.resendIgnored.WithLabelValues(device)}
 	for i, o := range ResendOutcomes {
 		r.outcomes[i] = m.resendRequests.WithLabelValues(device, o)
@@ -108,13 +110,21 @@ func (d *device) enqueueAnswer(it item) {
 		d.reject(stream.ReasonOversized, 1, fmt.Sprintf("resend answer of %d bytes rejected before queueing", len(m.Data)))
 		return
 	}
-	if d.resend.queued.Load() >= resendQueueLen {
-		d.reject("overflow", 1, "resend answers queue full: answer dropped (the gap is filled)")
-		return
-	}
-	d.resend.queued.Add(1)
 	it.resend = true
-	d.work <- it
+	select {
+	case d.resend.answers <- it:
+	default:
+		d.reject("overflow", 1, "resend answers queue full: answer dropped (the gap is filled)")
+	}
+}
+
+// answers returns the channel of queued resend answers (nil, which never
+// delivers, without resend).
+func (d *device) answers() chan item {
+	if d.resend == nil {
+		return nil
+	}
+	return d.resend.answers
 }
 
 // handleAnswer gives a resend answer to the core (processor goroutine):
