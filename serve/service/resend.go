@@ -160,8 +160,12 @@ func (d *device) syncResend() {
 			r.outcomes[i].Add(float64(v[0] - v[1]))
 		}
 	}
-	if st.Recovered > p.Recovered {
-		r.recovered.Add(float64(st.Recovered - p.Recovered))
+	if n := st.Recovered - p.Recovered; n > 0 {
+		r.recovered.Add(float64(n))
+		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "gap filled with frames the device resent", devField(d.name))
+	}
+	if n := st.None + st.Timeout + st.Partial - p.None - p.Timeout - p.Partial; n > 0 {
+		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest filled by holding", devField(d.name))
 	}
 	if n := st.Ignored - p.Ignored; n > 0 {
 		r.ignored.Add(float64(n))
