@@ -382,6 +382,9 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	c.handed = c.handOver
 	if r, ok := sink.(Resender); ok && cfg.ResendWait > 0 {
 		c.resender, c.gw = r, newGapWait()
+		if queued := cfg.Backlog; queued != nil {
+			c.cfg.Backlog = func() int64 { return queued() + c.gw.left }
+		}
 	}
 	if c.cfg.ConfirmFrames <= 0 {
 		c.cfg.ConfirmFrames = DefaultConfirmFrames

@@ -59,7 +59,8 @@ type gapWait struct {
 	seqs         []int64
 	frames       []stream.Frame
 	ats          []time.Time
-	nh           int // frames held
+	nh           int   // frames held
+	left         int64 // while released: the frames received not yet given to FramesAt
 	view         stream.Frames
 	stats        ResendStats
 }
@@ -200,7 +201,8 @@ func (w *gapWait) drop() {
 // release ends the wait with outcome: the gap's frames received are
 // processed (at the arrival of the frame after the gap; FramesAt fills
 // what is missing), then the held frames in order. backlog frames more
-// wait behind them.
+// wait behind them. The frames not yet processed count as received for
+// the overload policy (Config.MaxLag), as frames queued do.
 func (c *Core) release(outcome int, backlog int64) {
 	w := &c.gw
 	w.on = false
@@ -215,6 +217,7 @@ func (c *Core) release(outcome int, backlog int64) {
 		w.stats.Timeout++
 	}
 	w.stats.Recovered += uint64(w.n)
+	w.left = int64(w.n + w.nh)
 	for i := int64(0); i < w.count; {
 		if !w.have[i] {
 			i++
@@ -226,7 +229,8 @@ func (c *Core) release(outcome int, backlog int64) {
 			j++
 		}
 		w.view.FirstSeq, w.view.Frames = w.first+i, w.got[i:j]
-		c.FramesAt(&w.view, backlog+int64(w.nh), w.at)
+		w.left -= j - i
+		c.FramesAt(&w.view, backlog+w.left, w.at)
 		i = j
 	}
 	for i := 0; i < w.nh; {
@@ -235,8 +239,9 @@ func (c *Core) release(outcome int, backlog int64) {
 			j++
 		}
 		w.view.FirstSeq, w.view.Frames = w.seqs[i], w.frames[i:j]
-		c.FramesAt(&w.view, backlog+int64(w.nh-j), w.ats[i])
+		w.left -= int64(j - i)
+		c.FramesAt(&w.view, backlog+w.left, w.ats[i])
 		i = j
 	}
-	w.n, w.nh, w.view.Frames = 0, 0, nil
+	w.n, w.nh, w.left, w.view.Frames = 0, 0, 0, nil
 }

@@ -238,3 +238,27 @@ func TestCoreResendAllocs(t *testing.T) {
 		t.Fatalf("resend stats %+v, gap bins %d, %d decisions: the measured path did not wait and decide", st, core.Stats().GapBins, len(sink.got))
 	}
 }
+
+// TestCoreResendHeldFramesAreBacklog: the frames held through a wait
+// count as received for the overload policy, as queued frames do: 200
+// frames held behind a gap make the decisions due more than MaxLag bins
+// behind them skipped once the answer comes; without MaxLag none is.
+func TestCoreResendHeldFramesAreBacklog(t *testing.T) {
+	clean := synthFrames(0, 4000)
+	t0 := time.Unix(1000, 0)
+	for _, maxLag := range []int64{0, 40} {
+		core, _ := newAskingCore(t, Config{MaxLag: maxLag, Backlog: func() int64 { return 0 }, ResendWait: time.Hour})
+		for s := int64(0); s < 2000; s++ {
+			core.Receive(sub(clean, s, s+1), 0, arrival(t0, s))
+		}
+		for s := int64(2010); s < 2210; s++ {
+			core.Receive(sub(clean, s, s+1), 0, arrival(t0, s)) // held
+		}
+		before := core.Stats().DeadlineMisses
+		core.Resent(2000, 10, sub(clean, 2000, 2010))
+		skipped := core.Stats().DeadlineMisses - before
+		if (skipped > 0) != (maxLag > 0) || core.LastSeq() != 2209 {
+			t.Errorf("max lag %d: %d decisions skipped, last %d", maxLag, skipped, core.LastSeq())
+		}
+	}
+}
