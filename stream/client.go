@@ -38,6 +38,10 @@ type Publisher struct {
 
 	fenceMu sync.Mutex
 	fences  []*Fence // one per decisions or events subscription
+
+	// resend keeps the frames sent and answers resend requests
+	// (ServeResend); nil: off. Guarded by mu.
+	resend *resendServer
 }
 
 // DropStats counts the messages and decisions a Publisher's subscriptions
@@ -149,6 +153,7 @@ func (p *Publisher) PublishFrames(f *Frames) error {
 		return fmt.Errorf("stream: publish frames on %s: %w", p.device, err)
 	}
 	p.buf = b
+	p.keepFrames(f)
 	// Before the publication: a decision on these frames may arrive before
 	// Publish returns.
 	p.lastSent.Store(f.LastSeq())

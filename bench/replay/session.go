@@ -199,6 +199,11 @@ func Run(ctx context.Context, pub *stream.Publisher, cfg Config) (*Result, error
 	if cfg.DecisionTimeout <= 0 {
 		cfg.DecisionTimeout = 10 * time.Second
 	}
+	// The device keeps what it sends and resends a daemon's gap on request
+	// (docs/protocol.md, "Resend").
+	if err := pub.ServeResend(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	s := &session{
 		cfg:    cfg,
 		pub:    pub,

@@ -119,6 +119,8 @@ type options struct {
 	policy string
 	// maxLag is the overload threshold in bins.
 	maxLag int64
+	// resendWait is how long a gap waits for the frames the device resends.
+	resendWait time.Duration
 	// stagger staggers the cells' first windows over one horizon.
 	stagger bool
 	// stim is the stimulus mode of the devices' frames.
@@ -217,6 +219,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.policy, "policy", "median",
 		"how a distribution becomes a decision: median (the paper's), sample[:SEED] or threshold:FILE (docs/evaluation.md)")
 	fs.Int64Var(&o.maxLag, "max-lag", 40, "overload: skip a decision when the newest frame is more than this many bins past it (0: never)")
+	fs.DurationVar(&o.resendWait, "resend-wait", 100*time.Millisecond, "ask the device to resend a gap's frames and wait this long for them before filling the gap (0: fill at once)")
 	fs.BoolVar(&o.stagger, "stagger", true,
 		"stagger the cells' first windows over one horizon (rollout.StartOffset); false: all start together")
 	fs.TextVar(&o.stim, "stim", rgc.StimCausal,
@@ -398,7 +401,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	}
 	svc, err := service.New(service.Config{
 		Keys: keys.Devices, StandbyKeys: keys.Groups, Devices: cli.List(o.devices), ModelPath: modelPath, Load: loader, Cells: o.cellIDs,
-		Shard: o.shardIndex, Shards: o.shardCount, MaxBatch: o.maxBatch, MaxLag: o.maxLag, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
+		Shard: o.shardIndex, Shards: o.shardCount, MaxBatch: o.maxBatch, MaxLag: o.maxLag, ResendWait: o.resendWait, Gather: o.gather, NoExpect: !o.expect, WholeCalls: o.wholeCalls,
 		Replica: o.standbyGroup != "",
 		Stagger: o.stagger, StimMode: o.stim, PublishSilence: o.silence, QueueLen: o.queueLen, QueueBytes: o.queueBytes,
 		Policy: o.decide, RealTime: o.rtMode, Log: log, Registry: reg,

@@ -144,6 +144,11 @@ type Config struct {
 	//   - No skipping: MaxLag must be 0.
 	//   - Whole calls: WholeCalls is implied.
 	Replica bool
+	// ResendWait is how long the core waits for the frames of a gap once
+	// it asked the device for them (Receive; the sink must be a
+	// Resender); the frames after the gap are held meanwhile. 0: gaps are
+	// filled at once by holding the last frame.
+	ResendWait time.Duration
 }
 
 // MaxGatherBins bounds how long a gathered window waits for others: the
@@ -305,6 +310,11 @@ type Core struct {
 
 	stats   Stats
 	lastErr error
+
+	// Gap recovery (Config.ResendWait): the sink as a Resender (nil:
+	// off) and the gap waited for.
+	resender Resender
+	gw       gapWait
 }
 
 // New returns a core serving cfg.Cells with predictor p, sending its output
@@ -321,6 +331,9 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	}
 	if cfg.MaxLag < 0 {
 		return nil, fmt.Errorf("daemon: negative max lag %d", cfg.MaxLag)
+	}
+	if cfg.ResendWait < 0 {
+		return nil, fmt.Errorf("daemon: negative resend wait %v", cfg.ResendWait)
 	}
 	if cfg.Replica {
 		if cfg.Gather > 1 || cfg.MaxLag > 0 {
@@ -367,6 +380,12 @@ func New(p rgc.Predictor, sink Sink, cfg Config) (*Core, error) {
 	c.winEnd = -1
 	c.out = make([]stream.Decision, 0, n)
 	c.handed = c.handOver
+	if r, ok := sink.(Resender); ok && cfg.ResendWait > 0 {
+		c.resender, c.gw = r, newGapWait()
+		if queued := cfg.Backlog; queued != nil {
+			c.cfg.Backlog = func() int64 { return queued() + c.gw.left }
+		}
+	}
 	if c.cfg.ConfirmFrames <= 0 {
 		c.cfg.ConfirmFrames = DefaultConfirmFrames
 	}

@@ -13,7 +13,11 @@ import (
 // this one would take (stimulus ring, stream clock and epoch, every cell's
 // next window and spike history, pending histories, a candidate numbering).
 // A hot standby that joins a running stream restores the holder's snapshot
-// and feeds it the frames that followed.
+// and feeds it the frames that followed. A wait for resent frames
+// (Receive) is not part of it: the frames held meanwhile were received,
+// not processed, like frames still queued; they depend on which frames
+// this instance missed, and the wait lasts Config.ResendWait at most.
+// Restore forgets such a wait.
 type Snapshot struct {
 	Cells   []int  `json:"cells"`
 	Started bool   `json:"started"`
@@ -135,5 +139,6 @@ func (c *Core) Restore(s *Snapshot) error {
 	c.cand.n = copy(c.cand.seqs, s.CandSeqs)
 	copy(c.cand.frames, s.CandFrames)
 	c.nextDue = 0
+	c.gw.drop()
 	return nil
 }

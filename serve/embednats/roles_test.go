@@ -38,9 +38,9 @@ type role struct {
 var roles = []role{
 	{"device", "RGC_DEVICE_DEV0_NKEY",
 		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status"},
-		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "_INBOX.probe"}},
+		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.resend", "_INBOX.probe"}},
 	{"daemon", "RGC_DAEMON_NKEY",
-		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.ctl", "rgcpred.standby.main.dev0.state",
+		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.ctl", "rgc.dev0.resend", "rgcpred.standby.main.dev0.state",
 			"rgcpred.standby.main.dev0.digest", "rgcpred.standby.main.alarms", "rgcrec.dev0.session",
 			"$KV.rgcpred_standby.probe", "$JS.API.STREAM.INFO.KV_rgcpred_standby", "$JS.API.STREAM.INFO.RGCREC"},
 		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status", "rgcpred.standby.main.dev0.state",
@@ -58,7 +58,7 @@ var roles = []role{
 // system, those of another device, group and bucket, and wildcards.
 var probeSubjects = []string{
 	"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.status",
-	"rgc.dev1.stim", "rgc.dev1.ctl", "rgc.dev1.spikes", "rgc.dev1.events",
+	"rgc.dev0.resend", "rgc.dev1.stim", "rgc.dev1.ctl", "rgc.dev1.spikes", "rgc.dev1.events", "rgc.dev1.resend",
 	"predictord.reset", "predictord.reload", "predictord.status", "predictord.info", "$SRV.PING",
 	"rgcpred.standby.main.dev0.state", "rgcpred.standby.other.dev0.state",
 	"rgcpred.standby.main.dev0.digest", "rgcpred.standby.other.dev0.digest", "rgcpred.standby.main.alarms", "rgcpred.standby.other.alarms", "rgcrec.dev0.session", "rgcrec.dev1.session",
@@ -327,6 +327,17 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 		if m, err := conns[who].nc.Request(subj, nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
 			t.Errorf("%s requesting %s: %v", who, subj, err)
 		}
+	}
+	// The device answers the daemon's resend requests (allow_responses).
+	device := conns["device"].nc
+	resend, err := device.Subscribe("rgc.dev0.resend", func(m *nats.Msg) { _ = m.Respond([]byte("frames")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resend.Unsubscribe()
+	_ = device.Flush()
+	if m, err := daemon.Request("rgc.dev0.resend", nil, 2*time.Second); err != nil || string(m.Data) != "frames" {
+		t.Errorf("daemon requesting rgc.dev0.resend: %v", err)
 	}
 	// The daemon's JetStream work.
 	js, err := jetstream.New(daemon)

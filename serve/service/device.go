@@ -26,6 +26,7 @@ type item struct {
 	ctl    bool  // a control message (its own budget)
 	reset  bool  // a reset control message (a budget of its own within control's)
 	state  bool  // a hot-standby state request or received state (their own budget)
+	resend bool  // an answer to a resend request (its own queue)
 }
 
 // BinPeriod is a real-time stream's bin period (rgc.BinRateHz): the
@@ -136,6 +137,7 @@ type device struct {
 	ctl    stream.Control
 	sink   sink
 	sb     *standby.Replica // hot standby (service_standby.go); nil: off
+	resend *resender        // resend requests (Config.ResendWait); nil: off
 
 	statusMu  sync.Mutex
 	statusBuf []byte
@@ -295,11 +297,15 @@ func (s *Service) newDevice(name string, maxBatch int) (*device, error) {
 		WholeCalls:     s.cfg.WholeCalls,
 		Replica:        s.cfg.Replica,
 		BinPeriod:      BinPeriod,
+		ResendWait:     s.cfg.ResendWait,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: device %s: %w", name, err)
 	}
 	d.core = core
+	if s.cfg.ResendWait > 0 {
+		d.resend = newResender(s.m, name)
+	}
 	return d, nil
 }
 
@@ -443,6 +449,10 @@ func (d *device) enqueue(m *nats.Msg) {
 			d.queuedCtlBytes.Add(size)
 		}
 	default:
+		if d.resend.isAnswer(m.Subject) {
+			d.enqueueAnswer(it)
+			return
+		}
 		if d.sb == nil || !d.sb.IsState(m.Subject) {
 			d.reject("unknown_subject", 1, "message on unexpected subject "+m.Subject)
 			return
@@ -460,6 +470,9 @@ func (d *device) dequeued(it item) {
 	size := int64(len(it.m.Data))
 	if it.state {
 		d.sb.Done(it.m)
+		return
+	}
+	if it.resend {
 		return
 	}
 	if it.reset {
@@ -498,22 +511,34 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // process applies queued messages in order until the queue is closed.
 // While frames are held for a new numbering and nothing arrives, it ticks
 // the core (daemon.Core.Tick), so that a device that stops right after a
-// jump still gets its last frames decided.
+// jump still gets its last frames decided; while the core waits for resent
+// frames, it ends a wait whose deadline passed (daemon.Core.Expire).
+// Resend answers go before the queued messages, which may wait for them.
 func (d *device) process() {
 	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
 	defer tick.Stop()
+	answers := d.answers()
 	for {
+		select {
+		case it := <-answers: // first: the frames queued meanwhile wait for it
+			d.handle(it)
+			continue
+		default:
+		}
 		it, ok, got := d.poll()
 		if !got {
 			select {
+			case it = <-answers:
+				ok = true
 			case it, ok = <-d.work:
 			case now := <-tick.C:
-				if d.core.Held() == 0 || len(d.work) > 0 {
+				if d.core.Held() == 0 && !d.core.Waiting() || len(d.work) > 0 {
 					continue
 				}
 				d.sink.at = now
 				d.core.Tick(now)
-				d.last.Store(d.core.LastSeq())
+				d.core.Expire(now)
+				d.afterFrames()
 				d.syncStats()
 				continue
 			}
@@ -551,17 +576,14 @@ func (d *device) handle(it item) {
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
-		d.core.FramesAt(&d.frames, d.queuedFrames.Load(), it.at)
-		d.last.Store(d.core.LastSeq())
-		if d.sb != nil {
-			d.sb.AfterFrames(d.core.Epoch(), d.core.LastSeq())
-		}
-		d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
+		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
+		d.afterFrames()
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
 			d.refuse(it.m.Subject, stream.Reason(err), "control message rejected: "+err.Error())
 			return
 		}
+		d.core.EndWait() // the frames received before it first
 		d.core.Control(&d.ctl)
 		switch d.ctl.Op {
 		case stream.OpReset:
@@ -573,13 +595,25 @@ func (d *device) handle(it item) {
 		d.first.Store(d.core.First())
 		d.last.Store(d.core.LastSeq())
 	default:
-		if it.state {
+		switch {
+		case it.state:
 			d.standbyMsg(it.m)
-		} else {
+		case it.resend:
+			d.handleAnswer(it.m)
+		default:
 			d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)
 		}
 	}
 	d.syncStats()
+}
+
+// afterFrames publishes the core's progress after frames were processed.
+func (d *device) afterFrames() {
+	d.last.Store(d.core.LastSeq())
+	if d.sb != nil {
+		d.sb.AfterFrames(d.core.Epoch(), d.core.LastSeq())
+	}
+	d.lag.Set(float64(max(d.queuedFrames.Load(), 0)))
 }
 
 // syncStats turns the core's counters into metrics and burst-limited logs.
@@ -649,6 +683,7 @@ func (d *device) syncStats() {
 			Msg("reset at a frame arrived after that frame: applied at once, at this instance's own frame (its decisions may differ from the group's)")
 		d.standbyDiverged()
 	}
+	d.syncResend()
 	d.storeResetAt()
 	d.snapMu.Lock()
 	d.prev = st

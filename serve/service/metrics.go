@@ -36,6 +36,8 @@ type metrics struct {
 	nats          *prometheus.CounterVec
 	dropped       *prometheus.CounterVec
 	ready         prometheus.Gauge
+	// resend requests (Config.ResendWait)
+	resendRequests, resendRecovered, resendIgnored *prometheus.CounterVec
 }
 
 // latencyBuckets are the upper bounds (seconds) of the decision-latency and
@@ -94,6 +96,9 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 		dropped:       cv("nats_dropped_messages_total", "Messages the NATS client dropped because the subscription's buffer was full (slow consumer), by subscription subject.", "device", "subject"),
 		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while /readyz answers 200 (sampled every monitor period)."}),
 	}
+	m.resendRequests = cv("resend_requests_total", "Requests to the device to resend a gap's frames, by outcome (answered, partial, none, timeout).", "device", "outcome")
+	m.resendRecovered = cv("resend_recovered_bins_total", "Gap bins filled with the frames the device resent.", "device")
+	m.resendIgnored = cv("resend_ignored_frames_total", "Resent frames not used: outside the gap asked for, or answering a request no longer pending.", "device")
 	for _, r := range reloadResults {
 		m.reloads.WithLabelValues(r)
 	}
@@ -131,8 +136,11 @@ var (
 // each rejection and repair reason included.
 func (m *metrics) initDevice(name string) {
 	for _, c := range []*prometheus.CounterVec{m.framesIn, m.gapBins, m.restarts, m.resets, m.histories, m.predictions,
-		m.spikes, m.skipped, m.filled, m.predictErrors, m.publishErrors} {
+		m.spikes, m.skipped, m.filled, m.predictErrors, m.publishErrors, m.resendRecovered, m.resendIgnored} {
 		c.WithLabelValues(name)
+	}
+	for _, o := range ResendOutcomes {
+		m.resendRequests.WithLabelValues(name, o)
 	}
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(name, r)

@@ -39,14 +39,19 @@ func TestMetricsStartAtZero(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"predictord_frames_total":            {"device=dev0"},
-		"predictord_decisions_skipped_total": {"device=dev0"},
-		"predictord_predictions_total":       {"device=dev0"},
-		"predictord_spikes_total":            {"device=dev0"},
-		"predictord_predict_errors_total":    {"device=dev0"},
-		"predictord_frames_repaired_total":   {"device=dev0,reason=clamped"},
-		"predictord_reloads_total":           {"result=ok", "result=error"},
-		"predictord_nats_events_total":       {"event=disconnect", "event=reconnect", "event=slow_consumer", "event=error"},
+		"predictord_frames_total":                {"device=dev0"},
+		"predictord_decisions_skipped_total":     {"device=dev0"},
+		"predictord_predictions_total":           {"device=dev0"},
+		"predictord_spikes_total":                {"device=dev0"},
+		"predictord_predict_errors_total":        {"device=dev0"},
+		"predictord_frames_repaired_total":       {"device=dev0,reason=clamped"},
+		"predictord_reloads_total":               {"result=ok", "result=error"},
+		"predictord_nats_events_total":           {"event=disconnect", "event=reconnect", "event=slow_consumer", "event=error"},
+		"predictord_resend_recovered_bins_total": {"device=dev0"},
+		"predictord_resend_ignored_frames_total": {"device=dev0"},
+	}
+	for _, o := range ResendOutcomes {
+		want["predictord_resend_requests_total"] = append(want["predictord_resend_requests_total"], "device=dev0,outcome="+o)
 	}
 	for _, r := range rejectReasons {
 		want["predictord_frames_rejected_total"] = append(want["predictord_frames_rejected_total"], "device=dev0,reason="+r)

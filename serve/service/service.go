@@ -100,6 +100,10 @@ type Config struct {
 	MaxBatch int
 	// MaxLag is the overload threshold in bins (daemon.Config.MaxLag).
 	MaxLag int64
+	// ResendWait is how long a device's core waits for the frames of a
+	// gap it asked the device to resend (daemon.Config.ResendWait;
+	// docs/protocol.md, "Resend"); 0: gaps are filled at once.
+	ResendWait time.Duration
 	// StimMode is the stimulus mode of the frames the devices send
 	// (predictord --stim); a model trained on another is refused.
 	StimMode rgc.StimMode
@@ -315,6 +319,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MonitorEvery <= 0 {
 		cfg.MonitorEvery = time.Second
 	}
+	if cfg.ResendWait < 0 {
+		return nil, fmt.Errorf("service: negative resend wait %v", cfg.ResendWait)
+	}
 	if cfg.StaleAfter < 0 || cfg.DrainTimeout < 0 {
 		return nil, fmt.Errorf("service: negative stale-after %v or drain timeout %v", cfg.StaleAfter, cfg.DrainTimeout)
 	}
@@ -469,6 +476,14 @@ func (s *Service) Run(ctx context.Context, nc *nats.Conn) error {
 				return fail(fmt.Errorf("subscribe %s: %w", subj, err))
 			}
 			track(d, sub)
+		}
+		if d.resend != nil {
+			sub, err := nc.ChanSubscribe(d.resend.prefix+">", d.raw)
+			if err != nil {
+				return fail(fmt.Errorf("subscribe resend answers: %w", err))
+			}
+			subs = append(subs, sub) // not tracked: its subject is random, no metric label
+
 		}
 		sub, err := nc.Subscribe(stream.StatusSubject(d.name), d.status)
 		if err != nil {

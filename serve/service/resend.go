@@ -1,0 +1,175 @@
+package service
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rgcpred/serve/daemon"
+	"rgcpred/stream"
+)
+
+// resendQueueLen is the room for a device's resend answers waiting for
+// the processor: the core waits for one gap at a time, so a few cover
+// late answers.
+const resendQueueLen = 4
+
+// ResendOutcomes are the outcome labels of predictord_resend_requests_total
+// (daemon.ResendStats), each created at 0.
+var ResendOutcomes = []string{"answered", "partial", "none", "timeout"}
+
+// resender asks a device for the frames of a gap (docs/protocol.md,
+// "Resend") for its core (daemon.Resender): the request goes out on the
+// device's resend subject with a reply subject of the device's own
+// (prefix.<first>.<count>). The reader checks the answers like frames and
+// queues them apart from the work queue: the processor takes them first,
+// since the frames queued meanwhile wait for them.
+type resender struct {
+	prefix  string // the reply subjects' prefix, ending in "."
+	msg     nats.Msg
+	buf     []byte
+	answers chan item
+	// metrics
+	outcomes  [4]prometheus.Counter
+	recovered prometheus.Counter
+	ignored   prometheus.Counter
+	prev      daemon.ResendStats
+}
+
+func newResender(m *metrics, device string) *resender {
+	r := &resender{prefix: nats.NewInbox() + ".", buf: make([]byte, 0, stream.ResendLen), answers: make(chan item, resendQueueLen),
+		recovered: m.resendRecovered.WithLabelValues(device), ignored: m.resendIgnored.WithLabelValues(device)}
+	for i, o := range ResendOutcomes {
+		r.outcomes[i] = m.resendRequests.WithLabelValues(device, o)
+	}
+	return r
+}
+
+// Resend implements daemon.Resender (on the processor goroutine): it
+// publishes the request, signed with the Down key when keys are
+// configured, and never waits for the answer.
+func (k *sink) Resend(first int64, count int) bool {
+	d := k.d
+	r := d.resend
+	b, err := stream.AppendResend(r.buf[:0], &stream.Resend{First: first, Count: count})
+	if err != nil {
+		return false
+	}
+	r.buf = b
+	m := &r.msg
+	m.Subject, m.Reply, m.Data = stream.ResendSubject(d.name), r.prefix+strconv.FormatInt(first, 10)+"."+strconv.Itoa(count), b
+	if d.down != nil {
+		d.down.Sign(m)
+	}
+	if err := d.nc.PublishMsg(m); err != nil {
+		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (the gap is filled): "+err.Error(), devField(d.name))
+		return false
+	}
+	return true
+}
+
+// isAnswer reports whether subject is one of the device's resend reply
+// subjects.
+func (r *resender) isAnswer(subject string) bool {
+	return r != nil && strings.HasPrefix(subject, r.prefix)
+}
+
+// request returns the request a reply subject answers.
+func (r *resender) request(subject string) (first int64, count int, ok bool) {
+	f, c, found := strings.Cut(strings.TrimPrefix(subject, r.prefix), ".")
+	if !found {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(f, 10, 64)
+	count, err2 := strconv.Atoi(c)
+	return first, count, err1 == nil && err2 == nil
+}
+
+// noResponders reports whether m is the server's answer that no device
+// serves resend requests: an empty answer, which ends the wait at once.
+func noResponders(m *nats.Msg) bool {
+	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
+}
+
+// enqueueAnswer queues a resend answer (reader goroutine) after the
+// checks of a frames message: the device's authenticator (unless it is
+// the server's no-responders answer, which carries none), the size, and
+// a budget of its own.
+func (d *device) enqueueAnswer(it item) {
+	m := it.m
+	if !noResponders(m) {
+		if reason := d.authentic(m); reason != "" {
+			d.reject(reason, 1, "resend answer refused: "+reason+" (a publisher without the device's key?)")
+			return
+		}
+	}
+	if len(m.Data) > stream.FramesHeaderLen+stream.MaxResendFrames*stream.FrameLen {
+		d.reject(stream.ReasonOversized, 1, fmt.Sprintf("resend answer of %d bytes rejected before queueing", len(m.Data)))
+		return
+	}
+	it.resend = true
+	select {
+	case d.resend.answers <- it:
+	default:
+		d.reject("overflow", 1, "resend answers queue full: answer dropped (the gap is filled)")
+	}
+}
+
+// answers returns the channel of queued resend answers (nil, which never
+// delivers, without resend).
+func (d *device) answers() chan item {
+	if d.resend == nil {
+		return nil
+	}
+	return d.resend.answers
+}
+
+// handleAnswer gives a resend answer to the core (processor goroutine):
+// decoded strictly like frames; an empty payload answers "none kept".
+func (d *device) handleAnswer(m *nats.Msg) {
+	first, count, ok := d.resend.request(m.Subject)
+	if !ok {
+		d.reject("unknown_subject", 1, "resend answer on unexpected subject "+m.Subject)
+		return
+	}
+	var f *stream.Frames
+	if len(m.Data) > 0 {
+		if err := stream.DecodeFrames(m.Data, &d.frames); err != nil {
+			d.reject(stream.Reason(err), 1, "resend answer rejected: "+err.Error())
+			return
+		}
+		f = &d.frames
+	}
+	d.core.Resent(first, count, f)
+	d.afterFrames()
+}
+
+// syncResend turns the core's resend counters into metrics.
+func (d *device) syncResend() {
+	r := d.resend
+	if r == nil {
+		return
+	}
+	st := d.core.ResendStats()
+	p := &r.prev
+	for i, v := range [...][2]uint64{{st.Answered, p.Answered}, {st.Partial, p.Partial}, {st.None, p.None}, {st.Timeout, p.Timeout}} {
+		if v[0] > v[1] {
+			r.outcomes[i].Add(float64(v[0] - v[1]))
+		}
+	}
+	if n := st.Recovered - p.Recovered; n > 0 {
+		r.recovered.Add(float64(n))
+		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "gap filled with frames the device resent", devField(d.name))
+	}
+	if n := st.None + st.Timeout + st.Partial - p.None - p.Timeout - p.Partial; n > 0 {
+		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest filled by holding", devField(d.name))
+	}
+	if n := st.Ignored - p.Ignored; n > 0 {
+		r.ignored.Add(float64(n))
+		d.s.limiter.warn(&d.s.log, d.name+"/resend_ignored", n, "resent frames outside a pending gap ignored (late answer?)", devField(d.name))
+	}
+	r.prev = st
+}
