@@ -24,11 +24,11 @@ const (
 // frameClock maps wall time to the frame the device published then, from
 // the replay's progress reports. It is safe for concurrent use.
 type frameClock struct {
-	mu      sync.Mutex
-	at      []time.Time
-	next    []int64 // the next frame to publish at at[i]
-	last    int64   // the stretch's last frame
-	perSec  float64
+	mu     sync.Mutex
+	at     []time.Time
+	next   []int64 // the next frame to publish at at[i]
+	last   int64   // the stretch's last frame
+	perSec float64
 }
 
 // newFrameClock returns a clock whose first frame after the history,
