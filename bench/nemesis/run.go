@@ -145,6 +145,9 @@ func (v *Verdict) String() string {
 	if v.Err != "" {
 		fmt.Fprintf(&b, "  error: %s\n", v.Err)
 	}
+	for _, o := range v.Outages {
+		fmt.Fprintf(&b, "  declared outage: window ends %d to %d\n", o.From, o.To)
+	}
 	if v.History != nil {
 		fmt.Fprintf(&b, "  history: %s\n", v.History)
 		for _, e := range v.History.Examples {
