@@ -112,6 +112,8 @@ type Verdict struct {
 	Answered  int                  `json:"answered"`
 	Instances int                  `json:"instances"`
 	Unsettled string               `json:"unsettled,omitempty"`
+	// Settle is how long the instances took to settle (or SettleTimeout).
+	Settle time.Duration `json:"settle_ns"`
 	// Published counts the decisions published per lease revision (every
 	// holder's term), before the device's fence.
 	Published map[uint64]int64 `json:"published"`
@@ -157,7 +159,8 @@ func (v *Verdict) String() string {
 	if v.Unsettled != "" {
 		fmt.Fprintf(&b, "  unsettled %v after the replay: %s\n", SettleTimeout, v.Unsettled)
 	} else if v.States != nil {
-		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered\n", v.States, v.Answered, v.Instances)
+		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered, settled in %.1fs\n", v.States, v.Answered, v.Instances,
+			v.Settle.Seconds())
 	}
 	if len(v.Published) > 0 {
 		var n int64
@@ -266,11 +269,12 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	v.Outages = outageSpans(v.Faults, t0, clock)
 	v.History = history.CheckOutages(cfg.Ref, log.Received(), uint16(res.Epoch), v.Outages)
 	v.Published, _ = log.Published()
-	states, why, err := t.settle(ctx, time.Now().Add(SettleTimeout), int64(cfg.To-1))
+	settleStart := time.Now()
+	states, why, err := t.settle(ctx, settleStart.Add(SettleTimeout), int64(cfg.To-1))
 	if err != nil {
 		return err
 	}
-	v.Answered, v.Unsettled = len(states), why
+	v.Answered, v.Unsettled, v.Settle = len(states), why, time.Since(settleStart)
 	v.States, err = history.CompareStates(states)
 	return err
 }

@@ -76,6 +76,9 @@ func (s *Summary) WriteTable(w io.Writer) {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 	}
+	if len(kinds) == 0 {
+		kinds = []string{"none"}
+	}
 	seeds := slices.Clone(s.Failed)
 	slices.Sort(seeds)
 	failed := make([]string, len(seeds))
