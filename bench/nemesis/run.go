@@ -432,7 +432,11 @@ func (t *topology) applyAll(ctx context.Context, faults []Fault, t0 time.Time) i
 		}
 		f.Until = time.Since(t0)
 		fmt.Fprintf(t.cfg.Log, "  %s\n", f)
-		if err := t.waitRecovered(ctx, 20*time.Second); err != nil && ctx.Err() == nil {
+		err := t.waitRecovered(ctx, 20*time.Second)
+		switch {
+		case err == nil:
+			f.Recovered = time.Since(t0) - f.Until
+		case ctx.Err() == nil:
 			fmt.Fprintf(t.cfg.Log, "  not recovered after %s: %v\n", f.Kind, err)
 			bad++
 		}

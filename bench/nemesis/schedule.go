@@ -96,10 +96,14 @@ type Fault struct {
 	// Target names what it hit, At when it began and Until when it ended
 	// (since the replay's start); Skipped says why it was not applied (""
 	// when it was).
-	Target  string        `json:"target,omitempty"`
-	At      time.Duration `json:"at_ns"`
-	Until   time.Duration `json:"until_ns,omitempty"`
-	Skipped string        `json:"skipped,omitempty"`
+	Target string        `json:"target,omitempty"`
+	At     time.Duration `json:"at_ns"`
+	Until  time.Duration `json:"until_ns,omitempty"`
+	// Recovered is how long after Until the topology recovered (every
+	// node healthy and routed, every instance synced, one holder); 0 when
+	// it did not before the replay ended or within 20 s.
+	Recovered time.Duration `json:"recovered_ns,omitempty"`
+	Skipped   string        `json:"skipped,omitempty"`
 }
 
 // String describes the fault in a few words.
@@ -115,6 +119,9 @@ func (f Fault) String() string {
 		s += " (not applied: " + f.Skipped + ")"
 	} else {
 		s += fmt.Sprintf(" at %.1fs", f.At.Seconds())
+	}
+	if f.Recovered > 0 {
+		s += fmt.Sprintf(", recovered %.1fs after", f.Recovered.Seconds())
 	}
 	return s
 }
