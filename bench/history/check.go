@@ -69,13 +69,17 @@ type Report struct {
 	// device took, Matched the reference decisions received, first copy
 	// equal to the reference.
 	Expected, Received, Matched int64
-	// Lost counts reference decisions never received; Duplicated the copies
+	// Lost counts reference decisions never received, except those in a
+	// declared outage, counted as LostInOutage; Duplicated the copies
 	// after the first of a decision (same cell and window end); Wrong the
 	// received decisions that differ from the reference or decide a window
 	// it never decides (a chain that left the reference); Late the
 	// decisions of a stream older than the device's (sent before its reset,
 	// taken after it) and those taken after a later window of their cell.
 	Lost, Duplicated, Wrong, Late int64
+	// LostInOutage counts reference decisions never received whose window
+	// ends in a declared full outage's span (CheckOutages).
+	LostInOutage int64
 	// Skipped counts KindSkipped decisions (the daemon's overload account:
 	// the cell stepped as "no spike"); they count as wrong where the
 	// reference placed a spike.
@@ -94,7 +98,8 @@ type Report struct {
 const MaxExamples = 12
 
 // OK reports whether the history is exactly once and equal to the
-// reference.
+// reference, outside declared outages (LostInOutage is not a failure:
+// docs/protocol.md, "Outages").
 func (r *Report) OK() bool { return r.Lost+r.Duplicated+r.Wrong+r.Late == 0 }
 
 // String is the report in one line.
@@ -103,8 +108,12 @@ func (r *Report) String() string {
 	if !r.OK() {
 		v = "FAIL"
 	}
-	return fmt.Sprintf("%s: %d of %d decisions matched; lost %d, duplicated %d, wrong %d, late %d (skipped %d, diverged cells %d)",
-		v, r.Matched, r.Expected, r.Lost, r.Duplicated, r.Wrong, r.Late, r.Skipped, len(r.Diverged))
+	out := ""
+	if r.LostInOutage > 0 {
+		out = fmt.Sprintf(" (and %d in a declared outage)", r.LostInOutage)
+	}
+	return fmt.Sprintf("%s: %d of %d decisions matched; lost %d%s, duplicated %d, wrong %d, late %d (skipped %d, diverged cells %d)",
+		v, r.Matched, r.Expected, r.Lost, out, r.Duplicated, r.Wrong, r.Late, r.Skipped, len(r.Diverged))
 }
 
 func (r *Report) note(format string, args ...any) {
@@ -113,12 +122,27 @@ func (r *Report) note(format string, args ...any) {
 	}
 }
 
+// Span is a range of window ends [From, To], both included.
+type Span struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
 // Check checks the decisions a device took, in arrival order, against the
 // reference. epoch is the low 16 bits of the device's stream epoch (the
 // stream its reset started); decisions of an earlier epoch are late, those
 // of a later one (a stream the daemon restarted) are checked like the
 // others.
 func Check(ref *Reference, got []stream.Decision, epoch uint16) *Report {
+	return CheckOutages(ref, got, epoch, nil)
+}
+
+// CheckOutages is Check with declared full outages: a reference decision
+// never received whose window end lies in one of outages counts as
+// LostInOutage instead of Lost. The caller chooses the spans (the
+// nemesis: the window ends the device published during an outage and
+// within a margin around it).
+func CheckOutages(ref *Reference, got []stream.Decision, epoch uint16, outages []Span) *Report {
 	rep := &Report{Expected: int64(ref.Decisions())}
 	seen := make(map[key]bool, len(ref.index))
 	newest := map[int32]int64{}
@@ -178,6 +202,10 @@ func Check(ref *Reference, got []stream.Decision, epoch uint16) *Report {
 	for id, ws := range ref.cells {
 		for _, w := range ws {
 			if !seen[key{id, w.End}] {
+				if inSpans(w.End, outages) {
+					rep.LostInOutage++
+					continue
+				}
 				rep.Lost++
 				if len(lost) < MaxExamples {
 					lost = append(lost, fmt.Sprintf("cell %d window %d: lost", id, w.End))
@@ -194,6 +222,10 @@ func Check(ref *Reference, got []stream.Decision, epoch uint16) *Report {
 	}
 	slices.Sort(rep.Diverged)
 	return rep
+}
+
+func inSpans(end int64, spans []Span) bool {
+	return slices.ContainsFunc(spans, func(s Span) bool { return s.From <= end && end <= s.To })
 }
 
 func describe(spike bool, bin int64) string {

@@ -46,6 +46,8 @@ func TestCheck(t *testing.T) {
 		got                         func() []stream.Decision
 		matched, lost, dup, wrong   int64
 		late, foreign, beyond, skip int64
+		outages                     []Span
+		inOutage                    int64
 	}{
 		{name: "exactly once", got: func() []stream.Decision { return all }, matched: 6},
 		{name: "one lost", got: func() []stream.Decision {
@@ -78,12 +80,24 @@ func TestCheck(t *testing.T) {
 			g := append([]stream.Decision{}, all...)
 			return append(g, stream.Decision{Cell: 1, End: 1100, Bin: 1180, Epoch: 3}, stream.Decision{Cell: 7, End: 1399, Bin: 1479, Epoch: 3})
 		}, matched: 6, foreign: 1, beyond: 1},
+		// all: cell 7 at 1023, 1026, 1106, 1186; cell 9 at 1063, 1143.
+		{name: "lost in a declared outage and outside it", got: func() []stream.Decision {
+			return []stream.Decision{all[0], all[1], all[3], all[4]}
+		}, matched: 4, lost: 1, outages: []Span{{From: 1100, To: 1110}}, inOutage: 1},
+		{name: "an outage's bounds are in it", got: func() []stream.Decision {
+			return []stream.Decision{all[0], all[1], all[3], all[4]}
+		}, matched: 4, outages: []Span{{From: 1050, To: 1106}, {From: 1143, To: 1143}}, inOutage: 2},
+		{name: "an outage excuses nothing but losses", got: func() []stream.Decision {
+			g := append([]stream.Decision{}, all...)
+			g[2].Bin++
+			return append(g, all[5])
+		}, matched: 5, wrong: 1, dup: 1, outages: []Span{{From: 1000, To: 1400}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(ref, tc.got(), 3)
+			r := CheckOutages(ref, tc.got(), 3, tc.outages)
 			if r.Expected != 6 || r.Matched != tc.matched || r.Lost != tc.lost || r.Duplicated != tc.dup || r.Wrong != tc.wrong ||
-				r.Late != tc.late || r.Foreign != tc.foreign || r.Beyond != tc.beyond || r.Skipped != tc.skip {
+				r.Late != tc.late || r.Foreign != tc.foreign || r.Beyond != tc.beyond || r.Skipped != tc.skip || r.LostInOutage != tc.inOutage {
 				t.Fatalf("got %+v", r)
 			}
 			if ok := tc.lost+tc.dup+tc.wrong+tc.late == 0; r.OK() != ok || strings.HasPrefix(r.String(), "PASS") != ok {

@@ -23,10 +23,20 @@ type Node struct {
 func (n *Node) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Client) }
 
 // Cluster is a NATS cluster of real servers with routes and JetStream,
-// each in its own process.
+// each in its own process. Every route goes through a proxy of its own
+// (Links), so a node can be partitioned from the others.
 type Cluster struct {
 	Nodes []*Node
+	// Links[i][j] is the proxy through which node i solicits its route to
+	// node j (nil for i == j).
+	Links [][]*Proxy
 }
+
+// noGossip is every node's advertised route address: a closed port. A
+// node learns of the others through its configured routes only, all
+// through Links; one that heard of a node over a route and tried its
+// advertised address would bypass the proxies, so that address refuses.
+const noGossip = "127.0.0.1:1"
 
 // freePorts returns n free loopback TCP ports.
 func freePorts(n int) ([]int, error) {
@@ -56,22 +66,34 @@ func StartCluster(ctx context.Context, binary, dir string, n int) (*Cluster, err
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{}
+	c := &Cluster{Links: make([][]*Proxy, n)}
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{Client: ports[3*i], Cluster: ports[3*i+1], Monitor: ports[3*i+2]})
 	}
+	for i := range n {
+		c.Links[i] = make([]*Proxy, n)
+		for j, o := range c.Nodes {
+			if j == i {
+				continue
+			}
+			if c.Links[i][j], err = NewProxy("127.0.0.1:" + strconv.Itoa(o.Cluster)); err != nil {
+				c.Stop()
+				return nil, err
+			}
+		}
+	}
 	for i, nd := range c.Nodes {
 		var routes []string
-		for j, o := range c.Nodes {
-			if j != i {
-				routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(o.Cluster))
+		for _, p := range c.Links[i] {
+			if p != nil {
+				routes = append(routes, "nats://"+p.Addr())
 			}
 		}
 		name := "n" + strconv.Itoa(i)
 		nd.Proc, err = StartProc(name, binary, filepath.Join(dir, name+".log"),
 			"-a", "127.0.0.1", "-p", strconv.Itoa(nd.Client), "-n", name, "-m", strconv.Itoa(nd.Monitor),
 			"--cluster_name", "nemesis", "--cluster", "nats://127.0.0.1:"+strconv.Itoa(nd.Cluster),
-			"--routes", strings.Join(routes, ","), "-js", "-sd", filepath.Join(dir, name))
+			"--cluster_advertise", noGossip, "--routes", strings.Join(routes, ","), "-js", "-sd", filepath.Join(dir, name))
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -93,13 +115,63 @@ func (c *Cluster) URLs() []string {
 	return out
 }
 
-// Stop kills every node.
+// Stop kills every node and closes the route proxies.
 func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		if n.Proc != nil {
 			n.Kill()
 		}
 	}
+	c.links(func(i, j int, p *Proxy) { p.Close() })
+}
+
+// links calls fn for every route proxy (from node i to node j).
+func (c *Cluster) links(fn func(i, j int, p *Proxy)) {
+	for i, ps := range c.Links {
+		for j, p := range ps {
+			if p != nil {
+				fn(i, j, p)
+			}
+		}
+	}
+}
+
+// Partition cuts node k from the others: every route to or from it
+// swallows everything until Heal. Its clients stay connected to it.
+func (c *Cluster) Partition(k int) {
+	c.links(func(i, j int, p *Proxy) {
+		if i == k || j == k {
+			p.Cut()
+		}
+	})
+}
+
+// Heal ends every partition; the routes that lost data reconnect.
+func (c *Cluster) Heal() {
+	c.links(func(_, _ int, p *Proxy) { p.Heal() })
+}
+
+// Routes returns the number of distinct nodes each running node has a
+// route to, as its /routez says (-1 for a node down or not answering).
+func (c *Cluster) Routes() []int {
+	out := make([]int, len(c.Nodes))
+	for i, n := range c.Nodes {
+		var rz struct {
+			Routes []struct {
+				Name string `json:"remote_name"`
+			} `json:"routes"`
+		}
+		if !n.Alive() || n.get("/routez", &rz) != nil {
+			out[i] = -1
+			continue
+		}
+		peers := map[string]bool{}
+		for _, r := range rz.Routes {
+			peers[r.Name] = true
+		}
+		out[i] = len(peers)
+	}
+	return out
 }
 
 var monitor = &http.Client{Timeout: 2 * time.Second}

@@ -9,6 +9,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -99,11 +100,20 @@ type Verdict struct {
 	Faults []Fault `json:"faults"`
 	// History is the checker's verdict on the decisions the device took.
 	History *history.Report `json:"history"`
+	// Outages are the window ends of the declared full outages applied
+	// (OutageBefore, OutageAfter): a decision lost there counts as
+	// History.LostInOutage.
+	Outages []history.Span `json:"outages,omitempty"`
 	// States compares the final states of the instances that answered
-	// (Answered of Instances).
+	// (Answered of Instances), once they settled after the replay;
+	// Unsettled says why they did not within SettleTimeout ("" when they
+	// did), and then States is not a verdict.
 	States    *history.StateReport `json:"states"`
 	Answered  int                  `json:"answered"`
 	Instances int                  `json:"instances"`
+	Unsettled string               `json:"unsettled,omitempty"`
+	// Settle is how long the instances took to settle (or SettleTimeout).
+	Settle time.Duration `json:"settle_ns"`
 	// Published counts the decisions published per lease revision (every
 	// holder's term), before the device's fence.
 	Published map[uint64]int64 `json:"published"`
@@ -116,9 +126,11 @@ type Verdict struct {
 	Wall time.Duration `json:"wall_ns"`
 }
 
-// OK reports whether the schedule ran and its history and states passed.
+// OK reports whether the schedule ran, its history passed and its
+// instances settled with identical states.
 func (v *Verdict) OK() bool {
-	return v.Err == "" && v.History != nil && v.History.OK() && v.States != nil && v.States.OK() && v.Answered == v.Instances
+	return v.Err == "" && v.History != nil && v.History.OK() && v.Unsettled == "" && v.States != nil && v.States.OK() &&
+		v.Answered == v.Instances
 }
 
 // String summarises the verdict in a few lines.
@@ -135,14 +147,20 @@ func (v *Verdict) String() string {
 	if v.Err != "" {
 		fmt.Fprintf(&b, "  error: %s\n", v.Err)
 	}
+	for _, o := range v.Outages {
+		fmt.Fprintf(&b, "  declared outage: window ends %d to %d\n", o.From, o.To)
+	}
 	if v.History != nil {
 		fmt.Fprintf(&b, "  history: %s\n", v.History)
 		for _, e := range v.History.Examples {
 			fmt.Fprintf(&b, "    %s\n", e)
 		}
 	}
-	if v.States != nil {
-		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered\n", v.States, v.Answered, v.Instances)
+	if v.Unsettled != "" {
+		fmt.Fprintf(&b, "  unsettled %v after the replay: %s\n", SettleTimeout, v.Unsettled)
+	} else if v.States != nil {
+		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered, settled in %.1fs\n", v.States, v.Answered, v.Instances,
+			v.Settle.Seconds())
 	}
 	if len(v.Published) > 0 {
 		var n int64
@@ -226,11 +244,13 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 		return err
 	}
 	log := history.NewLog()
+	t0 := time.Now()
+	clock := newFrameClock(t0, int64(cfg.From+rgc.WindowBins), int64(cfg.To-1))
 	rcfg := replay.Config{Rec: cfg.Rec, From: cfg.From, To: cfg.To, Cells: cfg.Cells, Speed: 1,
-		DecisionTimeout: 5 * time.Second, History: log}
+		DecisionTimeout: 5 * time.Second, History: log,
+		Progress: func(sent, _ int) { clock.progress(time.Now(), int64(cfg.From+sent)) }}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	t0 := time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -246,14 +266,15 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	if err := cfg.Ref.SameStarts(res.Cells, res.Starts); err != nil {
 		return err
 	}
-	v.History = history.Check(cfg.Ref, log.Received(), uint16(res.Epoch))
+	v.Outages = outageSpans(v.Faults, t0, clock)
+	v.History = history.CheckOutages(cfg.Ref, log.Received(), uint16(res.Epoch), v.Outages)
 	v.Published, _ = log.Published()
-	_ = t.waitRecovered(ctx, 10*time.Second) // a fault cut short by the replay's end heals first
-	states, err := t.states(ctx)
+	settleStart := time.Now()
+	states, why, err := t.settle(ctx, settleStart.Add(SettleTimeout), int64(cfg.To-1))
 	if err != nil {
 		return err
 	}
-	v.Answered = len(states)
+	v.Answered, v.Unsettled, v.Settle = len(states), why, time.Since(settleStart)
 	v.States, err = history.CompareStates(states)
 	return err
 }
@@ -332,12 +353,17 @@ func (t *topology) stop() {
 	}
 }
 
-// recovered reports whether every node is up and healthy, every instance
-// up and synced, and exactly one holds the lease.
+// recovered reports whether every node is up and routed to every other,
+// every instance up and synced, and exactly one holds the lease.
 func (t *topology) recovered() error {
 	for _, n := range t.cluster.Nodes {
 		if !n.Alive() {
 			return fmt.Errorf("node %s down", n.Name())
+		}
+	}
+	for i, r := range t.cluster.Routes() {
+		if r != len(t.cluster.Nodes)-1 {
+			return fmt.Errorf("node %s routed to %d of %d others", t.cluster.Nodes[i].Name(), r, len(t.cluster.Nodes)-1)
 		}
 	}
 	holders := 0
@@ -404,8 +430,13 @@ func (t *topology) applyAll(ctx context.Context, faults []Fault, t0 time.Time) i
 		if err := t.apply(ctx, f); err != nil {
 			f.Skipped = err.Error()
 		}
+		f.Until = time.Since(t0)
 		fmt.Fprintf(t.cfg.Log, "  %s\n", f)
-		if err := t.waitRecovered(ctx, 20*time.Second); err != nil && ctx.Err() == nil {
+		err := t.waitRecovered(ctx, 20*time.Second)
+		switch {
+		case err == nil:
+			f.Recovered = time.Since(t0) - f.Until
+		case ctx.Err() == nil:
 			fmt.Fprintf(t.cfg.Log, "  not recovered after %s: %v\n", f.Kind, err)
 			bad++
 		}
@@ -473,6 +504,23 @@ func (t *topology) apply(ctx context.Context, f *Fault) error {
 		n.Kill()
 		sleep(ctx, f.For)
 		return n.Restart()
+	case Outage:
+		f.Target = "every node"
+		for _, n := range t.cluster.Nodes {
+			n.Kill()
+		}
+		sleep(ctx, f.For)
+		var errs []error
+		for _, n := range t.cluster.Nodes {
+			errs = append(errs, n.Restart())
+		}
+		return errors.Join(errs...)
+	case PartitionNode:
+		k := f.Pick % len(t.cluster.Nodes)
+		f.Target = t.cluster.Nodes[k].Name()
+		t.cluster.Partition(k)
+		sleep(ctx, f.For)
+		t.cluster.Heal()
 	case Burst:
 		return t.burst(f.Count, f.Pick)
 	}

@@ -2,8 +2,12 @@ package nemesis
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"rgcpred/bench/history"
 )
 
 func TestPlan(t *testing.T) {
@@ -61,6 +65,58 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestPlanKillsNode checks the share of schedules killing a NATS node: every
+// plan drawing from a node-killing kind holds one, so any number of
+// schedules has at least the 20%; plans without one keep the rest
+// of their rules, and kinds without a node kill plan none.
+func TestPlanKillsNode(t *testing.T) {
+	const ttl = 60 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		length time.Duration
+		kinds  []Kind
+	}{
+		{"all kinds, 30 s", 30 * time.Second, Kinds},
+		{"all kinds, 8 s", 8 * time.Second, Kinds},
+		{"all kinds, 5 s", 5 * time.Second, Kinds},
+		{"node kills among others", 20 * time.Second, []Kind{Burst, SlowLink, KillLeaseLeader}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forced := 0
+			for seed := uint64(1); seed <= 200; seed++ {
+				p := Plan(seed, tc.length, ttl, tc.kinds)
+				k := slices.IndexFunc(p, func(f Fault) bool { return f.Kind.KillsNode() })
+				if k < 0 {
+					t.Fatalf("seed %d: no node killed in %v", seed, p)
+				}
+				if k == 0 && !slices.Contains(tc.kinds, p[0].Kind) {
+					t.Fatalf("seed %d: forced kind %s not drawn from", seed, p[0].Kind)
+				}
+				var used time.Duration
+				for _, f := range p {
+					used += f.Gap + f.For
+				}
+				if used > tc.length {
+					t.Fatalf("seed %d: plan lasts %v", seed, used)
+				}
+				if k == 0 && p[0].Gap <= 3*time.Second {
+					forced++
+				}
+			}
+			if forced == 0 {
+				t.Fatal("no plan starts with a node kill")
+			}
+		})
+	}
+	for seed := uint64(1); seed <= 50; seed++ {
+		for _, f := range Plan(seed, 30*time.Second, ttl, []Kind{Burst, Outage, PartitionNode}) {
+			if f.Kind.KillsNode() {
+				t.Fatalf("seed %d: %s planned from kinds without it", seed, f.Kind)
+			}
+		}
+	}
+}
+
 func TestParseKinds(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -77,15 +133,29 @@ func TestParseKinds(t *testing.T) {
 }
 
 func TestSummarise(t *testing.T) {
-	pass := &Verdict{Seed: 1, Instances: 2, Answered: 2, History: nil}
+	same := &history.StateReport{Replicas: 2, Distinct: 1}
 	vs := []*Verdict{
 		{Seed: 3, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillNode}, {Kind: Burst, Skipped: "not reached"}}},
 		{Seed: 4, Err: "boom", Faults: []Fault{{Kind: KillHolder}}},
-		pass,
+		{Seed: 1, Instances: 2, Answered: 2, History: nil},
+		{Seed: 5, Instances: 2, Answered: 2, Faults: []Fault{{Kind: Outage}}, States: same,
+			History: &history.Report{Expected: 10, Matched: 7, Lost: 1, LostInOutage: 2}},
+		{Seed: 6, Instances: 2, Answered: 1, Unsettled: "1 of 2 instances synced", States: &history.StateReport{Replicas: 1, Distinct: 1},
+			History: &history.Report{Expected: 10, Matched: 10}},
+		{Seed: 7, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillMetaLeader}}, States: same,
+			History: &history.Report{Expected: 10, Matched: 8, LostInOutage: 2}},
 	}
 	s := Summarise(vs)
-	if s.Schedules != 3 || s.Passed != 0 || s.NodeKills != 1 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Errors != 1 ||
-		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1}) {
+	if s.Schedules != 6 || s.Passed != 1 || s.NodeKills != 2 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Faults[Outage] != 1 ||
+		s.Errors != 1 || s.Unsettled != 1 || s.StatesDiffer != 2 || s.Lost != 1 || s.LostInOutage != 4 || s.Checked != 30 ||
+		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1, 5, 6}) {
 		t.Fatalf("%+v", s)
+	}
+	var b strings.Builder
+	s.WriteTable(&b)
+	for _, want := range []string{"| lost | lost in outage |", "| 1 | 4 |", "2 of 6 schedules killed a NATS node (33%", "Failed seeds: 1, 3, 4, 5, 6"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -38,13 +38,24 @@ func Build(ctx context.Context, dir string) (natsServer, predictord string, err 
 		return "", "", fmt.Errorf("nemesis: build: %w", err)
 	}
 	natsServer, predictord = filepath.Join(dir, "nats-server"), filepath.Join(dir, "predictord")
-	for _, b := range [][2]string{{natsServer, "github.com/nats-io/nats-server/v2"}, {predictord, "rgcpred/cmd/predictord"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("nemesis: go build %s: %w\n%s", b[1], err, out)
+	for _, b := range [][2]string{{natsServer, natsServerPkg}, {predictord, "rgcpred/cmd/predictord"}} {
+		if err := goBuild(ctx, b[0], b[1]); err != nil {
+			return "", "", err
 		}
 	}
 	return natsServer, predictord, nil
+}
+
+// natsServerPkg is the nats-server of the module this one requires.
+const natsServerPkg = "github.com/nats-io/nats-server/v2"
+
+// goBuild builds package pkg into the binary out.
+func goBuild(ctx context.Context, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nemesis: go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // Prepare builds the binaries, loads the recording, picks the cells and

@@ -9,16 +9,18 @@ import (
 
 // Summary totals the verdicts of several schedules.
 type Summary struct {
-	// Schedules run; Passed of them; NodeKills those that killed a NATS
-	// node (a fault applied).
+	// Schedules run; Passed of them; NodeKills those that killed one NATS
+	// node while the others ran (a fault applied; Plan puts one in every
+	// schedule drawing from such kinds).
 	Schedules, Passed, NodeKills int
 	// Faults counts the faults applied by kind.
 	Faults map[Kind]int
-	// Checked, Lost, Duplicated, Wrong and Late total the history reports;
-	// StatesDiffer counts schedules whose replicas' states differ or did
-	// not all answer; Errors schedules that stopped with an error.
-	Checked, Matched, Lost, Duplicated, Wrong, Late int64
-	StatesDiffer, Errors                            int
+	// Checked, Lost, LostInOutage, Duplicated, Wrong and Late total the
+	// history reports; Unsettled counts schedules whose instances did not
+	// settle after the replay, StatesDiffer those whose settled replicas'
+	// states differ; Errors schedules that stopped with an error.
+	Checked, Matched, Lost, LostInOutage, Duplicated, Wrong, Late int64
+	Unsettled, StatesDiffer, Errors                               int
 	// Failed lists the seeds of the failed schedules.
 	Failed []uint64
 }
@@ -50,11 +52,16 @@ func Summarise(vs []*Verdict) *Summary {
 			s.Checked += h.Expected
 			s.Matched += h.Matched
 			s.Lost += h.Lost
+			s.LostInOutage += h.LostInOutage
 			s.Duplicated += h.Duplicated
 			s.Wrong += h.Wrong
 			s.Late += h.Late
 		}
-		if v.Err == "" && (v.States == nil || !v.States.OK() || v.Answered != v.Instances) {
+		switch {
+		case v.Err != "":
+		case v.Unsettled != "":
+			s.Unsettled++
+		case v.States == nil || !v.States.OK() || v.Answered != v.Instances:
 			s.StatesDiffer++
 		}
 	}
@@ -69,16 +76,24 @@ func (s *Summary) WriteTable(w io.Writer) {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 	}
+	if len(kinds) == 0 {
+		kinds = []string{"none"}
+	}
 	seeds := slices.Clone(s.Failed)
 	slices.Sort(seeds)
 	failed := make([]string, len(seeds))
 	for i, f := range seeds {
 		failed[i] = fmt.Sprint(f)
 	}
-	fmt.Fprintln(w, "| schedules | passed | killing a NATS node | faults applied | decisions checked | matched | lost | duplicated | wrong | late | states differ | errors |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-	fmt.Fprintf(w, "| %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Schedules, s.Passed, s.NodeKills,
-		strings.Join(kinds, ", "), s.Checked, s.Matched, s.Lost, s.Duplicated, s.Wrong, s.Late, s.StatesDiffer, s.Errors)
+	fmt.Fprintln(w, "| schedules | passed | killing a NATS node | faults applied | decisions checked | matched | lost | lost in outage | duplicated | wrong | late | states differ | unsettled | errors |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "| %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", s.Schedules, s.Passed, s.NodeKills,
+		strings.Join(kinds, ", "), s.Checked, s.Matched, s.Lost, s.LostInOutage, s.Duplicated, s.Wrong, s.Late, s.StatesDiffer,
+		s.Unsettled, s.Errors)
+	if s.Schedules > 0 {
+		fmt.Fprintf(w, "\n%d of %d schedules killed a NATS node (%.0f%%; the goal: at least 20%%).\n", s.NodeKills, s.Schedules,
+			100*float64(s.NodeKills)/float64(s.Schedules))
+	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))
 	}
