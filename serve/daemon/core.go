@@ -277,7 +277,7 @@ type Core struct {
 	cand     candidate
 	at       time.Time // arrival of the message being processed (FramesAt), zero unknown
 	aliveAt  time.Time // arrival of the current stream's last frame (stale ones too), zero unknown
-	advAt    time.Time // arrival of the current stream's last accepted frame, zero unknown
+	sched    schedule  // the current stream's last bin's date on its earliest schedule (wall-time rule)
 	credit   int64     // bins of time no gap used, at most GapSlack (allowedGap)
 
 	// The receive edge of the frame being processed (Config.MaxLag).

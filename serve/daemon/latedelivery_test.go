@@ -185,3 +185,39 @@ func TestCoreTimedZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per frame, stats %+v: want 0, every frame accepted", allocs, core.Stats())
 	}
 }
+
+// TestCoreTimedGapsGainNoTime: a publisher that owns the stream's
+// numbering and, every few bins of wall time, sends the next frame and then
+// one far ahead, has its gaps believed only as far as wall time allows: the
+// bins filled stay within the wall time that passed plus the credit, also
+// while the stream lags its schedule between its frames.
+func TestCoreTimedGapsGainNoTime(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		every, jump int64 // bins of wall time between rounds; the gap each round tries
+		rounds      int64
+	}{
+		{"a jump of 40 every 20 bins", 20, 40, 200},
+		{"a jump of 32 every bin", 1, 32, 4000},
+		{"a jump of 1000 every 500 bins", 500, 1000, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := synthFrames(0, int(3000+tc.rounds*(tc.jump+2)))
+			t0 := time.Unix(1000, 0)
+			core, _ := newCore(t, []int{1}, timedCfg())
+			for s := range int64(3000) {
+				core.FramesAt(one(f, s), 0, arrival(t0, s))
+			}
+			for i := range tc.rounds {
+				at := arrival(t0, 2999+(i+1)*tc.every)
+				last := core.LastSeq()
+				core.FramesAt(one(f, last+1), 0, at)
+				core.FramesAt(one(f, last+2+tc.jump), 0, at)
+			}
+			wall := uint64(tc.rounds * tc.every)
+			if st := core.Stats(); st.GapBins > wall+DefaultGapSlack || st.Restarts != 0 {
+				t.Fatalf("stats %+v: %d bins filled in %d bins of wall time, want at most %d more", st, st.GapBins, wall, DefaultGapSlack)
+			}
+		})
+	}
+}
