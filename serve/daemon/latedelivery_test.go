@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -219,5 +221,45 @@ func TestCoreTimedGapsGainNoTime(t *testing.T) {
 				t.Fatalf("stats %+v: %d bins filled in %d bins of wall time, want at most %d more", st, st.GapBins, wall, DefaultGapSlack)
 			}
 		})
+	}
+}
+
+// TestCoreTimedReplicasAgree: two replicas receive the same frames at
+// their own times (the standby 0.3 ms later); the standby restores the
+// holder's snapshot mid-stream, keeping its own dates, and both go through
+// a late delivery after a pause. Both continue the stream with the same
+// decisions and end with equal snapshots: the dates, the only state that
+// depends on arrival times, are no part of the snapshot.
+func TestCoreTimedReplicasAgree(t *testing.T) {
+	const pause, resume, end = 1488, 3000 + 1488, 6000
+	f := synthFrames(0, end)
+	t0 := time.Unix(1000, 0)
+	before := paced(t0, 0, 3000, 1)
+	after := joined(burst(arrival(t0, resume), 3000, 3600, 1), paced(t0, resume, end, 1))
+	later := func(ds []delivery) []delivery {
+		out := slices.Clone(ds)
+		for i := range out {
+			out[i].at = out[i].at.Add(300 * time.Microsecond)
+		}
+		return out
+	}
+	holder, hs := newCore(t, []int{1, 2, 3}, timedCfg())
+	standby, ss := newCore(t, []int{1, 2, 3}, timedCfg())
+	feed(holder, f, before, true)
+	feed(standby, f, later(before[:2000]), true)
+	if err := standby.Restore(holder.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	n, m := len(hs.got), len(ss.got)
+	feed(holder, f, after, true)
+	feed(standby, f, later(after), true)
+	for _, c := range []*Core{holder, standby} {
+		if st := c.Stats(); st.OutOfStream != 0 || st.Restarts != 0 || c.LastSeq() != end-1 {
+			t.Fatalf("stats %+v, last %d: want the stream continued to %d", st, c.LastSeq(), end-1)
+		}
+	}
+	if len(hs.got)-n < 100 || !sameDecisions(ss.got[m:], hs.got[n:]) || !reflect.DeepEqual(holder.Snapshot(), standby.Snapshot()) {
+		t.Fatalf("standby: %d decisions after the restore, holder %d; snapshots equal %v",
+			len(ss.got)-m, len(hs.got)-n, reflect.DeepEqual(holder.Snapshot(), standby.Snapshot()))
 	}
 }

@@ -13,7 +13,10 @@ import (
 // this one would take (stimulus ring, stream clock and epoch, every cell's
 // next window and spike history, pending histories, a candidate numbering).
 // A hot standby that joins a running stream restores the holder's snapshot
-// and feeds it the frames that followed.
+// and feeds it the frames that followed. It holds what the frames
+// determine, never arrival times: the wall-time rule's dates (when the
+// stream's frames arrived) stay each instance's own, as Restore keeps
+// them, so replicas that saw the same frames have equal snapshots.
 type Snapshot struct {
 	Cells   []int  `json:"cells"`
 	Started bool   `json:"started"`
