@@ -13,10 +13,7 @@ import (
 // this one would take (stimulus ring, stream clock and epoch, every cell's
 // next window and spike history, pending histories, a candidate numbering).
 // A hot standby that joins a running stream restores the holder's snapshot
-// and feeds it the frames that followed. It holds what the frames
-// determine, never arrival times: the wall-time rule's dates (when the
-// stream's frames arrived) stay each instance's own, as Restore keeps
-// them, so replicas that saw the same frames have equal snapshots.
+// and feeds it the frames that followed.
 type Snapshot struct {
 	Cells   []int  `json:"cells"`
 	Started bool   `json:"started"`
@@ -87,7 +84,10 @@ func (c *Core) Snapshot() *Snapshot {
 }
 
 // Restore replaces the core's state by s, a snapshot of a core serving the
-// same cells in the same order. Statistics are kept.
+// same cells in the same order. Statistics are kept, and so are the
+// wall-time rule's dates: they follow this instance's own arrival times,
+// which no snapshot holds, so replicas that saw the same frames have equal
+// snapshots.
 func (c *Core) Restore(s *Snapshot) error {
 	switch {
 	case !slices.Equal(s.Cells, c.cfg.Cells):
