@@ -17,10 +17,11 @@ func (c *Core) Frames(f *stream.Frames, backlog int64) {
 
 // FramesAt is Frames for a message that arrived at at: with
 // Config.BinPeriod set and at not zero, the numbering rules consult wall
-// time (a forward gap is believed only as far as the time since the
-// stream's last frame allows; a new numbering only after the current
-// stream was silent for Config.ConfirmWait). A zero at applies the rules
-// without wall time (offline replays and audits of untimed input).
+// time (a forward gap is believed only as far as the wall time the stream
+// has not used allows, counted from its last bin's date on its earliest
+// schedule, allowedGap; a new numbering only after the current stream was
+// silent for Config.ConfirmWait). A zero at applies the rules without wall
+// time (offline replays and audits of untimed input) and dates nothing.
 func (c *Core) FramesAt(f *stream.Frames, backlog int64, at time.Time) {
 	c.backlog = backlog
 	c.at = at
@@ -50,7 +51,6 @@ func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 		return
 	default:
 		c.dropCandidate()
-		c.spend(seq - c.last - 1)
 	}
 	c.accept(seq, fr, rem)
 }
@@ -58,34 +58,56 @@ func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 // timed reports whether the numbering rules consult wall time for the
 // message being processed.
 func (c *Core) timed() bool {
-	return c.cfg.BinPeriod > 0 && !c.at.IsZero() && !c.advAt.IsZero()
+	return c.cfg.BinPeriod > 0 && !c.at.IsZero() && c.sched.known()
 }
 
 // allowedGap returns the most bins a frame may skip and still continue the
-// current stream at once: a window without wall time; with it, the bins
-// the time since the stream's last accepted frame covers plus the credit
-// (at most Config.GapSlack bins of time no gap used), so that the stream's
-// clock runs ahead of wall time by GapSlack bins at most through gaps and
-// no message makes the core believe more time passed than did.
+// current stream at once: a window without wall time; with it, the wall
+// time the stream has not used (wallBins). So the stream's clock runs
+// ahead of its most on-time frame's schedule by GapSlack bins at most
+// through gaps, and no message makes the core believe more time passed
+// than did.
 func (c *Core) allowedGap() int64 {
 	if !c.timed() {
 		return rgc.WindowBins
 	}
-	return min(rgc.WindowBins, c.credit+int64(c.at.Sub(c.advAt)/c.cfg.BinPeriod))
+	return min(rgc.WindowBins, c.wallBins())
 }
 
-// spend accounts for a gap of g bins accepted: the time since the last
-// accepted frame that the gap did not use becomes credit, up to
-// Config.GapSlack.
-func (c *Core) spend(g int64) {
-	if c.timed() {
-		c.credit = min(c.cfg.GapSlack, c.allowedGap()-g)
+// wallBins returns the bins of wall time the stream has not used: the
+// time since its last bin's date on its earliest schedule (lag) plus the
+// credit, at most Config.GapSlack bins of time that no gap used.
+func (c *Core) wallBins() int64 { return c.credit + c.lag() }
+
+// lag returns the bins of wall time since the stream's last bin's date.
+// The date is the earliest its frames give (schedule): frames that arrive
+// late, all at once after a pause, leave the lag their lateness, so the
+// live frames after a drop among them continue the stream; frames that
+// arrive early (a clock running ahead) date the bin at their arrival.
+func (c *Core) lag() int64 { return int64(c.at.Sub(c.sched.date()) / c.cfg.BinPeriod) }
+
+// date accounts for frame seq, accepted at the current message's arrival
+// after a gap of seq-last-1 bins: the gap uses the wall time the stream
+// had not used; what is left stays as the lag of the new last bin's date,
+// and the rest as credit, up to Config.GapSlack. A frame without an
+// arrival time dates nothing.
+func (c *Core) date(seq int64) {
+	switch {
+	case c.at.IsZero() || c.cfg.BinPeriod <= 0:
+		return
+	case !c.sched.known():
+		c.sched.restart(c.at)
+		return
 	}
+	left := c.wallBins() - (seq - c.last - 1)
+	c.sched.advance(seq-c.last, c.cfg.BinPeriod, c.at)
+	c.credit = min(c.cfg.GapSlack, left-c.lag())
 }
 
 // accept processes frame seq of the current stream, filling a gap before
 // it by holding the last frame.
 func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
+	c.date(seq)
 	c.cur, c.rem = seq, rem
 	for b := c.last + 1; b < seq; b++ {
 		c.stats.GapBins++
@@ -106,7 +128,7 @@ func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
 	}
 	c.stats.Frames++
 	if !c.at.IsZero() {
-		c.aliveAt, c.advAt = c.at, c.at
+		c.aliveAt = c.at
 	}
 	c.bin(seq, led, fr.Time)
 }
@@ -168,8 +190,6 @@ func (c *Core) adopt(rem int64) {
 	if first := k.seqs[0]; first <= c.last || first-c.last-1 > rgc.WindowBins {
 		c.stats.Restarts++
 		c.start(first, stream.EventRestart)
-	} else {
-		c.spend(first - c.last - 1)
 	}
 	for j := range n {
 		c.accept(k.seqs[j], &k.frames[j], rem+int64(n-1-j))
@@ -194,7 +214,7 @@ func (c *Core) confirmed() bool {
 		return false
 	}
 	first := k.seqs[0]
-	return first <= c.last || first-c.last-1 <= c.credit+int64(c.at.Sub(c.advAt)/c.cfg.BinPeriod)
+	return first <= c.last || first-c.last-1 <= c.wallBins()
 }
 
 // dropCandidate forgets the candidate numbering's frames, counting them.
@@ -219,7 +239,8 @@ func (c *Core) start(seq int64, reason uint8) {
 	c.nextDue = 0
 	c.cand.n = 0
 	if !c.at.IsZero() {
-		c.aliveAt, c.advAt, c.credit = c.at, c.at, c.cfg.GapSlack
+		c.aliveAt, c.credit = c.at, c.cfg.GapSlack
+		c.sched.restart(c.at)
 	}
 	c.resetAt = -1 // a reset scheduled in the previous stream names its epoch
 	c.sink.Stream(stream.Event{Reason: reason, Epoch: c.epoch, First: seq, PrevLast: c.prev})

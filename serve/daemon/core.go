@@ -98,8 +98,9 @@ type Config struct {
 	// BinPeriod is the stream's nominal bin period (rgc.BinRateHz's);
 	// with it, frames given with their arrival time (FramesAt) follow the
 	// wall-time numbering rules: a frame that skips bins continues the
-	// stream at once only when the time since the stream's last frame
-	// covers the skipped bins (plus GapSlack), and a new numbering (or a
+	// stream at once only when the wall time since its last bin's date
+	// on its most on-time frame's schedule covers the skipped bins (plus
+	// GapSlack; Core.FramesAt), and a new numbering (or a
 	// longer jump) is adopted only after ConfirmFrames of its frames and
 	// ConfirmWait without a frame of the current stream. So a publisher
 	// that keeps sending keeps its device, and no message makes the core
@@ -282,7 +283,7 @@ type Core struct {
 	cand     candidate
 	at       time.Time // arrival of the message being processed (FramesAt), zero unknown
 	aliveAt  time.Time // arrival of the current stream's last frame (stale ones too), zero unknown
-	advAt    time.Time // arrival of the current stream's last accepted frame, zero unknown
+	sched    schedule  // the current stream's last bin's date on its earliest schedule (wall-time rule)
 	credit   int64     // bins of time no gap used, at most GapSlack (allowedGap)
 
 	// The receive edge of the frame being processed (Config.MaxLag).

@@ -88,7 +88,10 @@ func (c *Core) Snapshot() *Snapshot {
 }
 
 // Restore replaces the core's state by s, a snapshot of a core serving the
-// same cells in the same order. Statistics are kept.
+// same cells in the same order. Statistics are kept, and so are the
+// wall-time rule's dates: they follow this instance's own arrival times,
+// which no snapshot holds, so replicas that saw the same frames have equal
+// snapshots.
 func (c *Core) Restore(s *Snapshot) error {
 	switch {
 	case !slices.Equal(s.Cells, c.cfg.Cells):
