@@ -45,5 +45,5 @@ func ExampleNew() {
 	}
 	fmt.Printf("cell %d, window ending at bin %d: median class %d, P(no spike within %d bins) %.2f, recorded class %d\n",
 		id, t, model.Median(probs), rgc.Horizon, probs[rgc.NoSpikeClass], recorded)
-	// Output: cell 20, window ending at bin 726268: median class 80, P(no spike within 80 bins) 0.80, recorded class 80
+	// Output: cell 20, window ending at bin 726268: median class 80, P(no spike within 80 bins) 0.81, recorded class 80
 }
