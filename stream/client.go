@@ -38,6 +38,8 @@ type Publisher struct {
 
 	fenceMu sync.Mutex
 	fences  []*Fence // one per decisions or events subscription
+
+	resend resendCounters // the decision subscriptions' resend requests
 }
 
 // DropStats counts the messages and decisions a Publisher's subscriptions
@@ -247,11 +249,19 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // already received from another replica, or from an older holder, is
 // dropped (FenceStats counts them). Once the publisher sent a frame, a
 // decision whose window ends after the last frame it sent is dropped
-// (DropStats.Ahead): no daemon took it.
+// (DropStats.Ahead): no daemon took it. After each reconnect the
+// subscription asks the groups it heard from for the messages it missed
+// (docs/protocol.md, "Decisions resend"; SpikesResent counts the
+// requests) and its fence takes each copy once.
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
 	f := p.newFence()
+	gen := p.reconnects()
 	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
+		if g := p.reconnects(); g != gen {
+			gen = g
+			f.lost(g, time.Now()) // before the first message of the new connection
+		}
 		if !p.authentic(m) {
 			return
 		}
@@ -269,6 +279,7 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 	if err != nil {
 		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
 	}
+	p.watchReconnects(sub, f)
 	return sub, nil
 }
 
