@@ -22,7 +22,9 @@ func groupMsg(g string, b int64, rev uint64) nats.Header {
 func TestFenceResendWindow(t *testing.T) {
 	var f Fence
 	t0 := time.Unix(1000, 0)
-	admit := func(b int64, rev uint64, at time.Duration) bool { return f.Admit(groupMsg("g.0.1", b, rev), t0.Add(at)) }
+	admit := func(b int64, rev uint64, at time.Duration) bool {
+		return f.Admit(groupMsg("g.0.1", b, rev), t0.Add(at))
+	}
 	for b := int64(1); b <= 3; b++ {
 		if !admit(b, 5, 0) {
 			t.Fatalf("bin %d refused before the loss", b)

@@ -127,7 +127,7 @@ type device struct {
 	// decisions resend requests (the standby group's holder).
 	guard    *stream.Guard
 	down, up *stream.Auth
-	out   nats.Msg
+	out      nats.Msg
 	// The last stamp of the group's reset announcements (announce).
 	announceMu sync.Mutex
 	announced  int64
