@@ -356,6 +356,7 @@ func (p *Publisher) FenceStats() FenceStats {
 		t.Fenced += s.Fenced
 		t.Resynced += s.Resynced
 		t.Unfenced += s.Unfenced
+		t.Resent += s.Resent
 	}
 	return t
 }
