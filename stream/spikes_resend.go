@@ -110,13 +110,16 @@ func (p *Publisher) resendSpikes(closed <-chan nats.SubStatus, f *Fence) {
 		return // disconnected again: the next reconnect asks
 	}
 	for _, r := range f.resendFrom(time.Now().Add(ResendTimeout*ResendTries + ResendWindow)) {
-		p.requestResend(closed, r)
+		if p.requestResend(closed, r) {
+			f.closeAt(r.group, time.Now().Add(ResendWindow)) // the copies went out before the answer
+		}
 	}
 }
 
 // requestResend asks the holder of r.group for the messages after r.after,
-// trying until one answers or ResendTries were made.
-func (p *Publisher) requestResend(closed <-chan nats.SubStatus, r resendAt) {
+// trying until one answers or ResendTries were made. It reports whether
+// the holder answered with its copies.
+func (p *Publisher) requestResend(closed <-chan nats.SubStatus, r resendAt) bool {
 	for try := 0; try < ResendTries; try++ {
 		m := &nats.Msg{Subject: SpikesResendSubject(p.device), Header: nats.Header{}}
 		m.Header.Set(GroupHeader, r.group)
@@ -134,7 +137,7 @@ func (p *Publisher) requestResend(closed <-chan nats.SubStatus, r resendAt) {
 		switch {
 		case err == nil && a.Header.Get(ResendRefusedHeader) != "":
 			p.resend.refused.Add(1)
-			return
+			return false
 		case err == nil:
 			p.resend.answered.Add(1)
 			n, _ := strconv.ParseUint(a.Header.Get(ResentHeader), 10, 64)
@@ -142,17 +145,18 @@ func (p *Publisher) requestResend(closed <-chan nats.SubStatus, r resendAt) {
 			if a.Header.Get(ResendGapHeader) == "1" {
 				p.resend.gaps.Add(1)
 			}
-			return
+			return true
 		case errors.Is(err, nats.ErrConnectionClosed):
-			return
+			return false
 		}
 		select {
 		case <-closed:
-			return
+			return false
 		case <-time.After(ResendTimeout / 2):
 		}
 	}
 	p.resend.unanswered.Add(1)
+	return false
 }
 
 // resendAt is one resend request: the messages of group after a position.
@@ -211,6 +215,18 @@ func (f *Fence) resendFrom(until time.Time) []resendAt {
 		}
 	}
 	return out
+}
+
+// closeAt closes group's window at t if it is open later: its copies were
+// published before the answer, so they arrive within a short hold. A
+// later reconnect then opens a new window from the mark of its own loss
+// rather than asking again from the old one.
+func (f *Fence) closeAt(group string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.marks[group]; m != nil && m.win != nil && (m.win.until.IsZero() || m.win.until.After(t)) {
+		m.win.until = t
+	}
 }
 
 // closeWindows closes the windows whose requests could not be sent.

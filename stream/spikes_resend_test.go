@@ -18,7 +18,8 @@ func groupMsg(g string, b int64, rev uint64) nats.Header {
 // takes, once each, the copies of the messages it missed (bins 4 to 6, of
 // an older revision than the live ones it took meanwhile), drops the
 // copies of those it had (before the loss and live after it), asks from
-// bin 3, and after its window closed drops copies again.
+// bin 3, and after its window closed (answered) drops copies again; the
+// next loss asks from its own mark.
 func TestFenceResendWindow(t *testing.T) {
 	var f Fence
 	t0 := time.Unix(1000, 0)
@@ -54,11 +55,17 @@ func TestFenceResendWindow(t *testing.T) {
 	if s := f.Stats(); s.Resent != 3 || s.Repeated != 3 || s.Fenced != 2 || s.Resynced != 0 {
 		t.Errorf("stats %+v, want 3 resent, 3 repeated, 2 fenced, none resynced", s)
 	}
+	f.closeAt("g.0.1", t0.Add(500*time.Millisecond)) // answered: the copies are in
 	if !admit(9, 6, 2*time.Second) {
 		t.Fatal("live bin 9 refused")
 	}
 	if admit(5, 6, 2*time.Second) {
 		t.Error("copy of bin 5 admitted after the window closed")
+	}
+	// The next loss asks from its own mark, not the closed window's.
+	f.lost(2, t0.Add(2*time.Second))
+	if r := f.resendFrom(t0.Add(3 * time.Second)); len(r) != 1 || r[0].after != (Pos{Epoch: 1, Bin: 9}) {
+		t.Errorf("requests after the second loss %+v, want one after 1.9.0", r)
 	}
 }
 
