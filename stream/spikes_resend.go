@@ -40,6 +40,10 @@ const (
 	ResendWindow  = 2 * time.Second
 )
 
+// resendSpan bounds the tries of one request: each waits ResendTimeout,
+// then half as long before the next.
+const resendSpan = ResendTries * (ResendTimeout + ResendTimeout/2)
+
 // maxResendTaken bounds the positions a fence remembers in one resend
 // window (16 s of messages at one per frame); the window closes beyond.
 const maxResendTaken = 1 << 14
@@ -103,13 +107,13 @@ func (p *Publisher) watchReconnects(sub *nats.Subscription, f *Fence) {
 // interest, so whatever the holder publishes after it read the request
 // reaches the device.
 func (p *Publisher) resendSpikes(closed <-chan nats.SubStatus, f *Fence) {
-	ctx, cancel := context.WithTimeout(context.Background(), ResendTimeout*ResendTries)
+	ctx, cancel := context.WithTimeout(context.Background(), resendSpan)
 	defer cancel()
 	if err := p.nc.FlushWithContext(ctx); err != nil {
 		f.closeWindows()
 		return // disconnected again: the next reconnect asks
 	}
-	for _, r := range f.resendFrom(time.Now().Add(ResendTimeout*ResendTries + ResendWindow)) {
+	for _, r := range f.resendFrom(time.Now().Add(resendSpan + ResendWindow)) {
 		if p.requestResend(closed, r) {
 			f.closeAt(r.group, time.Now().Add(ResendWindow)) // the copies went out before the answer
 		}
