@@ -88,6 +88,13 @@ func (s *sentRing) add(m *nats.Msg, p stream.Pos) {
 	s.n++
 }
 
+// reached reports whether a message at or after p is kept.
+func (s *sentRing) reached(p stream.Pos) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n > 0 && !s.pos[(s.head+s.n-1)%len(s.msgs)].Less(p)
+}
+
 // after appends to dst the kept messages after p, oldest first; gap
 // reports that messages after p are no longer kept.
 func (s *sentRing) after(dst []*nats.Msg, p stream.Pos) (out []*nats.Msg, gap bool) {
@@ -153,6 +160,7 @@ func (r *resender) handle(m *nats.Msg) {
 	p, reason := r.check(m)
 	var gap bool
 	if reason == "" {
+		r.awaitEcho()
 		r.out, gap = r.sent.after(r.out[:0], p)
 		reason = r.spend(len(r.out), time.Now())
 	}
@@ -181,6 +189,23 @@ func (r *resender) handle(m *nats.Msg) {
 	}
 	if m.Reply != "" {
 		_ = r.nc.PublishMsg(a)
+	}
+}
+
+// EchoWait bounds how long the holder waits, before it answers a resend
+// request, for its last published message to come back from the server
+// into the kept ones.
+const EchoWait = 100 * time.Millisecond
+
+// awaitEcho waits until the kept messages reach the last position this
+// instance published, at most EchoWait: the server sent a message the
+// device missed back to this instance before it forwarded the request,
+// but another goroutine keeps it. A message that never comes back (lost
+// with a server) costs the wait.
+func (r *resender) awaitEcho() {
+	last, ok := r.gate.Observed()
+	for deadline := time.Now().Add(EchoWait); ok && !r.sent.reached(last) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 }
 

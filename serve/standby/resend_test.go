@@ -65,6 +65,9 @@ func TestSentRing(t *testing.T) {
 			t.Errorf("%s: after bin %d = %v, gap %v; want %v, gap %v", c.name, c.after, got, gap, c.want, c.gap)
 		}
 	}
+	if !r.reached(at(15)) || !r.reached(at(14)) || r.reached(at(16)) {
+		t.Errorf("reached bins 14, 15, 16: %v, %v, %v; want true, true, false", r.reached(at(14)), r.reached(at(15)), r.reached(at(16)))
+	}
 }
 
 // TestSentRingAllocs: keeping a message allocates nothing.
