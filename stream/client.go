@@ -252,15 +252,25 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // (DropStats.Ahead): no daemon took it. After each reconnect the
 // subscription asks the groups it heard from for the messages it missed
 // (docs/protocol.md, "Decisions resend"; SpikesResent counts the
-// requests) and its fence takes each copy once.
+// requests), its fence takes each copy once, and it holds what it takes
+// until the copies are in (at most ResendHold), to call fn in position
+// order; fn is then called from the goroutine that releases them, never
+// two calls at once.
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
 	f := p.newFence()
+	h := &resendHold{deliver: func(d *Decisions) {
+		if !p.dropAhead(d) {
+			fn(d, nil)
+		}
+	}}
 	gen := p.reconnects()
 	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		if g := p.reconnects(); g != gen {
 			gen = g
-			f.lost(g, time.Now()) // before the first message of the new connection
+			h.begin(f.lost(g, time.Now())) // before the first message of the new connection
 		}
 		if !p.authentic(m) {
 			return
@@ -269,17 +279,25 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 			fn(nil, err)
 			return
 		}
-		if !f.Admit(m.Header, time.Now()) {
-			return
+		admitted := f.Admit(m.Header, time.Now())
+		if len(h.groups) > 0 {
+			taken := &d
+			if !admitted {
+				taken = nil
+			}
+			pos, err := ParsePos(m.Header.Get(PosHeader))
+			if err == nil && h.take(m.Header.Get(GroupHeader), pos, taken, m.Header.Get(CopyHeader) != "") {
+				return
+			}
 		}
-		if !p.dropAhead(&d) {
-			fn(&d, nil)
+		if admitted {
+			h.deliver(&d)
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
 	}
-	p.watchReconnects(sub, f)
+	p.watchReconnects(sub, f, h)
 	return sub, nil
 }
 

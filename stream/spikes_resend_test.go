@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -90,4 +91,85 @@ func TestFenceResendWindowNoMessages(t *testing.T) {
 	if len(got) != 2 || got["a.0.1"] != 10 || got["b.0.1"] != 20 {
 		t.Fatalf("requests %+v, want a.0.1 after bin 10 and b.0.1 after bin 20", r)
 	}
+}
+
+// TestResendHold: decisions taken after a reconnect are held until the
+// holder's last copy came, then handed on in position order, whether the
+// answer comes before the copies or after them; an answer without copies
+// releases at once; a group not held passes.
+func TestResendHold(t *testing.T) {
+	type step struct {
+		bin    int64
+		copy   bool
+		taken  bool // admitted by the fence
+		answer bool // the answer (to bin 8) arrives before this step
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  []int64 // delivered bins after the steps, in order
+	}{
+		{"answer before the copies", []step{
+			{7, false, true, false}, {8, false, true, false},
+			{4, true, true, true}, {5, true, true, false}, {6, true, true, false}, {7, true, false, false}, {8, true, false, false},
+		}, []int64{4, 5, 6, 7, 8}},
+		{"answer after the copies", []step{
+			{7, false, true, false}, {4, true, true, false}, {5, true, true, false}, {6, true, true, false},
+			{7, true, false, false}, {8, true, true, false},
+		}, nil},
+	}
+	at := func(b int64) Pos { return Pos{Epoch: 1, Bin: b} }
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []int64
+			h := &resendHold{deliver: func(d *Decisions) { got = append(got, d.Decisions[0].End) }}
+			h.mu.Lock()
+			h.begin([]string{"g.0.1"})
+			h.mu.Unlock()
+			for _, s := range c.steps {
+				if s.answer {
+					h.answered("g.0.1", at(8), true)
+				}
+				var d *Decisions
+				if s.taken {
+					d = &Decisions{Decisions: []Decision{{End: s.bin}}}
+				}
+				h.mu.Lock()
+				held := h.take("g.0.1", at(s.bin), d, s.copy)
+				h.mu.Unlock()
+				if !held && len(got) == 0 {
+					t.Fatalf("bin %d not held before the copies were in", s.bin)
+				}
+			}
+			if c.want == nil { // the answer comes last
+				if len(got) != 0 {
+					t.Fatalf("delivered %v before the answer", got)
+				}
+				h.answered("g.0.1", at(8), true)
+				c.want = []int64{4, 5, 6, 7, 8}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("delivered %v, want %v", got, c.want)
+			}
+			h.mu.Lock()
+			held := h.take("g.0.1", at(9), &Decisions{Decisions: []Decision{{End: 9}}}, false)
+			h.mu.Unlock()
+			if held {
+				t.Error("a message after the release held")
+			}
+		})
+	}
+	t.Run("no copies", func(t *testing.T) {
+		var got []int64
+		h := &resendHold{deliver: func(d *Decisions) { got = append(got, d.Decisions[0].End) }}
+		h.mu.Lock()
+		h.begin([]string{"g.0.1"})
+		h.take("g.0.1", at(9), &Decisions{Decisions: []Decision{{End: 9}}}, false)
+		h.take("g.0.1", at(8), &Decisions{Decisions: []Decision{{End: 8}}}, false)
+		h.mu.Unlock()
+		h.answered("g.0.1", Pos{}, false)
+		if !slices.Equal(got, []int64{8, 9}) {
+			t.Fatalf("delivered %v, want [8 9]", got)
+		}
+	})
 }

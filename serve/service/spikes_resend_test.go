@@ -86,8 +86,8 @@ func (p *cutProxy) setCut(cut bool) {
 // decision subscription's connection is cut for a while (it runs through
 // a proxy) while its frames still reach the group. Once reconnected, the
 // subscription asks the holder for what it missed: it ends with every
-// decision exactly once (its fence took the copies, none twice), equal
-// to those of a subscription never cut; the standby is not confused by
+// decision exactly once (its fence took the copies, none twice) and in
+// each cell's window order, equal to those of a subscription never cut; the standby is not confused by
 // the holder's copies; with message keys too, where forged requests are
 // refused and counted.
 func TestStandbySpikesResend(t *testing.T) {
@@ -193,8 +193,9 @@ func TestStandbySpikesResend(t *testing.T) {
 			defer run.mu.Unlock()
 			base.mu.Lock()
 			defer base.mu.Unlock()
-			if run.twice != 0 || base.twice != 0 {
-				t.Errorf("decisions received twice: %d by the cut subscription, %d by the other", run.twice, base.twice)
+			if run.twice != 0 || base.twice != 0 || run.late != 0 || base.late != 0 {
+				t.Errorf("decisions received twice: %d by the cut subscription, %d by the other; after a later window of their cell: %d, %d",
+					run.twice, base.twice, run.late, base.late)
 			}
 			if len(run.got) != len(base.got) {
 				t.Errorf("%d decisions by the cut subscription, %d by the other", len(run.got), len(base.got))

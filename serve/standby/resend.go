@@ -169,9 +169,18 @@ func (r *resender) handle(m *nats.Msg) {
 		r.answer(m, stream.ResendRefusedHeader, reason)
 		return
 	}
+	to := ""
+	if len(r.out) > 0 {
+		to = r.out[len(r.out)-1].Header.Get(stream.PosHeader)
+	}
 	n := 0
 	for i, c := range r.out {
-		if err := r.nc.PublishMsg(&nats.Msg{Subject: c.Subject, Header: c.Header, Data: c.Data}); err == nil {
+		h := make(nats.Header, len(c.Header)+1)
+		for k, v := range c.Header {
+			h[k] = v
+		}
+		h.Set(stream.CopyHeader, "1")
+		if err := r.nc.PublishMsg(&nats.Msg{Subject: c.Subject, Header: h, Data: c.Data}); err == nil {
 			n++
 		}
 		r.out[i] = nil
@@ -184,6 +193,9 @@ func (r *resender) handle(m *nats.Msg) {
 		}
 	})
 	a := &nats.Msg{Subject: m.Reply, Header: nats.Header{stream.ResentHeader: {strconv.Itoa(n)}}}
+	if to != "" {
+		a.Header.Set(stream.ResentToHeader, to)
+	}
 	if gap {
 		a.Header.Set(stream.ResendGapHeader, "1")
 	}
