@@ -42,6 +42,8 @@ type Publisher struct {
 	// resend keeps the frames sent and answers resend requests
 	// (ServeResend); nil: off. Guarded by mu.
 	resend *resendServer
+
+	spikesResend resendCounters // the decision subscriptions' resend requests
 }
 
 // DropStats counts the messages and decisions a Publisher's subscriptions
@@ -252,11 +254,29 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // already received from another replica, or from an older holder, is
 // dropped (FenceStats counts them). Once the publisher sent a frame, a
 // decision whose window ends after the last frame it sent is dropped
-// (DropStats.Ahead): no daemon took it.
+// (DropStats.Ahead): no daemon took it. After each reconnect the
+// subscription asks the groups it heard from for the messages it missed
+// (docs/protocol.md, "Decisions resend"; SpikesResent counts the
+// requests), its fence takes each copy once, and it holds what it takes
+// until the copies are in (at most ResendHold), to call fn in position
+// order; fn is then called from the goroutine that releases them, never
+// two calls at once.
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
 	f := p.newFence()
+	h := &resendHold{deliver: func(d *Decisions) {
+		if !p.dropAhead(d) {
+			fn(d, nil)
+		}
+	}}
+	gen := p.reconnects()
 	sub, err := p.nc.Subscribe(SpikesSubject(p.device), func(m *nats.Msg) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if g := p.reconnects(); g != gen {
+			gen = g
+			h.begin(f.lost(g, time.Now())) // before the first message of the new connection
+		}
 		if !p.authentic(m) {
 			return
 		}
@@ -264,16 +284,25 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 			fn(nil, err)
 			return
 		}
-		if !f.Admit(m.Header, time.Now()) {
-			return
+		admitted := f.Admit(m.Header, time.Now())
+		if len(h.groups) > 0 {
+			taken := &d
+			if !admitted {
+				taken = nil
+			}
+			pos, err := ParsePos(m.Header.Get(PosHeader))
+			if err == nil && h.take(m.Header.Get(GroupHeader), pos, taken, m.Header.Get(CopyHeader) != "") {
+				return
+			}
 		}
-		if !p.dropAhead(&d) {
-			fn(&d, nil)
+		if admitted {
+			h.deliver(&d)
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
 	}
+	p.watchReconnects(sub, f, h)
 	return sub, nil
 }
 
@@ -350,6 +379,7 @@ func (p *Publisher) FenceStats() FenceStats {
 		t.Fenced += s.Fenced
 		t.Resynced += s.Resynced
 		t.Unfenced += s.Unfenced
+		t.Resent += s.Resent
 	}
 	return t
 }

@@ -104,6 +104,10 @@ type FenceStats struct {
 	// Unfenced counts messages passed unchecked because the fence already
 	// keeps MaxFenceGroups groups.
 	Unfenced uint64
+	// Resent counts messages taken behind the last position accepted: the
+	// copies a holder published again for a resend request, each taken
+	// once (docs/protocol.md, "Decisions resend").
+	Resent uint64
 }
 
 // Fence drops, on the device side, the messages of a hot-standby group
@@ -121,6 +125,7 @@ type Fence struct {
 	mu    sync.Mutex
 	marks map[string]*mark // by GroupHeader: each shard's group positions its own messages
 	stats FenceStats
+	gen   uint64 // the connection's reconnect count at the last resend window opened
 }
 
 // MaxFenceGroups bounds the groups a Fence keeps a mark for; messages of
@@ -132,6 +137,7 @@ type mark struct {
 	rev       uint64
 	last      Pos
 	dropSince time.Time // the first drop since the last accepted message, zero none
+	win       *window   // the resend window, nil none
 }
 
 // Admit reports whether the message with header h, received at now, is
@@ -168,6 +174,11 @@ func (f *Fence) Admit(h nats.Header, now time.Time) bool {
 		f.marks[group] = &mark{rev: rev, last: pos}
 		return true
 	}
+	if !m.last.Less(pos) && m.win != nil {
+		if take, ok := f.admitResent(m, pos, now); ok {
+			return take
+		}
+	}
 	fenced := rev < m.rev
 	if fenced || !m.last.Less(pos) {
 		if m.dropSince.IsZero() {
@@ -185,6 +196,9 @@ func (f *Fence) Admit(h nats.Header, now time.Time) bool {
 		f.stats.Resynced++
 	}
 	m.rev, m.last, m.dropSince = rev, pos, time.Time{}
+	if m.win != nil {
+		m.noteTaken(pos, now)
+	}
 	return true
 }
 

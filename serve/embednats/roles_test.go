@@ -37,14 +37,14 @@ type role struct {
 // may do; every other subject of probeSubjects must be refused.
 var roles = []role{
 	{"device", "RGC_DEVICE_DEV0_NKEY",
-		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status"},
+		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status", "rgc.dev0.spikes.resend"},
 		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.resend", "_INBOX.probe"}},
 	{"daemon", "RGC_DAEMON_NKEY",
 		[]string{"rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.ctl", "rgc.dev0.resend", "rgcpred.standby.main.dev0.state",
 			"rgcpred.standby.main.dev0.digest", "rgcpred.standby.main.alarms", "rgcrec.dev0.session",
 			"$KV.rgcpred_standby.probe", "$JS.API.STREAM.INFO.KV_rgcpred_standby", "$JS.API.STREAM.INFO.RGCREC"},
-		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status", "rgcpred.standby.main.dev0.state",
-			"rgcpred.standby.main.dev0.digest", "predictord.reset", "predictord.reload", "predictord.status", "predictord.info", "$SRV.PING", "_INBOX.probe"}},
+		[]string{"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.status", "rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.spikes.resend",
+			"rgcpred.standby.main.dev0.state", "rgcpred.standby.main.dev0.digest", "predictord.reset", "predictord.reload", "predictord.status", "predictord.info", "$SRV.PING", "_INBOX.probe"}},
 	{"operator", "RGC_OPERATOR_NKEY",
 		[]string{"predictord.reset", "predictord.reload", "predictord.status", "predictord.info", "$SRV.PING"},
 		[]string{"_INBOX.probe"}},
@@ -57,8 +57,9 @@ var roles = []role{
 // probeSubjects are the subjects every role tries: every subject of the
 // system, those of another device, group and bucket, and wildcards.
 var probeSubjects = []string{
-	"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.status",
-	"rgc.dev0.resend", "rgc.dev1.stim", "rgc.dev1.ctl", "rgc.dev1.spikes", "rgc.dev1.events", "rgc.dev1.resend",
+	"rgc.dev0.stim", "rgc.dev0.ctl", "rgc.dev0.spikes", "rgc.dev0.events", "rgc.dev0.status", "rgc.dev0.resend",
+	"rgc.dev0.spikes.resend", "rgc.dev1.stim", "rgc.dev1.ctl", "rgc.dev1.spikes", "rgc.dev1.events", "rgc.dev1.resend",
+	"rgc.dev1.spikes.resend",
 	"predictord.reset", "predictord.reload", "predictord.status", "predictord.info", "$SRV.PING",
 	"rgcpred.standby.main.dev0.state", "rgcpred.standby.other.dev0.state",
 	"rgcpred.standby.main.dev0.digest", "rgcpred.standby.other.dev0.digest", "rgcpred.standby.main.alarms", "rgcpred.standby.other.alarms", "rgcrec.dev0.session", "rgcrec.dev1.session",
@@ -315,7 +316,9 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 	}
 	// The daemon answers the device's and the operator's requests.
 	daemon := conns["daemon"].nc
-	for _, subj := range []string{"rgc.dev0.status", "predictord.reset"} {
+	requests := []struct{ who, subj string }{{"device", "rgc.dev0.status"}, {"device", "rgc.dev0.spikes.resend"}, {"operator", "predictord.reset"}}
+	for _, r := range requests {
+		subj := r.subj
 		sub, err := daemon.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond([]byte("ok")) })
 		if err != nil {
 			t.Fatal(err)
@@ -323,9 +326,9 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 		defer sub.Unsubscribe()
 	}
 	_ = daemon.Flush()
-	for who, subj := range map[string]string{"device": "rgc.dev0.status", "operator": "predictord.reset"} {
-		if m, err := conns[who].nc.Request(subj, nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
-			t.Errorf("%s requesting %s: %v", who, subj, err)
+	for _, r := range requests {
+		if m, err := conns[r.who].nc.Request(r.subj, nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
+			t.Errorf("%s requesting %s: %v", r.who, r.subj, err)
 		}
 	}
 	// The device answers the daemon's resend requests (allow_responses).

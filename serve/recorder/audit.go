@@ -81,6 +81,11 @@ type Report struct {
 	// error): the replay steps those cells as "no spike" as the daemon did
 	// and does not compare them.
 	Skipped uint64
+	// Copies counts recorded decisions of a window already recorded: a
+	// group's holder publishing a message again (after a takeover, or for
+	// a device's resend request, docs/protocol.md "Decisions resend").
+	// The first is compared, the copies are not.
+	Copies uint64
 	// Events counts the recorded stream events compared.
 	Events uint64
 	// Missing, Extra, Differ and EventDiffs count the differences.
@@ -142,6 +147,9 @@ func (r *Report) String() string {
 		r.Frames, r.FramesMsgs, r.Controls, r.SkippedHead)
 	fmt.Fprintf(&b, "decisions: %d recorded, %d replayed, %d equal, %d differ, %d missing, %d extra; %d skipped by the daemon (not compared)\n",
 		r.Recorded, r.Replayed, r.Matched, r.Differ, r.Missing, r.Extra, r.Skipped)
+	if r.Copies > 0 {
+		fmt.Fprintf(&b, "decisions recorded again (a group's copies, not compared): %d\n", r.Copies)
+	}
 	fmt.Fprintf(&b, "stream events: %d compared, %d differ; audit took %v\n", r.Events, r.EventDiffs, r.Elapsed.Round(time.Millisecond))
 	if r.Refusals() > 0 {
 		fmt.Fprintf(&b, "refused: told to the device %s; by the replay %s\n", byReason(r.Told), byReason(r.Refused))
@@ -209,7 +217,7 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 		}
 	}
 	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped)), Told: map[string]uint64{}, Refused: map[string]uint64{}},
-		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}}
+		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}, taken: map[key]struct{}{}}
 	if cfg.UpKey != nil {
 		up, err := stream.NewAuth(cfg.UpKey)
 		if err != nil {
@@ -374,6 +382,7 @@ type audit struct {
 	ev      stream.Event
 
 	recorded, replayed map[key]stream.Decision
+	taken              map[key]struct{} // every recorded decision's window, for Copies
 	// Stream events in order, each side's not yet compared.
 	recEvents, repEvents []stream.Event
 }
@@ -446,8 +455,13 @@ func (a *audit) msg(m Msg) error {
 			if d.Kind == stream.KindSkipped {
 				continue
 			}
-			a.rep.Recorded++
 			k := keyOf(&d)
+			if _, ok := a.taken[k]; ok {
+				a.rep.Copies++
+				continue
+			}
+			a.taken[k] = struct{}{}
+			a.rep.Recorded++
 			if r, ok := a.replayed[k]; ok {
 				delete(a.replayed, k)
 				a.compare(d, r)

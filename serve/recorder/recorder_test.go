@@ -341,13 +341,30 @@ func TestAuditFindsDifferences(t *testing.T) {
 		t.Fatal("too few decisions messages")
 		return nil
 	}
+	// again copies the n-th decisions message after the m-th (n < m), as a
+	// holder publishing it again; it returns its decisions' number too.
+	again := func(n, m int) ([]Msg, uint64) {
+		var idx []int
+		for i := range msgs {
+			if msgs[i].Kind == KindDecisions {
+				idx = append(idx, i)
+			}
+		}
+		var ds stream.Decisions
+		if err := stream.DecodeDecisions(msgs[idx[n-1]].Data, &ds); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Insert(slices.Clone(msgs), idx[m-1]+1, msgs[idx[n-1]]), uint64(len(ds.Decisions))
+	}
+	copied, nCopied := again(5, 9)
 	cases := []struct {
 		name  string
 		msgs  []Msg
 		pred  rgc.Predictor
 		check func(r *Report) bool
 	}{
-		{"unaltered", msgs, fakepred.New(testCells), func(r *Report) bool { return r.OK() }},
+		{"unaltered", msgs, fakepred.New(testCells), func(r *Report) bool { return r.OK() && r.Copies == 0 }},
+		{"decisions message published again", copied, fakepred.New(testCells), func(r *Report) bool { return r.OK() && r.Copies == nCopied }},
 		{"decisions message lost", editDecision(5, func(*stream.Decisions) bool { return false }), fakepred.New(testCells),
 			func(r *Report) bool { return !r.OK() && r.Missing == 0 && r.Extra > 0 && r.Differ == 0 }},
 		{"bin altered", editDecision(9, func(ds *stream.Decisions) bool { ds.Decisions[0].Bin++; return true }), fakepred.New(testCells),

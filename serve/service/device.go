@@ -124,10 +124,11 @@ type device struct {
 
 	// Message authentication (Config.Keys; nil: off): guard checks what
 	// the device sends (reader goroutine), down signs what is published
-	// (processor goroutine, out its message).
-	guard *stream.Guard
-	down  *stream.Auth
-	out   nats.Msg
+	// (processor goroutine, out its message), up checks the device's
+	// decisions resend requests (the standby group's holder).
+	guard    *stream.Guard
+	down, up *stream.Auth
+	out      nats.Msg
 	// The last stamp of the group's reset announcements (announce).
 	announceMu sync.Mutex
 	announced  int64
@@ -322,7 +323,7 @@ func (d *device) useKeys(ks msgauth.Keys) error {
 	if err != nil {
 		return fmt.Errorf("service: device %s: %w", d.name, err)
 	}
-	d.guard = stream.NewGuard(up)
+	d.guard, d.up = stream.NewGuard(up), up
 	return nil
 }
 

@@ -80,12 +80,13 @@ func (s *Service) standbyKeys(cfg *standby.GroupConfig) error {
 	if s.groupAuth, err = stream.NewAuth(key); err != nil {
 		return fmt.Errorf("service: key of standby group %s: %w", cfg.Group, err)
 	}
-	down := map[string]*stream.Auth{}
+	down, up := map[string]*stream.Auth{}, map[string]*stream.Auth{}
 	for _, d := range s.devices {
-		down[d.name] = d.down
+		down[d.name], up[d.name] = d.down, d.up
 		d.guard.WithGroup(s.groupAuth)
 	}
 	cfg.DeviceAuth = func(device string) *stream.Auth { return down[device] }
+	cfg.DeviceUp = func(device string) *stream.Auth { return up[device] }
 	return nil
 }
 

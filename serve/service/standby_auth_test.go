@@ -29,18 +29,21 @@ type windowKey struct {
 }
 
 // authRun is what the device received in one run: every decision, keyed
-// by its window, and those received twice.
+// by its window, those received twice, and those received after a later
+// window of the same cell (late).
 type authRun struct {
 	mu      sync.Mutex
 	got     map[windowKey]stream.Decision
 	twice   int
 	invalid int
+	late    int
+	lastEnd map[int32]int64
 }
 
 // receive subscribes p to its decisions into a new authRun.
 func receive(t *testing.T, p *stream.Publisher) *authRun {
 	t.Helper()
-	r := &authRun{got: map[windowKey]stream.Decision{}}
+	r := &authRun{got: map[windowKey]stream.Decision{}, lastEnd: map[int32]int64{}}
 	sub, err := p.SubscribeDecisions(func(ds *stream.Decisions, err error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -53,6 +56,10 @@ func receive(t *testing.T, p *stream.Publisher) *authRun {
 			if _, ok := r.got[k]; ok {
 				r.twice++
 			}
+			if e, ok := r.lastEnd[d.Cell]; ok && d.End < e {
+				r.late++
+			}
+			r.lastEnd[d.Cell] = max(r.lastEnd[d.Cell], d.End)
 			d.DecidedAt = 0 // the deciding instance's clock
 			r.got[k] = d
 		}

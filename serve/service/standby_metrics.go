@@ -29,6 +29,11 @@ var (
 	standbyAlarmsDesc = prometheus.NewDesc("predictord_standby_alarms_total",
 		"Alarms raised by this instance, by reason: divergence (a state digest or stream event differs from the holder's; the replica catches up again), state_refused (a state answer claiming the lease not from its holder), lease_foreign (a lease entry written by no instance, refused).",
 		[]string{"group", "reason"}, nil)
+	standbyResendDesc = prometheus.NewDesc("predictord_standby_resend_requests_total",
+		"The device's decisions resend requests this instance answered as holder, by outcome: answered, gap (answered, but the messages right after the requested position were no longer kept: lost), or refused: auth_missing and auth_invalid (with message keys: no valid authenticator under the device's Up key), replayed (sent no later than the last one accepted), malformed (no position), limited (the rate budget was spent).",
+		[]string{"device", "outcome"}, nil)
+	standbyResentDesc = prometheus.NewDesc("predictord_standby_resent_messages_total",
+		"Decisions messages this instance published again for the device's resend requests.", []string{"device"}, nil)
 	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
 		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
 )
@@ -41,6 +46,8 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbyIgnoredDesc
 	ch <- standbyAlarmsDesc
 	ch <- standbyRestoresDesc
+	ch <- standbyResendDesc
+	ch <- standbyResentDesc
 }
 
 func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -75,5 +82,12 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthMissing), d.name, "auth_missing")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthInvalid), d.name, "auth_invalid")
+		rs := d.sb.ResendStats()
+		ch <- prometheus.MustNewConstMetric(standbyResendDesc, prometheus.CounterValue, float64(rs.Answered), d.name, "answered")
+		ch <- prometheus.MustNewConstMetric(standbyResendDesc, prometheus.CounterValue, float64(rs.Gaps), d.name, "gap")
+		for _, k := range standby.ResendRefusals {
+			ch <- prometheus.MustNewConstMetric(standbyResendDesc, prometheus.CounterValue, float64(rs.Refused[k]), d.name, k)
+		}
+		ch <- prometheus.MustNewConstMetric(standbyResentDesc, prometheus.CounterValue, float64(rs.Resent), d.name)
 	}
 }

@@ -147,6 +147,14 @@ func (g *Gate) plausible(p stream.Pos) bool {
 	return false
 }
 
+// Plausible reports whether an observed position p can be another
+// instance's (see Gate): not implausibly far ahead of this instance's own.
+func (g *Gate) Plausible(p stream.Pos) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.plausible(p)
+}
+
 // Next returns the position of the next message produced while processing
 // bin of epoch (stream.EventBin for a stream event): index 0 for the first message
 // of a bin, one more for each further message of the same bin.

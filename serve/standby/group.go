@@ -57,6 +57,10 @@ type GroupConfig struct {
 	// its gate signs the decisions and events it publishes, and positions
 	// observed without a valid authenticator are ignored.
 	DeviceAuth func(device string) *stream.Auth
+	// DeviceUp, if not nil, returns a device's Up key (nil: none): the
+	// holder answers only the device's decisions resend requests
+	// authenticated with it, each sent later than the last one.
+	DeviceUp func(device string) *stream.Auth
 	// StartWait bounds how long NewGroup retries, with backoff, opening
 	// the lease bucket and reading the lease while JetStream cannot
 	// answer yet (default DefaultStartWait).
@@ -201,12 +205,22 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 	r.snapSubj = StateSubject(g.cfg.Group, name)
 	r.applySubj = r.snapSubj + ".apply"
 	r.synced.Store(!g.late)
-	obs, err := observeNATS(g.nc, gate, g.cfg.Scope, auth, func(err error) { g.cfg.Warn(name+"/standby", err) }, r.holderEvent,
+	var up *stream.Auth
+	if g.cfg.DeviceUp != nil {
+		up = g.cfg.DeviceUp(name)
+	}
+	r.resend = newResender(g.nc, gate, g.cfg.Scope, up)
+	obs, err := observeNATS(g.nc, gate, g.cfg.Scope, auth, func(err error) { g.cfg.Warn(name+"/standby", err) }, r.observed,
 		stream.SpikesSubject(name), r.eventSubj)
 	if err != nil {
 		return nil, err
 	}
 	g.subs = append(g.subs, obs...)
+	rsub, err := g.nc.Subscribe(stream.SpikesResendSubject(name), r.resend.handle)
+	if err != nil {
+		return nil, fmt.Errorf("standby: subscribe %s: %w", stream.SpikesResendSubject(name), err)
+	}
+	g.subs = append(g.subs, rsub)
 	dsub, err := g.nc.Subscribe(r.digestSubj, r.holderDigest)
 	if err != nil {
 		return nil, fmt.Errorf("standby: subscribe %s: %w", r.digestSubj, err)

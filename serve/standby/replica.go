@@ -82,6 +82,8 @@ type Replica struct {
 	holderRead  atomic.Int64 // when holderDigest last read the lease entry (Unix ns)
 	digestEpoch uint32
 	digestBlock int64
+	// resend answers the device's decisions resend requests (holder).
+	resend *resender
 }
 
 // Name returns the device's name.
@@ -172,6 +174,21 @@ func (r *Replica) Done(m *nats.Msg) {
 	} else {
 		r.requestQueued.Store(false)
 	}
+}
+
+// ResendStats returns the counters of the device's decisions resend
+// requests.
+func (r *Replica) ResendStats() ResendStats { return r.resend.Stats() }
+
+// observed handles a message of the group seen on the device's decisions
+// or events subject (NATS goroutine): a decisions message is kept to be
+// published again, a stream event compared with this replica's.
+func (r *Replica) observed(m *nats.Msg, p stream.Pos) {
+	if m.Subject == r.eventSubj {
+		r.holderEvent(m, p)
+		return
+	}
+	r.resend.observed(m, p)
 }
 
 // holderEvent compares a stream event observed from the group (the
