@@ -43,7 +43,9 @@ func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 		c.start(seq, c.reason)
 	case seq <= c.last && c.last-seq < rgc.WindowBins:
 		c.dropCandidate() // the current stream is alive
-		c.aliveAt = c.at
+		if !c.resending {
+			c.aliveAt = c.at
+		}
 		c.stats.Stale++
 		return
 	case seq <= c.last || seq-c.last-1 > c.allowedGap():
@@ -127,7 +129,7 @@ func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
 		c.stats.Clamped++
 	}
 	c.stats.Frames++
-	if !c.at.IsZero() {
+	if !c.at.IsZero() && !c.resending {
 		c.aliveAt = c.at
 	}
 	c.bin(seq, led, fr.Time)

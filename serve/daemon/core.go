@@ -314,8 +314,9 @@ type Core struct {
 
 	// Gap recovery (Config.ResendWait): the sink as a Resender (nil:
 	// off) and the gap waited for.
-	resender Resender
-	gw       gapWait
+	resender  Resender
+	gw        gapWait
+	resending bool // the frames being processed were resent (release)
 }
 
 // New returns a core serving cfg.Cells with predictor p, sending its output
