@@ -199,3 +199,149 @@ func equalAsks(a [][2]int64, b [][2]int64) bool {
 	}
 	return true
 }
+
+// lossyResent feeds a core a paced stream of n frames in messages of 10
+// that lost the frames of gaps (bounds multiples of 10), the device
+// resending each gap's frames three messages after it.
+func lossyResent(t *testing.T, cfg Config, clean *stream.Frames, n int64, gaps ...[2]int64) (*Core, *asking) {
+	core, sink := newAskingCore(t, cfg)
+	t0 := time.Unix(1000, 0)
+	for s := int64(0); s < n; s += 10 {
+		lost := false
+		for _, g := range gaps {
+			lost = lost || s >= g[0] && s < g[1]
+		}
+		if !lost {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		for _, g := range gaps {
+			if s == g[1]+30 {
+				for _, r := range requests(g[0], g[1]) {
+					core.Resent(r[0], int(r[1]), sub(clean, r[0], r[0]+r[1]))
+				}
+			}
+		}
+	}
+	return core, sink
+}
+
+// TestCoreLongGapReplicas: two replicas that miss different frames, in
+// gaps of up to the device's ring, and get them resent end with the
+// clean run's decisions and byte-identical states.
+func TestCoreLongGapReplicas(t *testing.T) {
+	const n = 9000
+	clean := synthFrames(0, n)
+	want := reference(t, clean)
+	a, sa := lossyResent(t, Config{Replica: true}, clean, n, [2]int64{2000, 4300}, [2]int64{6000, 6010})
+	b, sb := lossyResent(t, Config{Replica: true}, clean, n, [2]int64{2500, 3100}, [2]int64{4000, 8000})
+	if a.Stats().Restarts+b.Stats().Restarts != 0 || a.ResendStats().Long != 1 || b.ResendStats().Long != 1 {
+		t.Fatalf("restarts %d and %d, long gaps %d and %d: want one long gap each, no restart",
+			a.Stats().Restarts, b.Stats().Restarts, a.ResendStats().Long, b.ResendStats().Long)
+	}
+	if !sameDecisions(sa.got, want) || !sameDecisions(sb.got, want) {
+		t.Fatal("a replica's decisions differ from the clean run's")
+	}
+	if digest(t, a) != digest(t, b) {
+		t.Fatal("the replicas' states differ")
+	}
+}
+
+// TestCoreLongGapMaxLag: a resent long gap is processed at once, behind
+// the frames held: with MaxLag the windows due more than MaxLag bins
+// behind the newest frame received are skipped (published as skipped;
+// the cells step as no spike), in the same stream; without it (a
+// replica) every window is decided as in the clean run.
+func TestCoreLongGapMaxLag(t *testing.T) {
+	const n = 6000
+	clean := synthFrames(0, n)
+	want := reference(t, clean)
+	for _, maxLag := range []int64{0, 40} {
+		core, sink := lossyResent(t, Config{MaxLag: maxLag, Backlog: func() int64 { return 0 }}, clean, n, [2]int64{2000, 4300})
+		st := core.Stats()
+		skipped := 0
+		for _, d := range sink.got {
+			if d.Kind == stream.KindSkipped {
+				skipped++
+			}
+		}
+		if st.Restarts != 0 || core.LastSeq() != n-1 || (skipped > 0) != (maxLag > 0) || uint64(skipped) != st.DeadlineMisses {
+			t.Errorf("max lag %d: restarts %d, last %d, %d skipped decisions, %d deadline misses", maxLag, st.Restarts, core.LastSeq(), skipped, st.DeadlineMisses)
+		}
+		if maxLag == 0 && !sameDecisions(sink.got, want) {
+			t.Error("without max lag: decisions differ from the clean run's")
+		}
+	}
+}
+
+// TestCoreLongGapNeedsWallTime: a frame far ahead that wall time does not
+// cover is no gap to ask for (a foreign frame in a live stream: refused
+// as without resend); one that it covers (a forged frame after a pause)
+// makes a wait bounded by Config.ResendWait and counted; the device's
+// frames then go on (the forged frame, confirmed with them as a new
+// numbering, left no debt of wall time that would refuse them).
+func TestCoreLongGapNeedsWallTime(t *testing.T) {
+	clean := synthFrames(0, 8000)
+	t0 := time.Unix(1000, 0)
+	t.Run("live stream", func(t *testing.T) {
+		core, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < 4000; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+			if s == 1990 {
+				core.Receive(synthFrames(1999+2000, 6), 0, arrival(t0, s+9).Add(period/2))
+			}
+		}
+		if st := core.Stats(); len(sink.asks) != 0 || st.Restarts != 0 || st.OutOfStream != 6 || !sameDecisions(sink.got, reference(t, sub(clean, 0, 4000))) {
+			t.Fatalf("requests %v, stats %+v: want none, the foreign frames refused", sink.asks, st)
+		}
+	})
+	t.Run("forged after a pause", func(t *testing.T) {
+		core, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < 2000; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		at := arrival(t0, 1999+3000)
+		core.Receive(synthFrames(1999+2500, 1), 0, at)
+		if !core.Waiting() || len(sink.asks) != 3 {
+			t.Fatalf("waiting %v, requests %v: want a wait for the 2499 frames", core.Waiting(), sink.asks)
+		}
+		core.Expire(at.Add(resendWait))
+		if core.Waiting() || core.ResendStats().Timeout != 3 {
+			t.Fatalf("after the deadline: waiting %v, stats %+v", core.Waiting(), core.ResendStats())
+		}
+		for s := int64(5000); s < 6200; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		if core.Waiting() || core.LastSeq() != 6199 {
+			t.Fatalf("the device's frames after the forged one: waiting %v, last %d", core.Waiting(), core.LastSeq())
+		}
+	})
+}
+
+// TestCoreLongGapAllocs: waiting for a long gap's frames in several
+// requests and splicing them in allocate nothing.
+func TestCoreLongGapAllocs(t *testing.T) {
+	clean := synthFrames(0, 1<<16)
+	t0 := time.Unix(1000, 0)
+	core, sink := newAskingCore(t, Config{})
+	sink.asks, sink.got = make([][2]int64, 0, 256), make([]stream.Decision, 0, 1<<16)
+	for s := int64(0); s < 1030; s += 10 {
+		core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+	}
+	seq := int64(1030)
+	allocs := testing.AllocsPerRun(10, func() {
+		// a gap of 1500 frames, 10 frames held, two answers, 200 frames
+		core.Receive(sub(clean, seq+1500, seq+1510), 0, arrival(t0, seq+1509))
+		core.Resent(seq, stream.MaxResendFrames, sub(clean, seq, seq+stream.MaxResendFrames))
+		core.Resent(seq+stream.MaxResendFrames, 1500-stream.MaxResendFrames, sub(clean, seq+stream.MaxResendFrames, seq+1500))
+		for s := seq + 1510; s < seq+1710; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		seq += 1710
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per long gap, want 0", allocs)
+	}
+	if st := core.ResendStats(); st.Long < 10 || st.Answered < 20 || core.Stats().Restarts != 0 || core.Stats().GapBins != 0 {
+		t.Fatalf("resend stats %+v, core stats %+v: the measured path did not recover the gaps", st, core.Stats())
+	}
+}

@@ -13,9 +13,10 @@ import (
 )
 
 // resendQueueLen is the room for a device's resend answers waiting for
-// the processor: the core waits for one gap at a time, so a few cover
-// late answers.
-const resendQueueLen = 4
+// the processor: the core waits for one gap at a time, of up to
+// daemon.MaxResendGap frames asked for in requests of
+// stream.MaxResendFrames, so twice their number covers late answers.
+const resendQueueLen = 2 * daemon.MaxResendGap / stream.MaxResendFrames
 
 // ResendOutcomes are the outcome labels of predictord_resend_requests_total
 // (daemon.ResendStats), each created at 0.
