@@ -48,7 +48,7 @@ type ResendStats struct {
 	Long uint64
 	// Recovered counts the gap bins filled with the device's frames.
 	Recovered uint64
-	// Ignored counts answer frames not used: outside the gap asked for,
+	// Ignored counts answer frames not used: outside the request answered,
 	// already received, or answering a request that is no longer pending
 	// (the frames were processed already).
 	Ignored uint64
@@ -96,13 +96,15 @@ func (c *Core) ResendStats() ResendStats { return c.gw.stats }
 func (c *Core) Waiting() bool { return c.gw.on }
 
 // Receive is FramesAt with gap recovery (Config.ResendWait and a sink
-// that is a Resender): a message that leaves a gap the stream would fill
-// is held, with what follows it, and the gap's frames are asked for; the
-// answer (Resent) or the deadline (checked at each message and at Expire)
-// ends the wait, and the frames are then processed in order, the gap's
-// missing ones filled as FramesAt does. Decisions after a gap come late
-// but equal to those without the gap. A zero at (untimed input) never
-// waits. It allocates nothing.
+// that is a Resender): a message that leaves a gap the stream would fill,
+// or a longer one (up to MaxResendGap) that wall time covers, is held,
+// with what follows it, and the gap's frames are asked for; the answers
+// (Resent) or the deadline (checked at each message and at Expire) end
+// the wait, and the frames are then processed in order, what is missing
+// of the gap going as in FramesAt (filled up to a window, a new numbering
+// beyond). Decisions after a gap come late but equal to those without the
+// gap, in the same stream. A zero at (untimed input) never waits. It
+// allocates nothing.
 func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 	w := &c.gw
 	if w.on {

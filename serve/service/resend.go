@@ -166,7 +166,7 @@ func (d *device) syncResend() {
 		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "gap filled with frames the device resent", devField(d.name))
 	}
 	if n := st.None + st.Timeout + st.Partial - p.None - p.Timeout - p.Partial; n > 0 {
-		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest filled by holding", devField(d.name))
+		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest goes as without resend (filled by holding up to a window, a new numbering beyond)", devField(d.name))
 	}
 	if n := st.Ignored - p.Ignored; n > 0 {
 		r.ignored.Add(float64(n))
