@@ -202,7 +202,7 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames) {
 		w.n++
 	}
 	if w.nans == w.nreq {
-		c.release(0) // every request answered: none counts as a timeout
+		c.release(0)
 	}
 }
 
@@ -231,8 +231,8 @@ func (w *gapWait) received(r *request) int64 {
 	return n
 }
 
-// countOutcomes tallies each request of the wait by its outcome: answered with
-// every frame, some, none, or not answered (a timeout).
+// countOutcomes tallies each request of the wait by its outcome:
+// answered with every frame, some, none, or not answered (a timeout).
 func (w *gapWait) countOutcomes() {
 	for i := range w.nreq {
 		r := &w.reqs[i]
