@@ -43,7 +43,9 @@ func (c *Core) frame(seq int64, fr *stream.Frame, rem int64) {
 		c.start(seq, c.reason)
 	case seq <= c.last && c.last-seq < rgc.WindowBins:
 		c.dropCandidate() // the current stream is alive
-		c.aliveAt = c.at
+		if !c.resending {
+			c.aliveAt = c.at
+		}
 		c.stats.Stale++
 		return
 	case seq <= c.last || seq-c.last-1 > c.allowedGap():
@@ -89,8 +91,11 @@ func (c *Core) lag() int64 { return int64(c.at.Sub(c.sched.date()) / c.cfg.BinPe
 // date accounts for frame seq, accepted at the current message's arrival
 // after a gap of seq-last-1 bins: the gap uses the wall time the stream
 // had not used; what is left stays as the lag of the new last bin's date,
-// and the rest as credit, up to Config.GapSlack. A frame without an
-// arrival time dates nothing.
+// and the rest as credit, from 0 up to Config.GapSlack. The gaps inside a
+// confirmed candidate (adopt) may exceed the wall time: they leave no
+// debt, so a stream restarted at a forged frame ahead of the device still
+// takes the device's next frames. A frame without an arrival time dates
+// nothing.
 func (c *Core) date(seq int64) {
 	switch {
 	case c.at.IsZero() || c.cfg.BinPeriod <= 0:
@@ -101,7 +106,7 @@ func (c *Core) date(seq int64) {
 	}
 	left := c.wallBins() - (seq - c.last - 1)
 	c.sched.advance(seq-c.last, c.cfg.BinPeriod, c.at)
-	c.credit = min(c.cfg.GapSlack, left-c.lag())
+	c.credit = max(0, min(c.cfg.GapSlack, left-c.lag()))
 }
 
 // accept processes frame seq of the current stream, filling a gap before
@@ -127,7 +132,7 @@ func (c *Core) accept(seq int64, fr *stream.Frame, rem int64) {
 		c.stats.Clamped++
 	}
 	c.stats.Frames++
-	if !c.at.IsZero() {
+	if !c.at.IsZero() && !c.resending {
 		c.aliveAt = c.at
 	}
 	c.bin(seq, led, fr.Time)

@@ -147,8 +147,10 @@ type Config struct {
 	Replica bool
 	// ResendWait is how long the core waits for the frames of a gap once
 	// it asked the device for them (Receive; the sink must be a
-	// Resender); the frames after the gap are held meanwhile. 0: gaps are
-	// filled at once by holding the last frame.
+	// Resender): a gap of up to a window, or one of up to MaxResendGap
+	// that wall time covers. The frames after the gap are held meanwhile.
+	// 0: gaps are filled at once by holding the last frame, and longer
+	// ones are a new numbering.
 	ResendWait time.Duration
 }
 
@@ -314,8 +316,9 @@ type Core struct {
 
 	// Gap recovery (Config.ResendWait): the sink as a Resender (nil:
 	// off) and the gap waited for.
-	resender Resender
-	gw       gapWait
+	resender  Resender
+	gw        gapWait
+	resending bool // the frames being processed were resent (release)
 }
 
 // New returns a core serving cfg.Cells with predictor p, sending its output

@@ -3,12 +3,15 @@ package daemon
 import (
 	"time"
 
+	"rgcpred/rgc"
 	"rgcpred/stream"
 )
 
 // Resender is a Sink that can ask the device to send frames again
 // (docs/protocol.md, "Resend"). With Config.ResendWait, a core whose sink
-// implements it asks for the frames of a gap before filling it.
+// implements it asks for the frames of a gap before filling it, or, for a
+// gap longer than a window that wall time allows, before restarting the
+// stream.
 type Resender interface {
 	// Resend asks the device for frames first .. first+count-1 (count
 	// 1 .. stream.MaxResendFrames). The answer comes back through
@@ -17,41 +20,55 @@ type Resender interface {
 	Resend(first int64, count int) bool
 }
 
-// Resend outcomes (ResendStats fields).
-const (
-	resendAnswered = iota
-	resendPartial
-	resendNone
-	resendTimeout
-)
-
 // holdFrames bounds the frames received after a gap that the core keeps
 // while it waits for the gap's frames: about a second of a real-time
 // stream. Once full, the wait ends and the gap is filled.
 const holdFrames = stream.MaxFramesPerMsg
 
+// MaxResendGap is the longest gap the core asks the device for: the
+// frames a device keeps (stream.ResendRingFrames), asked for in requests
+// of at most stream.MaxResendFrames. A longer gap goes the way of a gap
+// without resend (a new numbering, a restart).
+const MaxResendGap = stream.ResendRingFrames
+
+// maxRequests is the most requests one gap takes.
+const maxRequests = MaxResendGap / stream.MaxResendFrames
+
 // ResendStats counts the resend requests of a core (Config.ResendWait).
 // Every field only grows.
 type ResendStats struct {
 	// Answered, Partial, None and Timeout count requests by outcome: every
-	// frame of the gap came back; some did; none did (an empty answer, no
-	// device answering, or no request sent); the wait ended first (its
-	// deadline, holding room full, or a control message to apply).
+	// frame asked for came back; some did; none did (an empty answer, no
+	// device answering, or the request not sent); the wait ended first
+	// (its deadline, holding room full, or a control message to apply). A
+	// gap longer than stream.MaxResendFrames takes several requests.
 	Answered, Partial, None, Timeout uint64
+	// Long counts the gaps longer than a window asked for: each ended in
+	// the same stream when the device resent every frame of it.
+	Long uint64
 	// Recovered counts the gap bins filled with the device's frames.
 	Recovered uint64
-	// Ignored counts answer frames not used: outside the gap asked for,
+	// Ignored counts answer frames not used: outside the request answered,
 	// already received, or answering a request that is no longer pending
 	// (the frames were processed already).
 	Ignored uint64
 }
 
+// request is one resend request of a gap: its frames, and whether its
+// answer came.
+type request struct {
+	first, count int64
+	answered     bool
+}
+
 // gapWait is a gap whose frames the core asked the device for: the gap,
-// the frames of it received, and the frames received after it, held in
-// arrival order until the answer or the deadline.
+// its requests, the frames of it received, and the frames received after
+// it, held in arrival order until every answer or the deadline.
 type gapWait struct {
 	on           bool
 	first, count int64
+	reqs         [maxRequests]request
+	nreq, nans   int       // requests sent, answers received
 	at, until    time.Time // arrival of the frame after the gap, the wait's deadline
 	got          []stream.Frame
 	have         []bool
@@ -67,7 +84,7 @@ type gapWait struct {
 
 func newGapWait() gapWait {
 	return gapWait{
-		got: make([]stream.Frame, stream.MaxResendFrames), have: make([]bool, stream.MaxResendFrames),
+		got: make([]stream.Frame, MaxResendGap), have: make([]bool, MaxResendGap),
 		seqs: make([]int64, holdFrames), frames: make([]stream.Frame, holdFrames), ats: make([]time.Time, holdFrames),
 	}
 }
@@ -79,13 +96,15 @@ func (c *Core) ResendStats() ResendStats { return c.gw.stats }
 func (c *Core) Waiting() bool { return c.gw.on }
 
 // Receive is FramesAt with gap recovery (Config.ResendWait and a sink
-// that is a Resender): a message that leaves a gap the stream would fill
-// is held, with what follows it, and the gap's frames are asked for; the
-// answer (Resent) or the deadline (checked at each message and at Expire)
-// ends the wait, and the frames are then processed in order, the gap's
-// missing ones filled as FramesAt does. Decisions after a gap come late
-// but equal to those without the gap. A zero at (untimed input) never
-// waits. It allocates nothing.
+// that is a Resender): a message that leaves a gap the stream would fill,
+// or a longer one (up to MaxResendGap) that wall time covers, is held,
+// with what follows it, and the gap's frames are asked for; the answers
+// (Resent) or the deadline (checked at each message and at Expire) end
+// the wait, and the frames are then processed in order, what is missing
+// of the gap going as in FramesAt (filled up to a window, a new numbering
+// beyond). Decisions after a gap come late but equal to those without the
+// gap, in the same stream. A zero at (untimed input) never waits. It
+// allocates nothing.
 func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 	w := &c.gw
 	if w.on {
@@ -93,7 +112,7 @@ func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 			w.hold(f, at)
 			return
 		}
-		c.release(resendTimeout, backlog+int64(len(f.Frames)))
+		c.release(backlog + int64(len(f.Frames)))
 	}
 	if c.ask(f, at) {
 		w.hold(f, at)
@@ -103,25 +122,42 @@ func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 }
 
 // ask starts a wait when f's first frame continues the current stream
-// after a gap that FramesAt would fill, and asks the sink for the gap's
-// frames; it reports whether the core now waits.
+// after a gap that FramesAt would fill, or after a longer gap (up to
+// MaxResendGap) that the wall-time rule allows (wallBins), and asks the
+// sink for the gap's frames, stream.MaxResendFrames per request, in
+// order; it reports whether the core now waits. A gap that wall time
+// does not cover is never asked for: it stays a new numbering.
 func (c *Core) ask(f *stream.Frames, at time.Time) bool {
 	if c.resender == nil || c.cfg.ResendWait <= 0 || at.IsZero() || !c.started || c.cand.n > 0 ||
 		(c.resetAt >= 0 && f.FirstSeq >= c.resetAt) {
 		return false
 	}
 	gap := f.FirstSeq - c.last - 1
-	if gap < 1 || gap > stream.MaxResendFrames {
+	if gap < 1 || gap > MaxResendGap {
 		return false
 	}
 	c.at = at // the wall-time rule judges the gap at this message's arrival
-	if gap > c.allowedGap() {
+	if gap > c.allowedGap() && (!c.timed() || gap > c.wallBins()) {
 		return false
 	}
 	w := &c.gw
-	if !c.resender.Resend(c.last+1, int(gap)) {
-		w.stats.None++
-		return false
+	w.nreq, w.nans = 0, 0
+	for first := c.last + 1; first <= c.last+gap; first += stream.MaxResendFrames {
+		count := min(stream.MaxResendFrames, c.last+gap+1-first)
+		r := &w.reqs[w.nreq]
+		r.first, r.count, r.answered = first, count, false
+		w.nreq++
+		if !c.resender.Resend(first, int(count)) {
+			if w.nreq == 1 {
+				w.stats.None++
+				return false
+			}
+			r.answered = true // no frame will come: the gap is not whole
+			w.nans++
+		}
+	}
+	if gap > rgc.WindowBins {
+		w.stats.Long++
 	}
 	w.on, w.first, w.count, w.at, w.until, w.n, w.nh = true, c.last+1, gap, at, at.Add(c.cfg.ResendWait), 0, 0
 	return true
@@ -137,36 +173,79 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 
 // Resent gives the core the device's answer to its request for frames
 // first .. first+count-1 (Resender.Resend): the frames it resent, nil or
-// empty when it resent none or did not answer. The gap's frames among
-// them are spliced in and the held frames processed; the rest are
-// ignored and counted. An answer to a request no longer pending is
-// ignored. It allocates nothing.
+// empty when it resent none or did not answer. The request's frames
+// among them are kept, the rest ignored and counted; once every request
+// of the gap is answered, the gap's frames are spliced in and the held
+// frames processed. An answer to a request no longer pending is ignored.
+// It allocates nothing.
 func (c *Core) Resent(first int64, count int, f *stream.Frames) {
 	w := &c.gw
 	n := 0
 	if f != nil {
 		n = len(f.Frames)
 	}
-	if !w.on || first != w.first || int64(count) != w.count {
+	r := w.pending(first, int64(count))
+	if r == nil {
 		w.stats.Ignored += uint64(n)
 		return
 	}
+	r.answered = true
+	w.nans++
 	for i := range n {
-		k := f.FirstSeq + int64(i) - w.first
-		if k < 0 || k >= w.count || w.have[k] {
+		s := f.FirstSeq + int64(i)
+		k := s - w.first
+		if s < r.first || s >= r.first+r.count || w.have[k] {
 			w.stats.Ignored++
 			continue
 		}
 		w.got[k], w.have[k] = f.Frames[i], true
 		w.n++
 	}
-	switch {
-	case int64(w.n) == w.count:
-		c.release(resendAnswered, 0)
-	case w.n > 0:
-		c.release(resendPartial, 0)
-	default:
-		c.release(resendNone, 0)
+	if w.nans == w.nreq {
+		c.release(0)
+	}
+}
+
+// pending returns the unanswered request of the current wait for frames
+// first .. first+count-1, nil if none.
+func (w *gapWait) pending(first, count int64) *request {
+	if !w.on {
+		return nil
+	}
+	for i := range w.nreq {
+		if r := &w.reqs[i]; !r.answered && r.first == first && r.count == count {
+			return r
+		}
+	}
+	return nil
+}
+
+// received returns the number of frames of request r received.
+func (w *gapWait) received(r *request) int64 {
+	n := int64(0)
+	for k := r.first - w.first; k < r.first-w.first+r.count; k++ {
+		if w.have[k] {
+			n++
+		}
+	}
+	return n
+}
+
+// countOutcomes tallies each request of the wait by its outcome:
+// answered with every frame, some, none, or not answered (a timeout).
+func (w *gapWait) countOutcomes() {
+	for i := range w.nreq {
+		r := &w.reqs[i]
+		switch n := w.received(r); {
+		case !r.answered:
+			w.stats.Timeout++
+		case n == r.count:
+			w.stats.Answered++
+		case n > 0:
+			w.stats.Partial++
+		default:
+			w.stats.None++
+		}
 	}
 }
 
@@ -174,7 +253,7 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames) {
 // messages when nothing arrives, from the goroutine feeding the core).
 func (c *Core) Expire(now time.Time) {
 	if c.gw.on && !now.Before(c.gw.until) {
-		c.release(resendTimeout, 0)
+		c.release(0)
 	}
 }
 
@@ -183,7 +262,7 @@ func (c *Core) Expire(now time.Time) {
 // before it.
 func (c *Core) EndWait() {
 	if c.gw.on {
-		c.release(resendTimeout, 0)
+		c.release(0)
 	}
 }
 
@@ -193,29 +272,22 @@ func (w *gapWait) drop() {
 	if !w.on {
 		return
 	}
+	w.countOutcomes()
 	w.on, w.n, w.nh = false, 0, 0
 	clear(w.have)
-	w.stats.Timeout++
 }
 
-// release ends the wait with outcome: the gap's frames received are
-// processed (at the arrival of the frame after the gap; FramesAt fills
-// what is missing), then the held frames in order. backlog frames more
+// release ends the wait: the gap's frames received are processed (at
+// the arrival of the frame after the gap; FramesAt fills what is missing
+// of a gap it would fill, and holds the frames after a longer hole as a
+// new numbering), then the held frames in order. backlog frames more
 // wait behind them. The frames not yet processed count as received for
-// the overload policy (Config.MaxLag), as frames queued do.
-func (c *Core) release(outcome int, backlog int64) {
+// the overload policy (Config.MaxLag), as frames queued do. Resent frames
+// do not show the current stream alive (aliveAt): they were asked for.
+func (c *Core) release(backlog int64) {
 	w := &c.gw
+	w.countOutcomes()
 	w.on = false
-	switch outcome {
-	case resendAnswered:
-		w.stats.Answered++
-	case resendPartial:
-		w.stats.Partial++
-	case resendNone:
-		w.stats.None++
-	default:
-		w.stats.Timeout++
-	}
 	w.stats.Recovered += uint64(w.n)
 	w.left = int64(w.n + w.nh)
 	for i := int64(0); i < w.count; {
@@ -230,7 +302,9 @@ func (c *Core) release(outcome int, backlog int64) {
 		}
 		w.view.FirstSeq, w.view.Frames = w.first+i, w.got[i:j]
 		w.left -= j - i
+		c.resending = true
 		c.FramesAt(&w.view, backlog+w.left, w.at)
+		c.resending = false
 		i = j
 	}
 	for i := 0; i < w.nh; {

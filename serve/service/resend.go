@@ -13,9 +13,10 @@ import (
 )
 
 // resendQueueLen is the room for a device's resend answers waiting for
-// the processor: the core waits for one gap at a time, so a few cover
-// late answers.
-const resendQueueLen = 4
+// the processor: the core waits for one gap at a time, of up to
+// daemon.MaxResendGap frames asked for in requests of
+// stream.MaxResendFrames, so twice their number covers late answers.
+const resendQueueLen = 2 * daemon.MaxResendGap / stream.MaxResendFrames
 
 // ResendOutcomes are the outcome labels of predictord_resend_requests_total
 // (daemon.ResendStats), each created at 0.
@@ -165,7 +166,7 @@ func (d *device) syncResend() {
 		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "gap filled with frames the device resent", devField(d.name))
 	}
 	if n := st.None + st.Timeout + st.Partial - p.None - p.Timeout - p.Partial; n > 0 {
-		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest filled by holding", devField(d.name))
+		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest goes as without resend (filled by holding up to a window, a new numbering beyond)", devField(d.name))
 	}
 	if n := st.Ignored - p.Ignored; n > 0 {
 		r.ignored.Add(float64(n))

@@ -1,0 +1,70 @@
+package service
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestServiceResendLongGap: the daemon's frames subscription is gone for
+// about 2 s while the device sends 2000 frames (longer than a window, as
+// when the daemon's NATS node is cut off); the wall time covers the gap,
+// the daemon asks the device for the frames in two requests and its
+// decisions are the offline rollout's: the same stream, no restart, no
+// bin filled.
+func TestServiceResendLongGap(t *testing.T) {
+	const gap = 2000
+	f := getFixture(t)
+	if f.hi-f.lo < 1500+gap+1000 {
+		t.Fatalf("the fixture's %d frames are too few for the gap", f.hi-f.lo)
+	}
+	e := startNATS(t)
+	reg := prometheus.NewRegistry()
+	s, _ := startService(t, e, Config{Load: fakeLoader(f.ids), ResendWait: time.Second, Registry: reg})
+	p := newPublisher(t, e, "dev0")
+	if err := p.ServeResend(); err != nil {
+		t.Fatal(err)
+	}
+	c := collectAll(t, p)
+	gapAt := f.lo + 1500
+	var restore func()
+	publishSplit(t, f, p, 10, func(i int) {
+		switch f.lo + 10*i {
+		case gapAt:
+			waitProcessed(t, p, int64(gapAt-1))
+			restore = dropStim(t, s)
+		case gapAt + gap:
+			if err := p.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(gap*BinPeriod + 100*time.Millisecond) // the wall time a paced device's gap takes
+			restore()
+		case gapAt + gap + 10:
+			waitRequests(t, reg, 2)
+		}
+	})
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	for _, m := range []struct {
+		name  string
+		label []string
+		want  float64
+	}{
+		{"predictord_resend_requests_total", []string{"dev0", "answered"}, 2},
+		{"predictord_resend_recovered_bins_total", []string{"dev0"}, gap},
+		{"predictord_gap_bins_total", []string{"dev0"}, 0},
+		{"predictord_stream_restarts_total", []string{"dev0"}, 0},
+		{"predictord_filled_decisions_total", []string{"dev0"}, 0},
+	} {
+		if got := counter(t, reg, m.name, m.label...); got != m.want {
+			t.Errorf("%s%v = %v, want %v", m.name, m.label, got, m.want)
+		}
+	}
+	if st := p.ResendServed(); st.Answered != 2 || st.Frames != gap {
+		t.Errorf("device served %+v, want two answers of %d frames in all", st, gap)
+	}
+	if got := counter(t, reg, "predictord_frames_rejected_total", "dev0", "out_of_stream"); got != 0 {
+		t.Errorf("%v frames refused as out of stream", got)
+	}
+}
