@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +56,7 @@ func TestSeededSubset(t *testing.T) {
 			v := Run(ctx, c, tc.seed)
 			t.Log(v)
 			if v.Err != "" {
+				logTails(t, filepath.Join(dir, "seed-"+strconv.FormatUint(tc.seed, 10)))
 				t.Fatalf("the schedule stopped: %s", v.Err)
 			}
 			undisturbed := tc.kinds != nil && len(tc.kinds) == 0
@@ -85,5 +88,24 @@ func TestSeededSubset(t *testing.T) {
 				t.Fatalf("seed %d failed (NEMESIS_STRICT=1)", tc.seed)
 			}
 		})
+	}
+}
+
+// logTails logs the last lines of every log a stopped schedule left in
+// dir, so a failure in CI names its cause (a node's or an instance's own
+// words) after the test's temporary directory is gone.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		t.Logf("%s, last lines:\n%s", filepath.Base(name), strings.Join(lines, "\n"))
 	}
 }
