@@ -195,8 +195,15 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 	if g.cfg.DeviceAuth != nil {
 		auth = g.cfg.DeviceAuth(name)
 	}
-	gate, err := NewGate(SignedNATSPublisher(g.nc, g.cfg.Scope, g.lease.Revision, auth), g.lease.Held, g.cfg.Buffer)
+	send := natsSender(g.nc, g.cfg.Scope, auth)
+	gate, err := NewGate(func(subject string, pos stream.Pos, data []byte) error {
+		return send(subject, pos, g.lease.Revision(), data)
+	}, g.lease.Held, g.cfg.Buffer)
 	if err != nil {
+		return nil, err
+	}
+	if err := gate.SetEcho(Echo{Keep: g.cfg.Buffer, KeepBytes: EchoKeepBytes, Revision: g.lease.Revision, Publish: send,
+		Generation: func() uint64 { return g.nc.Stats().Reconnects }}); err != nil {
 		return nil, err
 	}
 	r := &Replica{group: g, dev: dev, name: name, gate: gate, raw: raw,
