@@ -34,6 +34,9 @@ var (
 		[]string{"device", "outcome"}, nil)
 	standbyResentDesc = prometheus.NewDesc("predictord_standby_resent_messages_total",
 		"Decisions messages this instance published again for the device's resend requests.", []string{"device"}, nil)
+	standbyEchoDesc = prometheus.NewDesc("predictord_standby_echo_messages_total",
+		"Messages this instance published as holder, by what became of their echo (the message coming back from the server): echoed (it, or a later position, came back), republished (never came back, published again after a reconnect: written into a connection that died), dropped (the echo ring was full before it came; lost if the connection then died with it).",
+		[]string{"device", "fate"}, nil)
 	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
 		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
 )
@@ -44,6 +47,7 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbySyncedDesc
 	ch <- standbyMessagesDesc
 	ch <- standbyIgnoredDesc
+	ch <- standbyEchoDesc
 	ch <- standbyAlarmsDesc
 	ch <- standbyRestoresDesc
 	ch <- standbyResendDesc
@@ -78,6 +82,9 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 			{"discarded", gs.Discarded}, {"suppressed", gs.Suppressed}, {"replaced", gs.Replaced}} {
 			ch <- prometheus.MustNewConstMetric(standbyMessagesDesc, prometheus.CounterValue, float64(f.n), d.name, f.fate)
 		}
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.Echoed), d.name, "echoed")
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.Republished), d.name, "republished")
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.EchoOverflow), d.name, "dropped")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Ahead), d.name, "ahead")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthMissing), d.name, "auth_missing")
