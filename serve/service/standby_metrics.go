@@ -21,7 +21,7 @@ var (
 	standbySyncedDesc = prometheus.NewDesc("predictord_standby_synced",
 		"1 once the device's state is the group's (it may take over), else 0.", []string{"device"}, nil)
 	standbyMessagesDesc = prometheus.NewDesc("predictord_standby_messages_total",
-		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published), replaced (kept, then dropped: this instance restored the holder's state).",
+		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published), replaced (kept, or published and awaiting its echo, then dropped: this instance restored the holder's state).",
 		[]string{"device", "fate"}, nil)
 	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
 		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none), auth_missing and auth_invalid (with message keys: without a valid authenticator under the device's Down key, a forger's).",

@@ -53,15 +53,15 @@ func (g *Gate) SetEcho(e Echo) error {
 // awaitEcho keeps a copy of a published message until its echo comes,
 // dropping the oldest beyond the bounds; g.mu is held.
 func (g *Gate) awaitEcho(subject string, pos stream.Pos, rev uint64, data []byte) {
-	for g.sent.n > 0 && (g.sent.full() || g.sent.bytes+len(data) > g.echo.KeepBytes) {
+	if len(data) > g.echo.KeepBytes {
+		g.stats.EchoOverflow++
+		return
+	}
+	for g.sent.full() || g.sent.bytes+len(data) > g.echo.KeepBytes {
 		g.sent.pop()
 		g.stats.EchoOverflow++
 	}
-	if len(data) <= g.echo.KeepBytes {
-		g.sent.push(subject, pos, rev, data)
-	} else {
-		g.stats.EchoOverflow++
-	}
+	g.sent.push(subject, pos, rev, data)
 }
 
 // republish publishes again, once the connection reconnected since the

@@ -153,6 +153,7 @@ func TestGateEchoBounds(t *testing.T) {
 	}{
 		{"count", 3, 1 << 10, []int64{3, 4, 5}, 2},
 		{"bytes", 16, 20, []int64{4, 5}, 3},
+		{"each message larger than the bytes", 16, 5, nil, 5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := &echoNet{swallow: true, revs: map[int64]uint64{}}
