@@ -306,11 +306,18 @@ func (g *Group) gain() {
 }
 
 // retry publishes what the gates kept while the connection was down
-// (OnRenew: the bucket answered, so the connection is back).
+// (OnRenew: the bucket answered, so the connection is back), and logs
+// the messages published again since the last renewal because their
+// echo never came.
 func (g *Group) retry() {
 	for _, r := range g.replicas {
 		if err := r.gate.Retry(); err != nil && !errors.Is(err, ErrNotConnected) {
 			g.cfg.Warn(r.name+"/standby", err)
+		}
+		if n := r.gate.Stats().Republished; n != r.republished {
+			g.cfg.Log.Info().Str("device", r.name).Uint64("messages", n-r.republished).
+				Msg("standby: published again what never came back from the server (written into a connection that died)")
+			r.republished = n
 		}
 	}
 }
