@@ -379,9 +379,11 @@ func TestStandbyFailover(t *testing.T) {
 			for _, mf := range mfs {
 				series[mf.GetName()] = len(mf.GetMetric())
 			}
-			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 8 {
-				t.Errorf("alarm series %d, message fates %d: want every reason and fate exported from 0",
-					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"])
+			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 8 ||
+				series["predictord_standby_echo_messages_total"] != 3 {
+				t.Errorf("alarm series %d, message fates %d, echo fates %d: want every reason and fate exported from 0",
+					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"],
+					series["predictord_standby_echo_messages_total"])
 			}
 			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v",
 				len(ds), worst, standbyTTL, p.FenceStats())

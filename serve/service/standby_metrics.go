@@ -21,7 +21,7 @@ var (
 	standbySyncedDesc = prometheus.NewDesc("predictord_standby_synced",
 		"1 once the device's state is the group's (it may take over), else 0.", []string{"device"}, nil)
 	standbyMessagesDesc = prometheus.NewDesc("predictord_standby_messages_total",
-		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published), replaced (kept, then dropped: this instance restored the holder's state).",
+		"Decision and event messages by fate: published, held (kept as standby), flushed (kept, then published at a takeover), matched (kept, then dropped: the holder's copy seen), overflow (kept, then dropped from a full standby buffer), discarded (kept, then dropped at a takeover as already published; non-zero is a loss), suppressed (not kept: already published), replaced (kept, or published and awaiting its echo, then dropped: this instance restored the holder's state).",
 		[]string{"device", "fate"}, nil)
 	standbyIgnoredDesc = prometheus.NewDesc("predictord_standby_ignored_total",
 		"Positions observed on the device's decision and event subjects and ignored: ahead (implausibly far ahead of this instance's own: forged, or this instance trails far behind), foreign (another group or shard, or none), auth_missing and auth_invalid (with message keys: without a valid authenticator under the device's Down key, a forger's).",
@@ -34,6 +34,9 @@ var (
 		[]string{"device", "outcome"}, nil)
 	standbyResentDesc = prometheus.NewDesc("predictord_standby_resent_messages_total",
 		"Decisions messages this instance published again for the device's resend requests.", []string{"device"}, nil)
+	standbyEchoDesc = prometheus.NewDesc("predictord_standby_echo_messages_total",
+		"Messages this instance published as holder, by what became of their echo (the message coming back from the server): echoed (it, or a later position, came back), republished (never came back, published again after a reconnect: written into a connection that died), dropped (the echo ring was full before it came; lost if the connection then died with it).",
+		[]string{"device", "fate"}, nil)
 	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
 		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
 )
@@ -44,6 +47,7 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbySyncedDesc
 	ch <- standbyMessagesDesc
 	ch <- standbyIgnoredDesc
+	ch <- standbyEchoDesc
 	ch <- standbyAlarmsDesc
 	ch <- standbyRestoresDesc
 	ch <- standbyResendDesc
@@ -78,6 +82,9 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 			{"discarded", gs.Discarded}, {"suppressed", gs.Suppressed}, {"replaced", gs.Replaced}} {
 			ch <- prometheus.MustNewConstMetric(standbyMessagesDesc, prometheus.CounterValue, float64(f.n), d.name, f.fate)
 		}
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.Echoed), d.name, "echoed")
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.Republished), d.name, "republished")
+		ch <- prometheus.MustNewConstMetric(standbyEchoDesc, prometheus.CounterValue, float64(gs.EchoOverflow), d.name, "dropped")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Ahead), d.name, "ahead")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.Foreign), d.name, "foreign")
 		ch <- prometheus.MustNewConstMetric(standbyIgnoredDesc, prometheus.CounterValue, float64(gs.AuthMissing), d.name, "auth_missing")

@@ -18,14 +18,6 @@ const DefaultMaxAhead = 1024
 // stream.PosHeader set).
 type Publisher func(subject string, pos stream.Pos, data []byte) error
 
-// held is a message a standby computed and keeps until the holder's copy is
-// observed.
-type held struct {
-	pos     stream.Pos
-	subject string
-	data    []byte
-}
-
 // GateStats counts what a gate did. Every field only grows.
 type GateStats struct {
 	// Published counts messages this instance published.
@@ -49,9 +41,9 @@ type GateStats struct {
 	// the last position published; with the flush rules of Publish and
 	// Gain it stays 0, and anything else is a lost message.
 	Discarded uint64
-	// Replaced counts kept messages dropped because this instance's
-	// state was replaced by the holder's (Forget): they came from a state
-	// the group did not share.
+	// Replaced counts kept messages, and published ones awaiting their
+	// echo, dropped because this instance's state was replaced by the
+	// holder's (Forget): they came from a state the group did not share.
 	Replaced uint64
 	// Ahead counts observed positions ignored as implausible: further
 	// ahead of this instance's own position than MaxAhead frames or a
@@ -65,6 +57,17 @@ type GateStats struct {
 	// without a valid authenticator under the device's Down key
 	// (GroupConfig.DeviceAuth): a forger's, ignored.
 	AuthMissing, AuthInvalid uint64
+	// Echoed counts published messages dropped from the echo ring (Echo)
+	// because they, or a later position, came back from the server.
+	Echoed uint64
+	// Republished counts messages published again after a reconnect
+	// because their echo never came (written into a connection that
+	// died).
+	Republished uint64
+	// EchoOverflow counts published messages dropped from a full echo
+	// ring before their echo came (lost if the connection then died with
+	// them).
+	EchoOverflow uint64
 }
 
 // Gate decides, message by message, whether this instance publishes: the
@@ -99,9 +102,13 @@ type Gate struct {
 	own      stream.Pos // the last position this instance produced
 	hasOwn   bool
 	maxAhead int64
-	ring     []held
-	head, n  int
+	ring     heldRing // kept: a standby's, refused or produced while not holding
 	stats    GateStats
+
+	echo   Echo
+	echoOn bool
+	sent   heldRing // published, awaiting their echo (with echo on)
+	gen    uint64   // the connection generation the sent messages are known to be on
 
 	// Position counter of the producing goroutine.
 	cur stream.Pos
@@ -117,7 +124,7 @@ func NewGate(pub Publisher, holder func() bool, capacity int) (*Gate, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("standby: gate capacity %d not positive", capacity)
 	}
-	return &Gate{pub: pub, held: holder, ring: make([]held, capacity), maxAhead: DefaultMaxAhead,
+	return &Gate{pub: pub, held: holder, ring: newHeldRing(capacity), maxAhead: DefaultMaxAhead,
 		cur: stream.Pos{Bin: stream.EventBin, Index: -1}}, nil
 }
 
@@ -180,8 +187,8 @@ func (g *Gate) ResetPos() { g.cur = stream.Pos{Bin: stream.EventBin, Index: -1} 
 func (g *Gate) Forget() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.stats.Replaced += uint64(g.n)
-	g.head, g.n, g.hasOwn = 0, 0, false
+	g.stats.Replaced += uint64(g.ring.clear() + g.sent.clear())
+	g.hasOwn = false
 }
 
 // Publish publishes data on subject at pos if this instance is the holder,
@@ -199,14 +206,19 @@ func (g *Gate) Publish(subject string, pos stream.Pos, data []byte) error {
 		return nil
 	}
 	if g.active && g.held() {
-		// Kept messages (a holding that lapsed and was renewed before Gain
-		// ran, or publishes refused while the connection was down) go out
-		// first, so sending pos does not make them look already
-		// published; while the connection is still down pos waits behind
-		// them.
-		err := g.flush()
-		if g.n == 0 {
-			err = g.send(subject, pos, data)
+		// Messages lost in a connection that died, then kept messages (a
+		// holding that lapsed and was renewed before Gain ran, or
+		// publishes refused while the connection was down) go out first,
+		// so sending pos does not make them look already published; while
+		// the connection is still down pos waits behind them.
+		rerr := g.republish()
+		err := rerr
+		if !errors.Is(rerr, ErrNotConnected) {
+			err = g.flush()
+			if g.ring.n == 0 {
+				err = g.send(subject, pos, data)
+			}
+			err = errors.Join(rerr, err)
 		}
 		if errors.Is(err, ErrNotConnected) {
 			g.keep(subject, pos, data)
@@ -218,9 +230,18 @@ func (g *Gate) Publish(subject string, pos stream.Pos, data []byte) error {
 }
 
 // send publishes one message; g.mu is held. A message refused with
-// ErrNotConnected is not published: the caller keeps it.
+// ErrNotConnected is not published: the caller keeps it. With echo on, a
+// message published goes into the echo ring.
 func (g *Gate) send(subject string, pos stream.Pos, data []byte) error {
-	err := g.pub(subject, pos, data)
+	var err error
+	if g.echoOn {
+		rev := g.echo.Revision()
+		if err = g.echo.Publish(subject, pos, rev, data); err == nil {
+			g.awaitEcho(subject, pos, rev, data)
+		}
+	} else {
+		err = g.pub(subject, pos, data)
+	}
 	if errors.Is(err, ErrNotConnected) {
 		return err
 	}
@@ -229,27 +250,29 @@ func (g *Gate) send(subject string, pos stream.Pos, data []byte) error {
 	return err
 }
 
-// Retry publishes the kept messages if this instance is the holder (after
-// an outage: they were refused while the connection was down).
+// Retry publishes, if this instance is the holder, the messages lost in
+// a connection that died (after a reconnect), then the kept messages
+// (after an outage: they were refused while the connection was down).
 func (g *Gate) Retry() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.active || !g.held() || g.n == 0 {
+	if !g.active || !g.held() {
 		return nil
 	}
-	return g.flush()
+	err := g.republish()
+	if errors.Is(err, ErrNotConnected) || g.ring.n == 0 {
+		return err
+	}
+	return errors.Join(err, g.flush())
 }
 
 // keep stores a copy of a message, reusing the slot's buffer; g.mu is held.
 func (g *Gate) keep(subject string, pos stream.Pos, data []byte) {
-	if g.n == len(g.ring) {
-		g.head = (g.head + 1) % len(g.ring)
-		g.n--
+	if g.ring.full() {
+		g.ring.pop()
 		g.stats.Overflow++
 	}
-	h := &g.ring[(g.head+g.n)%len(g.ring)]
-	h.pos, h.subject, h.data = pos, subject, append(h.data[:0], data...)
-	g.n++
+	g.ring.push(subject, pos, 0, data)
 	g.stats.Held++
 }
 
@@ -259,6 +282,9 @@ func (g *Gate) Observe(pos stream.Pos) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.seen && !g.observed.Less(pos) {
+		if g.plausible(pos) {
+			g.stats.Echoed += uint64(g.sent.popTo(pos)) // the holder's own, back from the server
+		}
 		return
 	}
 	if !g.plausible(pos) {
@@ -266,16 +292,14 @@ func (g *Gate) Observe(pos stream.Pos) {
 		return
 	}
 	g.observed, g.seen = pos, true
-	for g.n > 0 && !pos.Less(g.ring[g.head].pos) {
-		g.head = (g.head + 1) % len(g.ring)
-		g.n--
-		g.stats.Matched++
-	}
+	g.stats.Echoed += uint64(g.sent.popTo(pos))
+	g.stats.Matched += uint64(g.ring.popTo(pos))
 }
 
-// Gain makes this instance the publisher: the kept messages past the last
-// observed position go out first, in order. It returns the first publish
-// error, after trying every message.
+// Gain makes this instance the publisher: the messages lost in a
+// connection that died (after a reconnect), then the kept messages past
+// the last observed position go out first, in order. It returns the
+// publish errors, after trying every message.
 func (g *Gate) Gain() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -285,7 +309,11 @@ func (g *Gate) Gain() error {
 		// holder's last message from a forged one.
 		g.observed = g.own
 	}
-	return g.flush()
+	err := g.republish()
+	if errors.Is(err, ErrNotConnected) {
+		return err
+	}
+	return errors.Join(err, g.flush())
 }
 
 // flush publishes the kept messages past the last observed position, in
@@ -294,11 +322,10 @@ func (g *Gate) Gain() error {
 // stays kept with those after it; g.mu is held.
 func (g *Gate) flush() error {
 	var first error
-	for g.n > 0 {
-		h := &g.ring[g.head]
+	for g.ring.n > 0 {
+		h := g.ring.at(0)
 		if g.seen && !g.observed.Less(h.pos) {
-			g.head = (g.head + 1) % len(g.ring)
-			g.n--
+			g.ring.pop()
 			g.stats.Discarded++
 			continue
 		}
@@ -306,8 +333,7 @@ func (g *Gate) flush() error {
 		if errors.Is(err, ErrNotConnected) {
 			return fmt.Errorf("standby: flush kept messages: %w", err)
 		}
-		g.head = (g.head + 1) % len(g.ring)
-		g.n--
+		g.ring.pop()
 		g.stats.Flushed++
 		if err != nil && first == nil {
 			first = fmt.Errorf("standby: flush kept messages: %w", err)

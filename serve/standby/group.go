@@ -195,8 +195,15 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 	if g.cfg.DeviceAuth != nil {
 		auth = g.cfg.DeviceAuth(name)
 	}
-	gate, err := NewGate(SignedNATSPublisher(g.nc, g.cfg.Scope, g.lease.Revision, auth), g.lease.Held, g.cfg.Buffer)
+	send := natsSender(g.nc, g.cfg.Scope, auth)
+	gate, err := NewGate(func(subject string, pos stream.Pos, data []byte) error {
+		return send(subject, pos, g.lease.Revision(), data)
+	}, g.lease.Held, g.cfg.Buffer)
 	if err != nil {
+		return nil, err
+	}
+	if err := gate.SetEcho(Echo{Keep: g.cfg.Buffer, KeepBytes: EchoKeepBytes, Revision: g.lease.Revision, Publish: send,
+		Generation: func() uint64 { return g.nc.Stats().Reconnects }}); err != nil {
 		return nil, err
 	}
 	r := &Replica{group: g, dev: dev, name: name, gate: gate, raw: raw,
@@ -299,11 +306,18 @@ func (g *Group) gain() {
 }
 
 // retry publishes what the gates kept while the connection was down
-// (OnRenew: the bucket answered, so the connection is back).
+// (OnRenew: the bucket answered, so the connection is back), and logs
+// the messages published again since the last renewal because their
+// echo never came.
 func (g *Group) retry() {
 	for _, r := range g.replicas {
 		if err := r.gate.Retry(); err != nil && !errors.Is(err, ErrNotConnected) {
 			g.cfg.Warn(r.name+"/standby", err)
+		}
+		if n := r.gate.Stats().Republished; n != r.republished {
+			g.cfg.Log.Info().Str("device", r.name).Uint64("messages", n-r.republished).
+				Msg("standby: published again what never came back from the server (written into a connection that died)")
+			r.republished = n
 		}
 	}
 }

@@ -37,16 +37,23 @@ func NATSPublisher(nc *nats.Conn, scope string, revision func() uint64) Publishe
 // auth (the device's Down key), over its payload and the headers above
 // (stream.SignedHeaders), as a daemon outside a group does; nil: unsigned.
 func SignedNATSPublisher(nc *nats.Conn, scope string, revision func() uint64, auth *stream.Auth) Publisher {
+	send := natsSender(nc, scope, auth)
+	return func(subject string, pos stream.Pos, data []byte) error { return send(subject, pos, revision(), data) }
+}
+
+// natsSender returns SignedNATSPublisher's sender with the lease revision
+// given per message (Echo.Publish: a copy goes out with the original's).
+func natsSender(nc *nats.Conn, scope string, auth *stream.Auth) func(subject string, pos stream.Pos, rev uint64, data []byte) error {
 	m := &nats.Msg{Header: nats.Header{stream.GroupHeader: {scope}}}
 	var buf []byte
-	var rev uint64 // the revision revText holds
+	var last uint64 // the revision revText holds
 	revText := []string{"0"}
 	m.Header[stream.LeaseHeader] = revText
-	return func(subject string, pos stream.Pos, data []byte) error {
+	return func(subject string, pos stream.Pos, rev uint64, data []byte) error {
 		buf = pos.AppendText(buf[:0])
-		if r := revision(); r != rev {
-			rev = r
-			revText[0] = strconv.FormatUint(r, 10)
+		if rev != last {
+			last = rev
+			revText[0] = strconv.FormatUint(rev, 10)
 		}
 		m.Subject, m.Data = subject, data
 		m.Header.Set(stream.PosHeader, string(buf))

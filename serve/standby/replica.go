@@ -84,6 +84,9 @@ type Replica struct {
 	digestBlock int64
 	// resend answers the device's decisions resend requests (holder).
 	resend *resender
+	// republished is the gate's Republished count last logged (the
+	// lease's goroutine, Group.retry).
+	republished uint64
 }
 
 // Name returns the device's name.
