@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,10 +59,36 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
+// startTries is how many times StartCluster picks fresh ports: a port
+// found free can be taken by another process before a node binds it
+// (other tests listen on loopback too), and that node then exits at
+// once ("address already in use").
+const startTries = 3
+
 // StartCluster starts n nats-server processes (binary) with JetStream
 // (stores under dir) and routes to each other, and waits until every one
-// reports healthy.
+// reports healthy. A node that exits while starting (a port taken in
+// the meantime) makes it start the cluster again on fresh ports, up to
+// startTries times.
 func StartCluster(ctx context.Context, binary, dir string, n int) (*Cluster, error) {
+	var err error
+	for try := 1; try <= startTries; try++ {
+		var c *Cluster
+		if c, err = startCluster(ctx, binary, dir, n); err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		for i := range n { // the next try starts with empty stores
+			_ = os.RemoveAll(filepath.Join(dir, "n"+strconv.Itoa(i)))
+		}
+	}
+	return nil, err
+}
+
+// startCluster is one try of StartCluster.
+func startCluster(ctx context.Context, binary, dir string, n int) (*Cluster, error) {
 	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
@@ -102,6 +129,12 @@ func StartCluster(ctx context.Context, binary, dir string, n int) (*Cluster, err
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 		c.Stop()
 		return nil, err
+	}
+	for _, nd := range c.Nodes {
+		if !nd.Alive() {
+			c.Stop()
+			return nil, fmt.Errorf("nemesis: node %s exited while starting (its log: %s)", nd.Name(), filepath.Join(dir, nd.Name()+".log"))
+		}
 	}
 	return c, nil
 }
