@@ -74,6 +74,7 @@ type tailAsk struct {
 	count   int
 	epoch   uint32    // the stream it continues
 	silence time.Time // the arrival of the stream's last frame when asked: one request per silence
+	tried   time.Time // the last try that sent nothing
 }
 
 // request is one resend request of a gap: its frames, and whether its
@@ -363,23 +364,29 @@ func (c *Core) release(backlog int64) {
 // stream whenever it comes (Resent). It asks nothing without resend, a
 // running stream, or a silence not yet asked about, nor while a gap's
 // frames or a candidate numbering are pending; it asks again only after a
-// frame of the stream arrived. It reports whether a request went out.
+// frame of the stream arrived. A request that could not be sent (the
+// connection down during an outage) is tried again TailAfter later. It
+// reports whether a request went out.
 func (c *Core) AskTail(now time.Time) bool {
 	t := &c.tail
-	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 ||
-		c.aliveAt.IsZero() || now.Sub(c.aliveAt) < TailAfter || t.silence.Equal(c.aliveAt) {
+	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 || c.aliveAt.IsZero() ||
+		now.Sub(c.aliveAt) < TailAfter || t.silence.Equal(c.aliveAt) || now.Sub(t.tried) < TailAfter {
 		return false
 	}
-	t.silence = c.aliveAt
 	first := c.last + 1
 	count := min(int64(stream.MaxResendFrames), stream.MaxSeq-first+1)
 	if c.resetAt >= 0 {
 		count = min(count, c.resetAt-first) // the frames from resetAt on are the next stream's
 	}
-	if count < 1 || !c.resender.Resend(first, int(count)) {
+	if count < 1 {
+		t.silence = c.aliveAt
 		return false
 	}
-	t.on, t.first, t.count, t.epoch = true, first, int(count), c.epoch
+	if !c.resender.Resend(first, int(count)) {
+		t.tried = now
+		return false
+	}
+	t.on, t.first, t.count, t.epoch, t.silence = true, first, int(count), c.epoch, c.aliveAt
 	c.gw.stats.Tail++
 	return true
 }

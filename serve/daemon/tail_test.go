@@ -28,7 +28,8 @@ func tailRun(t *testing.T, clean *stream.Frames, n, miss int64, refuse bool) (*C
 // taking the resent frames. No second request goes out during the same
 // silence; one does after a new frame. A device that does not resend,
 // an empty answer, an answer after a reset, and a wait pending for a
-// gap leave the run as without the request.
+// gap leave the run as without the request; a request that could not be
+// sent is tried again TailAfter later.
 func TestCoreTail(t *testing.T) {
 	const n, miss = 4000, 50
 	clean := synthFrames(0, n)
@@ -95,7 +96,7 @@ func TestCoreTail(t *testing.T) {
 		asked  int
 		stats  ResendStats
 	}{
-		{name: "device without resend", refuse: true, asked: 1},
+		{name: "request not sent: tried every TailAfter", refuse: true, asked: 2},
 		{name: "empty answer", asked: 1, stats: ResendStats{Tail: 1},
 			answer: func(c *Core, at time.Time) { c.Resent(n-miss, stream.MaxResendFrames, &stream.Frames{}, at) }},
 		{name: "no answer", asked: 1, stats: ResendStats{Tail: 1}},

@@ -69,7 +69,7 @@ func (k *sink) Resend(first int64, count int) bool {
 		d.down.Sign(m)
 	}
 	if err := d.nc.PublishMsg(m); err != nil {
-		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (the gap is filled): "+err.Error(), devField(d.name))
+		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (a gap is filled, a tail asked again later): "+err.Error(), devField(d.name))
 		return false
 	}
 	return true
