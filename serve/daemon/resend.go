@@ -361,10 +361,10 @@ func (c *Core) release(backlog int64) {
 // frame follows them; this request does. It asks for up to
 // stream.MaxResendFrames frames from the last one on (before a pending
 // reset's frame), with no frame held and no wait: the answer continues the
-// stream whenever it comes (Resent). It asks nothing without resend, a
-// running stream, or a silence not yet asked about, nor while a gap's
-// frames or a candidate numbering are pending; it asks again only after a
-// frame of the stream arrived. A request that could not be sent (the
+// stream whenever it comes (Resent). It asks nothing without resend or a
+// running stream, nor while a gap's frames or a candidate numbering are
+// pending; it asks again only after a frame of the stream arrived
+// (resent ones do not count). A request that could not be sent (the
 // connection down during an outage) is tried again TailAfter later. It
 // reports whether a request went out.
 func (c *Core) AskTail(now time.Time) bool {
