@@ -318,7 +318,8 @@ type Core struct {
 	// off) and the gap waited for.
 	resender  Resender
 	gw        gapWait
-	resending bool // the frames being processed were resent (release)
+	tail      tailAsk
+	resending bool // the frames being processed were resent (release, resentTail)
 }
 
 // New returns a core serving cfg.Cells with predictor p, sending its output

@@ -130,7 +130,7 @@ func TestCoreLongGapResend(t *testing.T) {
 				core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
 				if s == answerAt {
 					for _, a := range as {
-						core.Resent(a.first, int(a.count), sub(clean, a.from, a.to))
+						core.Resent(a.first, int(a.count), sub(clean, a.from, a.to), time.Time{})
 					}
 				}
 			}
@@ -217,7 +217,7 @@ func lossyResent(t *testing.T, cfg Config, clean *stream.Frames, n int64, gaps .
 		for _, g := range gaps {
 			if s == g[1]+30 {
 				for _, r := range requests(g[0], g[1]) {
-					core.Resent(r[0], int(r[1]), sub(clean, r[0], r[0]+r[1]))
+					core.Resent(r[0], int(r[1]), sub(clean, r[0], r[0]+r[1]), time.Time{})
 				}
 			}
 		}
@@ -331,8 +331,8 @@ func TestCoreLongGapAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(10, func() {
 		// a gap of 1500 frames, 10 frames held, two answers, 200 frames
 		core.Receive(sub(clean, seq+1500, seq+1510), 0, arrival(t0, seq+1509))
-		core.Resent(seq, stream.MaxResendFrames, sub(clean, seq, seq+stream.MaxResendFrames))
-		core.Resent(seq+stream.MaxResendFrames, 1500-stream.MaxResendFrames, sub(clean, seq+stream.MaxResendFrames, seq+1500))
+		core.Resent(seq, stream.MaxResendFrames, sub(clean, seq, seq+stream.MaxResendFrames), time.Time{})
+		core.Resent(seq+stream.MaxResendFrames, 1500-stream.MaxResendFrames, sub(clean, seq+stream.MaxResendFrames, seq+1500), time.Time{})
 		for s := seq + 1510; s < seq+1710; s += 10 {
 			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
 		}

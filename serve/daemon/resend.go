@@ -34,6 +34,12 @@ const MaxResendGap = stream.ResendRingFrames
 // maxRequests is the most requests one gap takes.
 const maxRequests = MaxResendGap / stream.MaxResendFrames
 
+// TailAfter is how long a stream receives no frame before the core asks
+// the device once for the frames after its last one (AskTail): far
+// longer than a paced device's pause between messages, far shorter than
+// the 4096 frames a device keeps.
+const TailAfter = 250 * time.Millisecond
+
 // ResendStats counts the resend requests of a core (Config.ResendWait).
 // Every field only grows.
 type ResendStats struct {
@@ -46,12 +52,29 @@ type ResendStats struct {
 	// Long counts the gaps longer than a window asked for: each ended in
 	// the same stream when the device resent every frame of it.
 	Long uint64
-	// Recovered counts the gap bins filled with the device's frames.
+	// Tail counts the requests for the frames after the stream's last one
+	// (AskTail), whatever their answer; they are not among the outcomes
+	// above.
+	Tail uint64
+	// Recovered counts the bins recovered with the device's frames: a
+	// gap's, and a tail's.
 	Recovered uint64
 	// Ignored counts answer frames not used: outside the request answered,
-	// already received, or answering a request that is no longer pending
-	// (the frames were processed already).
+	// already received, answering a request that is no longer pending
+	// (the frames were processed already), or a tail that no longer
+	// continues the stream.
 	Ignored uint64
+}
+
+// tailAsk is the request for the frames after the stream's last one
+// (AskTail).
+type tailAsk struct {
+	on      bool // its answer not yet come
+	first   int64
+	count   int
+	epoch   uint32    // the stream it continues
+	silence time.Time // the arrival of the stream's last frame when asked: one request per silence
+	tried   time.Time // the last try that sent nothing
 }
 
 // request is one resend request of a gap: its frames, and whether its
@@ -171,21 +194,31 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 	}
 }
 
-// Resent gives the core the device's answer to its request for frames
-// first .. first+count-1 (Resender.Resend): the frames it resent, nil or
-// empty when it resent none or did not answer. The request's frames
-// among them are kept, the rest ignored and counted; once every request
-// of the gap is answered, the gap's frames are spliced in and the held
-// frames processed. An answer to a request no longer pending is ignored.
-// It allocates nothing.
-func (c *Core) Resent(first int64, count int, f *stream.Frames) {
+// Resent gives the core the device's answer, arrived at at, to its
+// request for frames first .. first+count-1 (Resender.Resend): the frames
+// it resent, nil or empty when it resent none or did not answer. For a
+// gap, the request's frames among them are kept, the rest ignored and
+// counted; once every request of the gap is answered, the gap's frames
+// are spliced in and the held frames processed. A tail's frames continue
+// the stream at once (resentTail). An answer to a request no longer
+// pending is ignored. It allocates nothing.
+func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	w := &c.gw
 	n := 0
 	if f != nil {
 		n = len(f.Frames)
 	}
+	t := &c.tail
+	tail := t.on && t.first == first && t.count == count
+	if tail {
+		t.on = false
+	}
 	r := w.pending(first, int64(count))
 	if r == nil {
+		if tail {
+			c.resentTail(f, at)
+			return
+		}
 		w.stats.Ignored += uint64(n)
 		return
 	}
@@ -318,4 +351,70 @@ func (c *Core) release(backlog int64) {
 		i = j
 	}
 	w.n, w.nh, w.left, w.view.Frames = 0, 0, 0, nil
+}
+
+// AskTail asks the device once per silence for the frames after the
+// stream's last one, when no frame arrived for TailAfter by now (call it
+// from the goroutine feeding the core when nothing arrives). Frames that
+// reach one replica only (its peer's subscription was not back, a node
+// died, the device paused or stopped) show no gap to the other, since no
+// frame follows them; this request does. It asks for up to
+// stream.MaxResendFrames frames from the last one on (before a pending
+// reset's frame), with no frame held and no wait: the answer continues the
+// stream whenever it comes (Resent). It asks nothing without resend or a
+// running stream, nor while a gap's frames or a candidate numbering are
+// pending; it asks again only after a frame of the stream arrived
+// (resent ones do not count). A request that could not be sent (the
+// connection down during an outage) is tried again TailAfter later. It
+// reports whether a request went out.
+func (c *Core) AskTail(now time.Time) bool {
+	t := &c.tail
+	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 || c.aliveAt.IsZero() ||
+		now.Sub(c.aliveAt) < TailAfter || t.silence.Equal(c.aliveAt) || now.Sub(t.tried) < TailAfter {
+		return false
+	}
+	first := c.last + 1
+	count := min(int64(stream.MaxResendFrames), stream.MaxSeq-first+1)
+	if c.resetAt >= 0 {
+		count = min(count, c.resetAt-first) // the frames from resetAt on are the next stream's
+	}
+	if count < 1 {
+		t.silence = c.aliveAt
+		return false
+	}
+	if !c.resender.Resend(first, int(count)) {
+		t.tried = now
+		return false
+	}
+	t.on, t.first, t.count, t.epoch, t.silence = true, first, int(count), c.epoch, c.aliveAt
+	c.gw.stats.Tail++
+	return true
+}
+
+// resentTail continues the stream with a tail's frames (AskTail), arrived
+// at at: those after the last one processed, when they continue it
+// without a hole, go as a live message's would (the wall-time rule dates
+// them at their arrival, late, so their nominal dates stand), except that
+// they do not show the stream alive. The tail is ignored and counted when
+// the stream it was asked in ended, a gap's frames or a candidate
+// numbering are pending (their own rules decide), or it does not reach
+// the frame after the last one.
+func (c *Core) resentTail(f *stream.Frames, at time.Time) {
+	w := &c.gw
+	if f == nil || len(f.Frames) == 0 {
+		return
+	}
+	n := int64(len(f.Frames))
+	skip := c.last + 1 - f.FirstSeq
+	if !c.started || c.epoch != c.tail.epoch || w.on || c.cand.n > 0 || skip < 0 || skip >= n {
+		w.stats.Ignored += uint64(n)
+		return
+	}
+	w.stats.Ignored += uint64(skip)
+	w.stats.Recovered += uint64(n - skip)
+	w.view.FirstSeq, w.view.Frames = c.last+1, f.Frames[skip:]
+	c.resending = true
+	c.FramesAt(&w.view, 0, at)
+	c.resending = false
+	w.view.Frames = nil
 }

@@ -104,7 +104,7 @@ func TestCoreResend(t *testing.T) {
 				}
 				core.Receive(sub(clean, s, s+10), 0, arrival(t0, s))
 				if tc.answer != nil && s == tc.answerAt {
-					core.Resent(lo, hi-lo, tc.answer)
+					core.Resent(lo, hi-lo, tc.answer, time.Time{})
 				}
 			}
 			if len(sink.asks) != 1 || sink.asks[0] != [2]int64{lo, hi - lo} {
@@ -225,7 +225,7 @@ func TestCoreResendAllocs(t *testing.T) {
 		// a gap of 5 frames, 20 frames held, the answer
 		core.Receive(sub(clean, seq+5, seq+15), 0, arrival(t0, seq+14))
 		core.Receive(sub(clean, seq+15, seq+25), 0, arrival(t0, seq+24))
-		core.Resent(seq, 5, sub(clean, seq, seq+5))
+		core.Resent(seq, 5, sub(clean, seq, seq+5), time.Time{})
 		for s := seq + 25; s < seq+100; s++ {
 			core.Receive(sub(clean, s, s+1), 0, arrival(t0, s))
 		}
@@ -255,7 +255,7 @@ func TestCoreResendHeldFramesAreBacklog(t *testing.T) {
 			core.Receive(sub(clean, s, s+1), 0, arrival(t0, s)) // held
 		}
 		before := core.Stats().DeadlineMisses
-		core.Resent(2000, 10, sub(clean, 2000, 2010))
+		core.Resent(2000, 10, sub(clean, 2000, 2010), time.Time{})
 		skipped := core.Stats().DeadlineMisses - before
 		if (skipped > 0) != (maxLag > 0) || core.LastSeq() != 2209 {
 			t.Errorf("max lag %d: %d decisions skipped, last %d", maxLag, skipped, core.LastSeq())

@@ -513,7 +513,9 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // While frames are held for a new numbering and nothing arrives, it ticks
 // the core (daemon.Core.Tick), so that a device that stops right after a
 // jump still gets its last frames decided; while the core waits for resent
-// frames, it ends a wait whose deadline passed (daemon.Core.Expire).
+// frames, it ends a wait whose deadline passed (daemon.Core.Expire);
+// otherwise it lets the core ask for a silent stream's tail
+// (daemon.Core.AskTail).
 // Resend answers go before the queued messages, which may wait for them.
 func (d *device) process() {
 	tick := time.NewTicker(daemon.DefaultConfirmWait / 4)
@@ -533,7 +535,13 @@ func (d *device) process() {
 				ok = true
 			case it, ok = <-d.work:
 			case now := <-tick.C:
-				if d.core.Held() == 0 && !d.core.Waiting() || len(d.work) > 0 {
+				if len(d.work) > 0 {
+					continue
+				}
+				if d.core.Held() == 0 && !d.core.Waiting() {
+					if d.core.AskTail(now) {
+						d.syncStats()
+					}
 					continue
 				}
 				d.sink.at = now
@@ -600,7 +608,7 @@ func (d *device) handle(it item) {
 		case it.state:
 			d.standbyMsg(it.m)
 		case it.resend:
-			d.handleAnswer(it.m)
+			d.handleAnswer(it.m, it.at)
 		default:
 			d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)
 		}

@@ -96,8 +96,8 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 		dropped:       cv("nats_dropped_messages_total", "Messages the NATS client dropped because the subscription's buffer was full (slow consumer), by subscription subject.", "device", "subject"),
 		ready:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "predictord", Name: "ready", Help: "1 while /readyz answers 200 (sampled every monitor period)."}),
 	}
-	m.resendRequests = cv("resend_requests_total", "Requests to the device to resend a gap's frames, by outcome (answered, partial, none, timeout).", "device", "outcome")
-	m.resendRecovered = cv("resend_recovered_bins_total", "Gap bins filled with the frames the device resent.", "device")
+	m.resendRequests = cv("resend_requests_total", "Requests to the device to resend frames: a gap's, by outcome (answered, partial, none, timeout), and the frames after a silent stream's last one (tail).", "device", "outcome")
+	m.resendRecovered = cv("resend_recovered_bins_total", "Bins recovered with the frames the device resent: a gap's, or a silent stream's tail.", "device")
 	m.resendIgnored = cv("resend_ignored_frames_total", "Resent frames not used: outside the gap asked for, or answering a request no longer pending.", "device")
 	for _, r := range reloadResults {
 		m.reloads.WithLabelValues(r)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,9 @@ const resendQueueLen = 2 * daemon.MaxResendGap / stream.MaxResendFrames
 
 // ResendOutcomes are the outcome labels of predictord_resend_requests_total
 // (daemon.ResendStats), each created at 0.
-var ResendOutcomes = []string{"answered", "partial", "none", "timeout"}
+// ("tail": the requests for the frames after a silent stream's last one,
+// daemon.Core.AskTail).
+var ResendOutcomes = []string{"answered", "partial", "none", "timeout", "tail"}
 
 // resender asks a device for the frames of a gap (docs/protocol.md,
 // "Resend") for its core (daemon.Resender): the request goes out on the
@@ -34,7 +37,7 @@ type resender struct {
 	buf     []byte
 	answers chan item
 	// metrics
-	outcomes  [4]prometheus.Counter
+	outcomes  [5]prometheus.Counter
 	recovered prometheus.Counter
 	ignored   prometheus.Counter
 	prev      daemon.ResendStats
@@ -66,7 +69,7 @@ func (k *sink) Resend(first int64, count int) bool {
 		d.down.Sign(m)
 	}
 	if err := d.nc.PublishMsg(m); err != nil {
-		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (the gap is filled): "+err.Error(), devField(d.name))
+		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (a gap is filled, a tail asked again later): "+err.Error(), devField(d.name))
 		return false
 	}
 	return true
@@ -128,9 +131,10 @@ func (d *device) answers() chan item {
 	return d.resend.answers
 }
 
-// handleAnswer gives a resend answer to the core (processor goroutine):
-// decoded strictly like frames; an empty payload answers "none kept".
-func (d *device) handleAnswer(m *nats.Msg) {
+// handleAnswer gives a resend answer, arrived at at, to the core
+// (processor goroutine): decoded strictly like frames; an empty payload
+// answers "none kept".
+func (d *device) handleAnswer(m *nats.Msg, at time.Time) {
 	first, count, ok := d.resend.request(m.Subject)
 	if !ok {
 		d.reject("unknown_subject", 1, "resend answer on unexpected subject "+m.Subject)
@@ -144,7 +148,7 @@ func (d *device) handleAnswer(m *nats.Msg) {
 		}
 		f = &d.frames
 	}
-	d.core.Resent(first, count, f)
+	d.core.Resent(first, count, f, at)
 	d.afterFrames()
 }
 
@@ -156,14 +160,14 @@ func (d *device) syncResend() {
 	}
 	st := d.core.ResendStats()
 	p := &r.prev
-	for i, v := range [...][2]uint64{{st.Answered, p.Answered}, {st.Partial, p.Partial}, {st.None, p.None}, {st.Timeout, p.Timeout}} {
+	for i, v := range [...][2]uint64{{st.Answered, p.Answered}, {st.Partial, p.Partial}, {st.None, p.None}, {st.Timeout, p.Timeout}, {st.Tail, p.Tail}} {
 		if v[0] > v[1] {
 			r.outcomes[i].Add(float64(v[0] - v[1]))
 		}
 	}
 	if n := st.Recovered - p.Recovered; n > 0 {
 		r.recovered.Add(float64(n))
-		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "gap filled with frames the device resent", devField(d.name))
+		d.s.limiter.info(&d.s.log, d.name+"/resend", n, "frames the device resent processed (a gap's, or a silent stream's tail)", devField(d.name))
 	}
 	if n := st.None + st.Timeout + st.Partial - p.None - p.Timeout - p.Partial; n > 0 {
 		d.s.limiter.warn(&d.s.log, d.name+"/resend_missing", n, "the device did not resend every frame of a gap in time: the rest goes as without resend (filled by holding up to a window, a new numbering beyond)", devField(d.name))

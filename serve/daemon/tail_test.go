@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"rgcpred/stream"
+)
+
+// tailRun feeds a replica core a paced stream of n frames in messages of
+// 10, the last miss of them never arriving (a replica whose subscription
+// was not back when the device sent its last frames).
+func tailRun(t *testing.T, clean *stream.Frames, n, miss int64, refuse bool) (*Core, *asking) {
+	core, sink := newAskingCore(t, Config{Replica: true})
+	sink.refuse = refuse
+	t0 := time.Unix(1000, 0)
+	for s := int64(0); s < n-miss; s += 10 {
+		core.Receive(sub(clean, s, min(s+10, n-miss)), 0, arrival(t0, s+9))
+	}
+	return core, sink
+}
+
+// TestCoreTail: two replicas of a paced stream, one missing its last 50
+// frames. After TailAfter of silence each asks the device once for the
+// frames after its last one; the device resends the 50 to the one that
+// missed them (the other gets an empty answer), and both end with the
+// clean run's decisions and byte-identical states, the wall-time rule
+// taking the resent frames. No second request goes out during the same
+// silence; one does after a new frame. A device that does not resend,
+// an empty answer, an answer after a reset, and a wait pending for a
+// gap leave the run as without the request; a request that could not be
+// sent is tried again TailAfter later.
+func TestCoreTail(t *testing.T) {
+	const n, miss = 4000, 50
+	clean := synthFrames(0, n)
+	want := reference(t, clean)
+	t0 := time.Unix(1000, 0)
+	lastAt := arrival(t0, n-miss-1) // the arrival of the last frame the short replica got
+	full, fullSink := tailRun(t, clean, n, 0, false)
+	if !sameDecisions(fullSink.got, want) {
+		t.Fatal("the undisturbed replica's decisions differ from the clean run's")
+	}
+	short, _ := tailRun(t, clean, n, miss, false)
+	if digest(t, short) == digest(t, full) {
+		t.Fatal("missing the last frames changed no state: the test cannot tell a recovered tail")
+	}
+	missed := digest(t, short)
+
+	t.Run("asked once, resent, replicas equal", func(t *testing.T) {
+		a, sa := tailRun(t, clean, n, 0, false)
+		b, sb := tailRun(t, clean, n, miss, false)
+		if b.AskTail(lastAt.Add(TailAfter-time.Millisecond)) || len(sb.asks) != 0 {
+			t.Fatalf("asked %v before TailAfter of silence", sb.asks)
+		}
+		for i := range 20 {
+			now := lastAt.Add(TailAfter + time.Duration(i)*25*time.Millisecond)
+			a.AskTail(now.Add(miss * period))
+			b.AskTail(now)
+		}
+		if len(sb.asks) != 1 || sb.asks[0] != [2]int64{n - miss, stream.MaxResendFrames} ||
+			len(sa.asks) != 1 || sa.asks[0] != [2]int64{n, stream.MaxResendFrames} {
+			t.Fatalf("requests %v and %v over 20 ticks of one silence, want one each for the frames after the last", sa.asks, sb.asks)
+		}
+		a.Resent(n, stream.MaxResendFrames, &stream.Frames{}, lastAt.Add(time.Second))
+		// A late answer (a second after the request) with a frame before
+		// the tail: the wall-time rule takes it, the extra one is ignored.
+		b.Resent(n-miss, stream.MaxResendFrames, sub(clean, n-miss-1, n), lastAt.Add(time.Second))
+		if !sameDecisions(sb.got, want) || !sameDecisions(sa.got, want) {
+			t.Fatalf("decisions: %d and %d, want the clean run's %d", len(sa.got), len(sb.got), len(want))
+		}
+		if digest(t, a) != digest(t, b) || digest(t, b) != digest(t, full) {
+			t.Fatal("the replicas' states differ")
+		}
+		st := b.Stats()
+		if st.OutOfStream != 0 || st.Restarts != 0 || st.GapBins != 0 || b.Held() != 0 || b.LastSeq() != n-1 {
+			t.Fatalf("resent tail: stats %+v, held %d, last %d", st, b.Held(), b.LastSeq())
+		}
+		if got := b.ResendStats(); got != (ResendStats{Tail: 1, Recovered: miss, Ignored: 1}) {
+			t.Fatalf("resend stats %+v", got)
+		}
+		if b.AskTail(lastAt.Add(time.Hour)) {
+			t.Fatal("asked again after the resent frames, with no new frame")
+		}
+		// A new frame ends the silence: the next one asks again.
+		b.Receive(sub(synthFrames(n, 10), n, n+10), 0, lastAt.Add(2*time.Hour))
+		if !b.AskTail(lastAt.Add(2*time.Hour+TailAfter)) || len(sb.asks) != 2 || sb.asks[1][0] != n+10 {
+			t.Fatalf("after a new frame: requests %v, want a second one from %d", sb.asks, n+10)
+		}
+	})
+
+	for _, tc := range []struct {
+		name   string
+		refuse bool                        // the device does not serve resend
+		before func(c *Core)               // before the silence's tick
+		answer func(c *Core, at time.Time) // the answer
+		asked  int
+		stats  ResendStats
+	}{
+		{name: "request not sent: tried every TailAfter", refuse: true, asked: 2},
+		{name: "empty answer", asked: 1, stats: ResendStats{Tail: 1},
+			answer: func(c *Core, at time.Time) { c.Resent(n-miss, stream.MaxResendFrames, &stream.Frames{}, at) }},
+		{name: "no answer", asked: 1, stats: ResendStats{Tail: 1}},
+		{name: "answer after a reset", asked: 1, stats: ResendStats{Tail: 1, Ignored: miss},
+			answer: func(c *Core, at time.Time) {
+				c.Control(&stream.Control{Op: stream.OpReset})
+				c.Resent(n-miss, stream.MaxResendFrames, sub(clean, n-miss, n), at)
+			}},
+		{name: "answer with a hole before it", asked: 1, stats: ResendStats{Tail: 1, Ignored: miss - 5},
+			answer: func(c *Core, at time.Time) { c.Resent(n-miss, stream.MaxResendFrames, sub(clean, n-miss+5, n), at) }},
+		{name: "reset pending at the next frame", before: func(c *Core) {
+			c.Control(&stream.Control{Op: stream.OpResetAt, Epoch: c.Epoch(), At: n - miss})
+		}},
+		{name: "a gap's wait pending", asked: 1, stats: ResendStats{Timeout: 1}, before: func(c *Core) {
+			c.Receive(sub(clean, n-miss+10, n-miss+20), 0, lastAt.Add(10*period)) // asks for [n-miss, n-miss+10)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sink := tailRun(t, clean, n, miss, tc.refuse)
+			ref, _ := tailRun(t, clean, n, miss, false)
+			if tc.before != nil {
+				tc.before(c)
+				tc.before(ref)
+			}
+			for i := range 20 {
+				c.AskTail(lastAt.Add(TailAfter + time.Duration(i)*25*time.Millisecond))
+			}
+			if tc.answer != nil {
+				tc.answer(c, lastAt.Add(time.Second))
+				tc.answer(ref, lastAt.Add(time.Second))
+			}
+			c.Expire(lastAt.Add(time.Hour))
+			ref.Expire(lastAt.Add(time.Hour))
+			if len(sink.asks) != tc.asked {
+				t.Fatalf("requests %v, want %d", sink.asks, tc.asked)
+			}
+			if got := c.ResendStats(); got != tc.stats {
+				t.Errorf("resend stats %+v, want %+v", got, tc.stats)
+			}
+			if digest(t, c) != digest(t, ref) {
+				t.Error("the state differs from the run without the request")
+			}
+			if tc.before == nil && c.Stats().Resets == 0 && digest(t, c) != missed {
+				t.Error("the state differs from the replica's that missed the tail")
+			}
+		})
+	}
+}
+
+// TestCoreTailAllocs: asking for a silent stream's tail and continuing
+// the stream with the answer allocate nothing.
+func TestCoreTailAllocs(t *testing.T) {
+	clean := synthFrames(0, 1<<16)
+	t0 := time.Unix(1000, 0)
+	core, sink := newAskingCore(t, Config{Replica: true})
+	sink.asks, sink.got = make([][2]int64, 0, 256), make([]stream.Decision, 0, 1<<16)
+	core.Receive(sub(clean, 0, 1024), 0, arrival(t0, 1023))
+	seq := int64(1024)
+	at := arrival(t0, 1023)
+	allocs := testing.AllocsPerRun(100, func() {
+		// 90 frames live, a silence, the last 10 resent
+		for s := seq; s < seq+90; s += 10 {
+			at = at.Add(10 * period)
+			core.Receive(sub(clean, s, s+10), 0, at)
+		}
+		at = at.Add(TailAfter)
+		core.AskTail(at)
+		core.Resent(seq+90, stream.MaxResendFrames, sub(clean, seq+90, seq+100), at)
+		seq += 100
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per tail and 90 frames, want 0", allocs)
+	}
+	if st := core.ResendStats(); st.Tail < 100 || st.Recovered < 1000 || core.LastSeq() != seq-1 || len(sink.got) < 100 {
+		t.Fatalf("resend stats %+v, last %d, %d decisions: the measured path did not ask and continue", st, core.LastSeq(), len(sink.got))
+	}
+}
