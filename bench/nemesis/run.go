@@ -246,8 +246,11 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	log := history.NewLog()
 	t0 := time.Now()
 	clock := newFrameClock(t0, int64(cfg.From+rgc.WindowBins), int64(cfg.To-1))
+	// The drain waits as long as the settling: a fault near the replay's
+	// end (a lease stream electing its leader) holds the group's last
+	// decisions back for seconds, and the protocol lets them come late.
 	rcfg := replay.Config{Rec: cfg.Rec, From: cfg.From, To: cfg.To, Cells: cfg.Cells, Speed: 1,
-		DecisionTimeout: 5 * time.Second, History: log,
+		DecisionTimeout: SettleTimeout, History: log,
 		Progress: func(sent, _ int) { clock.progress(time.Now(), int64(cfg.From+sent)) }}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
