@@ -65,7 +65,7 @@ func TestServeResend(t *testing.T) {
 	if err := p.ServeResend(); err != nil {
 		t.Fatalf("ServeResend again: %v", err)
 	}
-	const sent = ResendRingFrames + 904 // the ring full, its oldest frames overwritten
+	const sent = ResendRingFrames/10*10 + 1000 // messages of 10 frames; the ring full, its oldest frames overwritten
 	for s := int64(0); s < sent; s += 10 {
 		f := &Frames{FirstSeq: s, Frames: make([]Frame, 10)}
 		for i := range f.Frames {
