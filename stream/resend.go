@@ -20,12 +20,15 @@ const ResendLen = 16
 const MaxResendFrames = MaxFramesPerMsg
 
 // ResendRingFrames is the number of frames a Publisher serving resend
-// requests keeps (ServeResend): the last 4096 bins, about 4 s.
-const ResendRingFrames = 4096
+// requests keeps (ServeResend): the last 16384 bins, about 16.5 s, so a
+// daemon cut off by a NATS partition or outage of that long gets its gap
+// back (384 KiB of frames and 128 KiB of seqs, allocated once).
+const ResendRingFrames = 16384
 
 // resendAnswersPerSecond bounds the answers a Publisher sends: a forged
 // or replayed flood of requests costs at most this many frames messages a
-// second.
+// second. A gap of the whole ring takes 16 requests per daemon, so three
+// replicas asking at once, with a tail each, stay within it.
 const resendAnswersPerSecond = 64
 
 // ResendSubject is the subject a device's daemons ask it to resend frames

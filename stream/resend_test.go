@@ -65,7 +65,7 @@ func TestServeResend(t *testing.T) {
 	if err := p.ServeResend(); err != nil {
 		t.Fatalf("ServeResend again: %v", err)
 	}
-	const sent = 5000
+	const sent = ResendRingFrames/10*10 + 1000 // messages of 10 frames; the ring full, its oldest frames overwritten
 	for s := int64(0); s < sent; s += 10 {
 		f := &Frames{FirstSeq: s, Frames: make([]Frame, 10)}
 		for i := range f.Frames {
@@ -94,7 +94,7 @@ func TestServeResend(t *testing.T) {
 		r           Resend
 		first, last int64 // the frames answered; first > last: none
 	}{
-		{"kept", Resend{First: 4000, Count: 20}, 4000, 4019},
+		{"kept", Resend{First: sent - 1000, Count: 20}, sent - 1000, sent - 981},
 		{"older than the ring", Resend{First: 10, Count: 20}, 1, 0},
 		{"partly older", Resend{First: oldest - 5, Count: 20}, oldest, oldest + 14},
 		{"partly not sent", Resend{First: sent - 4, Count: 20}, sent - 4, sent - 1},
@@ -125,7 +125,7 @@ func TestServeResend(t *testing.T) {
 			}
 		}
 	}
-	if _, err := ask(Resend{First: 4000, Count: 20}, false); !errors.Is(err, nats.ErrTimeout) {
+	if _, err := ask(Resend{First: sent - 1000, Count: 20}, false); !errors.Is(err, nats.ErrTimeout) {
 		t.Fatalf("unsigned request: %v, want no answer", err)
 	}
 	if st := p.ResendServed(); st != (ResendServed{Answered: 3, Frames: 20 + 15 + 4, None: 1, Refused: 1}) {

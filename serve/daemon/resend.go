@@ -22,7 +22,8 @@ type Resender interface {
 
 // holdFrames bounds the frames received after a gap that the core keeps
 // while it waits for the gap's frames: about a second of a real-time
-// stream. Once full, the wait ends and the gap is filled.
+// stream, ten times the default wait (--resend-wait), whatever the gap's
+// length. Once full, the wait ends and the gap is filled.
 const holdFrames = stream.MaxFramesPerMsg
 
 // MaxResendGap is the longest gap the core asks the device for: the
@@ -31,13 +32,14 @@ const holdFrames = stream.MaxFramesPerMsg
 // without resend (a new numbering, a restart).
 const MaxResendGap = stream.ResendRingFrames
 
-// maxRequests is the most requests one gap takes.
+// maxRequests is the most requests one gap takes (16), all in flight at
+// once; serve/service queues twice as many answers.
 const maxRequests = MaxResendGap / stream.MaxResendFrames
 
 // TailAfter is how long a stream receives no frame before the core asks
 // the device once for the frames after its last one (AskTail): far
 // longer than a paced device's pause between messages, far shorter than
-// the 4096 frames a device keeps.
+// the frames a device keeps (stream.ResendRingFrames, about 16.5 s).
 const TailAfter = 250 * time.Millisecond
 
 // ResendStats counts the resend requests of a core (Config.ResendWait).
@@ -105,6 +107,8 @@ type gapWait struct {
 	stats        ResendStats
 }
 
+// newGapWait allocates a wait's storage once: MaxResendGap frames and
+// flags for the gap (400 KiB a device), holdFrames for what follows it.
 func newGapWait() gapWait {
 	return gapWait{
 		got: make([]stream.Frame, MaxResendGap), have: make([]bool, MaxResendGap),

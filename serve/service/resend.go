@@ -16,7 +16,8 @@ import (
 // resendQueueLen is the room for a device's resend answers waiting for
 // the processor: the core waits for one gap at a time, of up to
 // daemon.MaxResendGap frames asked for in requests of
-// stream.MaxResendFrames, so twice their number covers late answers.
+// stream.MaxResendFrames (16), so twice their number (32 answers, 768
+// KiB at most) covers late answers.
 const resendQueueLen = 2 * daemon.MaxResendGap / stream.MaxResendFrames
 
 // ResendOutcomes are the outcome labels of predictord_resend_requests_total
