@@ -21,14 +21,7 @@ func TestServiceResendLongGap(t *testing.T) {
 	if f.hi-f.lo < 1500+gap+1000 {
 		t.Fatalf("the fixture's %d frames are too few for the gap", f.hi-f.lo)
 	}
-	e := startNATS(t)
-	reg := prometheus.NewRegistry()
-	s, _ := startService(t, e, Config{Load: fakeLoader(f.ids), ResendWait: time.Second, Registry: reg})
-	p := newPublisher(t, e, "dev0")
-	if err := p.ServeResend(); err != nil {
-		t.Fatal(err)
-	}
-	c := collectAll(t, p)
+	s, reg, p, c := startResendRig(t, f, false, true)
 	gapAt := f.lo + 1500
 	var restore func()
 	publishSplit(t, f, p, 10, func(i int) {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"rgcpred/serve/daemon"
 )
 
@@ -29,24 +27,7 @@ func TestServiceResendTail(t *testing.T) {
 		{"no responders", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := startNATS(t)
-			reg := prometheus.NewRegistry()
-			cfg := Config{Load: fakeLoader(f.ids), ResendWait: time.Second, Registry: reg}
-			p := newPublisher(t, e, "dev0")
-			if tc.keys {
-				ks := newKeys(t, "dev0")
-				cfg.Keys = ks
-				if err := p.UseKeys(ks["dev0"]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			s, _ := startService(t, e, cfg)
-			if tc.serve {
-				if err := p.ServeResend(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c := collectAll(t, p)
+			s, reg, p, c := startResendRig(t, f, tc.keys, tc.serve)
 			var restore func()
 			publishSplit(t, f, p, 10, func(i int) {
 				if f.lo+10*i == tailAt {

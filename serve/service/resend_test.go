@@ -110,24 +110,7 @@ func TestServiceResendFillsGap(t *testing.T) {
 		{"no responders", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := startNATS(t)
-			reg := prometheus.NewRegistry()
-			cfg := Config{Load: fakeLoader(f.ids), ResendWait: time.Second, Registry: reg}
-			p := newPublisher(t, e, "dev0")
-			if tc.keys {
-				ks := newKeys(t, "dev0")
-				cfg.Keys = ks
-				if err := p.UseKeys(ks["dev0"]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			s, _ := startService(t, e, cfg)
-			if tc.serve {
-				if err := p.ServeResend(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c := collectAll(t, p)
+			s, reg, p, c := startResendRig(t, f, tc.keys, tc.serve)
 			gapAt := f.lo + 3000
 			var restore func()
 			publishSplit(t, f, p, 10, func(i int) {
@@ -223,4 +206,31 @@ func TestServiceResendAnswersChecked(t *testing.T) {
 	if got := counter(t, reg, "predictord_frames_total", "dev0"); got != 0 {
 		t.Errorf("%v frames taken from refused answers", got)
 	}
+}
+
+// startResendRig starts a service serving the fixture's cells with a 1 s
+// resend wait and its own registry, and device dev0's publisher: with
+// keys both sign with per-device keys, with serve the device answers
+// resend requests. It returns the service, its registry, the publisher
+// and a collector of every decision.
+func startResendRig(t *testing.T, f *fixture, keys, serve bool) (*Service, *prometheus.Registry, *stream.Publisher, *stream.Collector) {
+	t.Helper()
+	e := startNATS(t)
+	reg := prometheus.NewRegistry()
+	cfg := Config{Load: fakeLoader(f.ids), ResendWait: time.Second, Registry: reg}
+	p := newPublisher(t, e, "dev0")
+	if keys {
+		ks := newKeys(t, "dev0")
+		cfg.Keys = ks
+		if err := p.UseKeys(ks["dev0"]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := startService(t, e, cfg)
+	if serve {
+		if err := p.ServeResend(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, reg, p, collectAll(t, p)
 }
