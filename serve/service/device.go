@@ -586,6 +586,9 @@ func (d *device) handle(it item) {
 		}
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
+		if d.sb != nil {
+			d.sb.Arrived(it.at, d.frames.FirstSeq, d.frames.LastSeq())
+		}
 		d.sink.at = it.at
 		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
 		d.afterFrames()
