@@ -45,8 +45,10 @@ type breaks struct {
 // the frame after the previous message's last), if this instance
 // published anything since BreakMargin before the previous message
 // arrived, it reports the position after which every kept message is to
-// be published again (all: every kept message, no mark that old).
-func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen bool, published uint64) (from stream.Pos, all, again bool) {
+// be published again: the last one then, or the start of the current
+// epoch if that is later (no mark that old, or a reset since: the device
+// wants nothing of the stream before it).
+func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen bool, published uint64) (from stream.Pos, again bool) {
 	gap := b.started && first > b.next && b.n > 0
 	if gap {
 		prev := b.mark(b.n - 1).at
@@ -58,7 +60,10 @@ func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen b
 			}
 		}
 		if published > m.published {
-			from, all, again = m.pos, !m.seen, true
+			from, again = m.pos, true
+			if !m.seen || m.pos.Epoch != pos.Epoch {
+				from = stream.Pos{Epoch: pos.Epoch, Bin: stream.EventBin, Index: math.MinInt32}
+			}
 		}
 	}
 	b.started, b.next = true, last+1
@@ -68,7 +73,7 @@ func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen b
 	}
 	b.marks[(b.head+b.n)%breakMarks] = breakMark{at: at.UnixNano(), pos: pos, seen: seen, published: published}
 	b.n++
-	return from, all, again
+	return from, again
 }
 
 // mark returns the i-th oldest mark.
@@ -87,12 +92,9 @@ func (b *breaks) mark(i int) breakMark { return b.marks[(b.head+i)%breakMarks] }
 // takes them, since nothing later reached it.
 func (r *Replica) Arrived(at time.Time, first, last int64) {
 	pos, seen := r.gate.Observed()
-	from, all, again := r.breaks.arrived(at, first, last, pos, seen, r.gate.Stats().Published)
+	from, again := r.breaks.arrived(at, first, last, pos, seen, r.gate.Stats().Published)
 	if !again {
 		return
-	}
-	if all {
-		from = stream.Pos{Bin: stream.EventBin, Index: math.MinInt32}
 	}
 	n := r.resend.again(from)
 	r.group.cfg.Log.Info().Str("device", r.name).Int64("first_seq", first).Int("messages", n).

@@ -3,6 +3,7 @@ package standby
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestBreaksArrived(t *testing.T) {
 	type msg struct {
 		at          time.Time
 		first, last int64
-		pos         stream.Pos // the gate's last position then (Bin < 0: none)
+		pos         stream.Pos // the gate's last position then (pos(-1): none)
 		published   uint64
 	}
 	// Frames 0..9, 10..19, ... every 10 ms, each followed by one decision.
@@ -37,13 +38,12 @@ func TestBreaksArrived(t *testing.T) {
 		}
 		return ms
 	}
+	epochStart := func(e uint32) stream.Pos { return stream.Pos{Epoch: e, Bin: stream.EventBin, Index: math.MinInt32} }
 	for _, c := range []struct {
-		name     string
-		msgs     []msg
-		again    bool
-		from     stream.Pos
-		all      bool
-		lastOnly bool // only the last message's outcome counts; the others must be false
+		name  string
+		msgs  []msg // only the last may report a gap
+		again bool
+		from  stream.Pos
 	}{
 		{name: "contiguous frames", msgs: steady(50)},
 		{name: "the first message", msgs: []msg{{at: t0, first: 500, last: 509, pos: pos(-1)}}},
@@ -52,7 +52,10 @@ func TestBreaksArrived(t *testing.T) {
 			again: true, from: pos(239)}, // message 24 arrived at 240 ms = 490 - 250
 		{name: "a gap after 5 messages: every kept one", msgs: append([]msg{{at: t0, first: 0, last: 9, pos: pos(-1)}}, append(steady(5)[1:],
 			msg{at: ms(2500), first: 3000, last: 3009, pos: pos(49), published: 5})...),
-			again: true, all: true},
+			again: true, from: epochStart(1)},
+		{name: "a gap after a reset: the new epoch's only", msgs: append(steady(50),
+			msg{at: ms(2500), first: 3000, last: 3009, pos: stream.Pos{Epoch: 2, Bin: stream.EventBin}, published: 51}),
+			again: true, from: epochStart(2)},
 		{name: "a gap, nothing published since", msgs: append(steady(50),
 			msg{at: ms(2500), first: 3000, last: 3009, pos: pos(499), published: 24}), again: false},
 		{name: "frames going back (a reset's numbering) are no gap", msgs: append(steady(50),
@@ -61,19 +64,19 @@ func TestBreaksArrived(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var b breaks
 			for i, m := range c.msgs {
-				p, seen := m.pos, m.pos.Bin >= 0
+				p, seen := m.pos, m.pos != pos(-1)
 				if !seen {
 					p = stream.Pos{}
 				}
-				from, all, again := b.arrived(m.at, m.first, m.last, p, seen, m.published)
+				from, again := b.arrived(m.at, m.first, m.last, p, seen, m.published)
 				if i < len(c.msgs)-1 {
 					if again {
 						t.Fatalf("message %d (frames %d..%d): again from %v, want nothing", i, m.first, m.last, from)
 					}
 					continue
 				}
-				if again != c.again || (again && (all != c.all || (!all && from != c.from))) {
-					t.Fatalf("last message: again %v, from %v, all %v; want %v, %v, %v", again, from, all, c.again, c.from, c.all)
+				if again != c.again || (again && from != c.from) {
+					t.Fatalf("last message: again %v, from %v; want %v, %v", again, from, c.again, c.from)
 				}
 			}
 		})
