@@ -387,10 +387,10 @@ func TestStandbyFailover(t *testing.T) {
 				series[mf.GetName()] = len(mf.GetMetric())
 			}
 			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 8 ||
-				series["predictord_standby_echo_messages_total"] != 3 {
-				t.Errorf("alarm series %d, message fates %d, echo fates %d: want every reason and fate exported from 0",
+				series["predictord_standby_echo_messages_total"] != 3 || series["predictord_standby_gap_copies_total"] != 1 {
+				t.Errorf("alarm series %d, message fates %d, echo fates %d, gap copies %d: want every reason and fate exported from 0",
 					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"],
-					series["predictord_standby_echo_messages_total"])
+					series["predictord_standby_echo_messages_total"], series["predictord_standby_gap_copies_total"])
 			}
 			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v",
 				len(ds), worst, standbyTTL, p.FenceStats())

@@ -2,6 +2,7 @@ package standby
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,7 @@ type breaks struct {
 	head, n int
 	next    int64 // the frame after the last one seen
 	started bool
+	copies  atomic.Uint64 // messages published again after gaps
 }
 
 // arrived records a frames message of frames first..last that arrived at
@@ -97,9 +99,14 @@ func (r *Replica) Arrived(at time.Time, first, last int64) {
 		return
 	}
 	n := r.resend.again(from)
+	r.breaks.copies.Add(uint64(n))
 	r.group.cfg.Log.Info().Str("device", r.name).Int64("first_seq", first).Int("messages", n).
 		Msg("standby: a gap in the device's frames: published again what this instance sent just before it (the link may have lost it)")
 }
+
+// GapCopies counts the decisions messages published again after gaps in
+// the device's frames (Arrived).
+func (r *Replica) GapCopies() uint64 { return r.breaks.copies.Load() }
 
 // again publishes every kept message after p again, as copies, in
 // position order, and returns how many went out (processor goroutine).

@@ -164,4 +164,7 @@ func TestBreakRepublish(t *testing.T) {
 	if st := fence.Stats(); st.Repeated != 2 {
 		t.Fatalf("fence %+v: want the copies of the two messages it had dropped as repeated", st)
 	}
+	if n := a.r.GapCopies(); n != 3 {
+		t.Fatalf("%d copies counted, want the 3 messages kept", n)
+	}
 }
