@@ -167,4 +167,11 @@ func TestBreakRepublish(t *testing.T) {
 	if n := a.r.GapCopies(); n != 3 {
 		t.Fatalf("%d copies counted, want the 3 messages kept", n)
 	}
+	next := int64(2010)
+	if n := testing.AllocsPerRun(1000, func() {
+		a.r.Arrived(time.Now(), next, next+9)
+		next += 10
+	}); n != 0 {
+		t.Fatalf("%v allocations per frames message without a gap, want 0", n)
+	}
 }
