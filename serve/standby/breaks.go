@@ -38,7 +38,7 @@ type breaks struct {
 	head, n int
 	next    int64 // the frame after the last one seen
 	started bool
-	copies  atomic.Uint64 // messages published again after gaps
+	copies  atomic.Uint64 // messages published again after gaps (read by any goroutine)
 }
 
 // arrived records a frames message of frames first..last that arrived at
