@@ -95,10 +95,10 @@ type device struct {
 	// lastFrame is the arrival time (Unix ns) of the last frames message
 	// the core accepted, 0 before the first.
 	lastFrame atomic.Int64
-	// handling is when (Unix ns) the processor began the message it is
-	// handling, 0 between messages: a hot-standby holder renews its lease
-	// only while no message takes too long (progressing).
-	handling atomic.Int64
+	// progress is when the processor began its message or last finished
+	// a model call within it: a hot-standby holder renews its lease only
+	// while no device's processor stalls (progressing).
+	progress progress
 	// What the status reply reports, written by the processor.
 	epoch    atomic.Uint32
 	first    atomic.Int64
@@ -176,6 +176,7 @@ type DecisionTiming struct {
 
 func (k *sink) Decisions(t int64, ds []stream.Decision) {
 	now := time.Now()
+	k.d.progress.step(now)
 	total, decided := len(ds), ds
 	for len(ds) > 0 {
 		n := min(len(ds), stream.MaxDecisionsPerMsg)
@@ -223,6 +224,7 @@ func (k *sink) timing(f func(DecisionTiming), ds []stream.Decision, now time.Tim
 }
 
 func (k *sink) Batch(n int, d time.Duration) {
+	k.d.progress.step(time.Now())
 	k.batch.Observe(float64(n))
 	k.predict.Observe(d.Seconds())
 }
@@ -565,8 +567,8 @@ func (d *device) process() {
 }
 
 func (d *device) handle(it item) {
-	d.handling.Store(time.Now().UnixNano())
-	defer d.handling.Store(0)
+	d.progress.begin(time.Now())
+	defer d.progress.end()
 	d.dequeued(it)
 	if d.sb != nil {
 		d.sb.Seen(it.m)
@@ -584,6 +586,9 @@ func (d *device) handle(it item) {
 		}
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
+		if d.sb != nil {
+			d.sb.Arrived(it.at, d.frames.FirstSeq, d.frames.LastSeq())
+		}
 		d.sink.at = it.at
 		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
 		d.afterFrames()

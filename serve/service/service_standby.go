@@ -91,13 +91,14 @@ func (s *Service) standbyKeys(cfg *standby.GroupConfig) error {
 }
 
 // progressing reports whether every device's processor makes progress: one
-// inside a message for a whole TTL has stalled (a hung model call; a slow
-// one only delays, and a standby would be as slow), so the holder stops
-// renewing and a standby takes over.
+// inside a message for a whole TTL without finishing a model call has
+// stalled (a hung model call; a slow one only delays, and a standby would
+// be as slow), so the holder stops renewing and a standby takes over. A
+// message of many model calls (a long gap's catch-up) keeps the lease.
 func (s *Service) progressing(ttl time.Duration) bool {
-	now := time.Now().UnixNano()
+	now := time.Now()
 	for _, d := range s.devices {
-		if t := d.handling.Load(); t != 0 && now-t > int64(ttl) {
+		if d.progress.stalled(now, ttl) {
 			return false
 		}
 	}

@@ -44,6 +44,13 @@ func startReplica(t *testing.T, url string, cfg Config, id string) *replicaSvc {
 // recorder rec (off when rec.Stream is empty).
 func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec recorder.Config) *replicaSvc {
 	t.Helper()
+	return startReplicaTTL(t, url, cfg, id, rec, standbyTTL)
+}
+
+// startReplicaTTL starts a replica with lease TTL ttl that also runs the
+// flight recorder rec (off when rec.Stream is empty).
+func startReplicaTTL(t *testing.T, url string, cfg Config, id string, rec recorder.Config, ttl time.Duration) *replicaSvc {
+	t.Helper()
 	cfg.Devices = []string{"dev0"}
 	cfg.Replica = true
 	cfg.Log = zerolog.New(io.Discard)
@@ -59,7 +66,7 @@ func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: standbyTTL}, Record: rec})
+	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: ttl}, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +235,7 @@ func TestStandbyFailover(t *testing.T) {
 					for _, r := range []*replicaSvc{a, b} {
 						d := r.s.devices[0]
 						checkFor(t, waitLimit, func() error {
-							return awaited("the frames sent processed", d.last.Load() >= int64(lo-1) && d.handling.Load() == 0)
+							return awaited("the frames sent processed", d.last.Load() >= int64(lo-1) && !d.progress.busy())
 						})
 						if err := r.nc.FlushTimeout(10 * time.Second); err != nil {
 							t.Fatal(err)
@@ -380,10 +387,10 @@ func TestStandbyFailover(t *testing.T) {
 				series[mf.GetName()] = len(mf.GetMetric())
 			}
 			if series["predictord_standby_alarms_total"] != len(standby.AlarmReasons) || series["predictord_standby_messages_total"] != 8 ||
-				series["predictord_standby_echo_messages_total"] != 3 {
-				t.Errorf("alarm series %d, message fates %d, echo fates %d: want every reason and fate exported from 0",
+				series["predictord_standby_echo_messages_total"] != 3 || series["predictord_standby_gap_copies_total"] != 1 {
+				t.Errorf("alarm series %d, message fates %d, echo fates %d, gap copies %d: want every reason and fate exported from 0",
 					series["predictord_standby_alarms_total"], series["predictord_standby_messages_total"],
-					series["predictord_standby_echo_messages_total"])
+					series["predictord_standby_echo_messages_total"], series["predictord_standby_gap_copies_total"])
 			}
 			t.Logf("%d decisions, each once; spikes equal the offline rollout; worst lateness %v (TTL %v); fence %+v",
 				len(ds), worst, standbyTTL, p.FenceStats())

@@ -34,6 +34,9 @@ var (
 		[]string{"device", "outcome"}, nil)
 	standbyResentDesc = prometheus.NewDesc("predictord_standby_resent_messages_total",
 		"Decisions messages this instance published again for the device's resend requests.", []string{"device"}, nil)
+	standbyGapCopiesDesc = prometheus.NewDesc("predictord_standby_gap_copies_total",
+		"Decisions messages this instance published again after a gap in the device's frames, because the link that lost the frames may have lost them on their way to the device.",
+		[]string{"device"}, nil)
 	standbyEchoDesc = prometheus.NewDesc("predictord_standby_echo_messages_total",
 		"Messages this instance published as holder, by what became of their echo (the message coming back from the server): echoed (it, or a later position, came back), republished (never came back, published again after a reconnect: written into a connection that died), dropped (the echo ring was full before it came; lost if the connection then died with it).",
 		[]string{"device", "fate"}, nil)
@@ -52,6 +55,7 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbyRestoresDesc
 	ch <- standbyResendDesc
 	ch <- standbyResentDesc
+	ch <- standbyGapCopiesDesc
 }
 
 func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -96,5 +100,6 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(standbyResendDesc, prometheus.CounterValue, float64(rs.Refused[k]), d.name, k)
 		}
 		ch <- prometheus.MustNewConstMetric(standbyResentDesc, prometheus.CounterValue, float64(rs.Resent), d.name)
+		ch <- prometheus.MustNewConstMetric(standbyGapCopiesDesc, prometheus.CounterValue, float64(d.sb.GapCopies()), d.name)
 	}
 }

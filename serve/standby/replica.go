@@ -84,6 +84,9 @@ type Replica struct {
 	digestBlock int64
 	// resend answers the device's decisions resend requests (holder).
 	resend *resender
+	// breaks finds the gaps in the device's frames (Arrived; processor
+	// goroutine).
+	breaks breaks
 	// republished is the gate's Republished count last logged (the
 	// lease's goroutine, Group.retry).
 	republished uint64

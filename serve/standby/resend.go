@@ -133,6 +133,9 @@ type resender struct {
 	tokens   float64
 	at       time.Time
 	out      []*nats.Msg
+	// againBuf holds the messages published again after a gap in the
+	// device's frames (Replica.Arrived, processor goroutine).
+	againBuf []*nats.Msg
 
 	mu    sync.Mutex
 	stats ResendStats
@@ -175,12 +178,7 @@ func (r *resender) handle(m *nats.Msg) {
 	}
 	n := 0
 	for i, c := range r.out {
-		h := make(nats.Header, len(c.Header)+1)
-		for k, v := range c.Header {
-			h[k] = v
-		}
-		h.Set(stream.CopyHeader, "1")
-		if err := r.nc.PublishMsg(&nats.Msg{Subject: c.Subject, Header: h, Data: c.Data}); err == nil {
+		if publishCopy(r.nc, c) == nil {
 			n++
 		}
 		r.out[i] = nil
