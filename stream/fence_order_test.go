@@ -121,10 +121,10 @@ func TestResendHoldTimer(t *testing.T) {
 	h.mu.Unlock()
 	time.Sleep(ResendHold/2 + 100*time.Millisecond) // the first timer fired
 	h.mu.Lock()
-	held := h.groups["g.0.1"] != nil
+	held, delivered := h.groups["g.0.1"] != nil, n
 	h.mu.Unlock()
-	if !held || n != 0 {
-		t.Fatalf("held %v, delivered %d: the first hold's timer released the second", held, n)
+	if !held || delivered != 0 {
+		t.Fatalf("held %v, delivered %d: the first hold's timer released the second", held, delivered)
 	}
 	time.Sleep(ResendHold / 2)
 	h.mu.Lock()
