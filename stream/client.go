@@ -260,11 +260,13 @@ func (p *Publisher) Status(ctx context.Context) (*Status, error) {
 // requests), its fence takes each copy once, and it holds what it takes
 // until the copies are in (at most ResendHold), to call fn in position
 // order; fn is then called from the goroutine that releases them, never
-// two calls at once.
+// two calls at once. A group's decision of a window not after one fn
+// already got for its cell is dropped (FenceStats.Late): fn gets each
+// cell's windows in order.
 func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.Subscription, error) {
 	var d Decisions
 	f := p.newFence()
-	h := &resendHold{deliver: func(d *Decisions) {
+	h := &resendHold{fence: f, deliver: func(d *Decisions) {
 		if !p.dropAhead(d) {
 			fn(d, nil)
 		}
@@ -284,20 +286,7 @@ func (p *Publisher) SubscribeDecisions(fn func(d *Decisions, err error)) (*nats.
 			fn(nil, err)
 			return
 		}
-		admitted := f.Admit(m.Header, time.Now())
-		if len(h.groups) > 0 {
-			taken := &d
-			if !admitted {
-				taken = nil
-			}
-			pos, err := ParsePos(m.Header.Get(PosHeader))
-			if err == nil && h.take(m.Header.Get(GroupHeader), pos, taken, m.Header.Get(CopyHeader) != "") {
-				return
-			}
-		}
-		if admitted {
-			h.deliver(&d)
-		}
+		h.receive(m.Header, &d, time.Now())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: subscribe decisions of %s: %w", p.device, err)
@@ -380,6 +369,7 @@ func (p *Publisher) FenceStats() FenceStats {
 		t.Resynced += s.Resynced
 		t.Unfenced += s.Unfenced
 		t.Resent += s.Resent
+		t.Late += s.Late
 	}
 	return t
 }

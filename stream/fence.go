@@ -108,6 +108,11 @@ type FenceStats struct {
 	// copies a holder published again for a resend request, each taken
 	// once (docs/protocol.md, "Decisions resend").
 	Resent uint64
+	// Late counts decisions dropped because a later window of their cell
+	// was already handed on (a copy or a trailing holder's message that
+	// came after it): a decision is taken in its cell's window order or
+	// not at all.
+	Late uint64
 }
 
 // Fence drops, on the device side, the messages of a hot-standby group
@@ -138,6 +143,9 @@ type mark struct {
 	last      Pos
 	dropSince time.Time // the first drop since the last accepted message, zero none
 	win       *window   // the resend window, nil none
+	// cells holds, per cell, the last window handed on (order): none
+	// older or equal is handed on after it.
+	cells map[int32]cellMark
 }
 
 // Admit reports whether the message with header h, received at now, is
@@ -194,6 +202,7 @@ func (f *Fence) Admit(h nats.Header, now time.Time) bool {
 			return false
 		}
 		f.stats.Resynced++
+		clear(m.cells) // the group's positions restarted: so did its windows
 	}
 	m.rev, m.last, m.dropSince = rev, pos, time.Time{}
 	if m.win != nil {

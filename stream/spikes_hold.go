@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // ResendHold bounds how long a decision subscription holds the decisions
@@ -21,7 +23,10 @@ const ResendHold = time.Second
 // request); those after it come after the copies. Its mutex serialises every delivery: the
 // subscription's and a release by the reconnect watcher or a timer.
 type resendHold struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// fence admits what is received and keeps each cell's windows in
+	// order (nil: none, for tests of the hold alone).
+	fence   *Fence
 	deliver func(d *Decisions)
 	groups  map[string]*heldGroup
 }
@@ -54,10 +59,50 @@ func (h *resendHold) begin(groups []string) {
 	}
 	for _, g := range groups {
 		if h.groups[g] == nil {
-			h.groups[g] = &heldGroup{}
-			time.AfterFunc(ResendHold, func() { h.answered(g, Pos{}, false) })
+			hg := &heldGroup{}
+			h.groups[g] = hg
+			time.AfterFunc(ResendHold, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if h.groups[g] == hg { // not a later hold of the same group
+					h.release(g)
+				}
+			})
 		}
 	}
+}
+
+// receive passes one decoded decisions message, with headers hdr and
+// received at now, through the fence; it holds what the fence takes
+// while the message's group is held, and hands it on otherwise (h.mu is
+// held).
+func (h *resendHold) receive(hdr nats.Header, d *Decisions, now time.Time) {
+	admitted := h.fence.Admit(hdr, now)
+	pos, err := ParsePos(hdr.Get(PosHeader))
+	positioned := err == nil
+	group := hdr.Get(GroupHeader)
+	if positioned && len(h.groups) > 0 {
+		taken := d
+		if !admitted {
+			taken = nil
+		}
+		if h.take(group, pos, taken, hdr.Get(CopyHeader) != "") {
+			return
+		}
+	}
+	if admitted {
+		h.hand(group, pos, positioned, d)
+	}
+}
+
+// hand delivers d, a message of group at pos (positioned: it has one),
+// less the decisions of a window not after one already handed on for
+// their cell (Fence.order) (h.mu is held).
+func (h *resendHold) hand(group string, pos Pos, positioned bool, d *Decisions) {
+	if positioned && h.fence != nil && !h.fence.order(group, pos, d) {
+		return
+	}
+	h.deliver(d)
 }
 
 // take handles a message of group at pos received while group is held
@@ -116,6 +161,6 @@ func (h *resendHold) release(group string) {
 		return 0
 	})
 	for i := range g.msgs {
-		h.deliver(&g.msgs[i].d)
+		h.hand(group, g.msgs[i].pos, true, &g.msgs[i].d)
 	}
 }

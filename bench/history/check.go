@@ -191,7 +191,11 @@ func CheckOutages(ref *Reference, got []stream.Decision, epoch uint16, outages [
 		if w := ws[i]; w.Spike != (d.Kind == stream.KindSpike) || w.Bin != d.Bin {
 			rep.Wrong++
 			if !diverged[d.Cell] {
-				rep.note("cell %d window %d: %s, the reference %s", d.Cell, d.End, describe(d.Kind == stream.KindSpike, d.Bin), describe(w.Spike, w.Bin))
+				filled := ""
+				if d.Flags&stream.FlagFilled != 0 {
+					filled = " (its window filled across a gap)"
+				}
+				rep.note("cell %d window %d: %s%s, the reference %s", d.Cell, d.End, describe(d.Kind == stream.KindSpike, d.Bin), filled, describe(w.Spike, w.Bin))
 			}
 			diverged[d.Cell] = true
 			continue

@@ -160,3 +160,23 @@ func TestCompareStates(t *testing.T) {
 		t.Fatal("a state that does not decode passed")
 	}
 }
+
+// TestCheckNamesFilled: a wrong decision whose window was filled across a
+// gap says so in its example; one that was not does not.
+func TestCheckNamesFilled(t *testing.T) {
+	ref := twoCells(t)
+	for _, filled := range []bool{false, true} {
+		g := append(decided(ref, 7), decided(ref, 9)...)
+		g[0].Bin++
+		if filled {
+			g[0].Flags |= stream.FlagFilled
+		}
+		r := Check(ref, g, 3)
+		if r.Wrong != 1 || len(r.Examples) == 0 {
+			t.Fatalf("filled %v: %+v", filled, r)
+		}
+		if got := strings.Contains(r.Examples[0], "filled across a gap"); got != filled {
+			t.Errorf("filled %v: example %q", filled, r.Examples[0])
+		}
+	}
+}

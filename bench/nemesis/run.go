@@ -117,6 +117,10 @@ type Verdict struct {
 	// Published counts the decisions published per lease revision (every
 	// holder's term), before the device's fence.
 	Published map[uint64]int64 `json:"published"`
+	// Fence is what the device's fence dropped or took behind its mark,
+	// and Resend its decisions resend requests.
+	Fence  stream.FenceStats  `json:"fence"`
+	Resend stream.ResendStats `json:"resend"`
 	// Unrecovered counts faults after which the topology did not recover
 	// (every node healthy, every instance synced, one holder) in time.
 	Unrecovered int `json:"unrecovered"`
@@ -155,6 +159,9 @@ func (v *Verdict) String() string {
 		for _, e := range v.History.Examples {
 			fmt.Fprintf(&b, "    %s\n", e)
 		}
+		fmt.Fprintf(&b, "  device: fence repeated %d, fenced %d, resynced %d, resent %d, late %d; resend requests %d, answered %d, unanswered %d, copies %d, gaps %d\n",
+			v.Fence.Repeated, v.Fence.Fenced, v.Fence.Resynced, v.Fence.Resent, v.Fence.Late,
+			v.Resend.Requests, v.Resend.Answered, v.Resend.Unanswered, v.Resend.Announced, v.Resend.Gaps)
 	}
 	if v.Unsettled != "" {
 		fmt.Fprintf(&b, "  unsettled %v after the replay: %s\n", SettleTimeout, v.Unsettled)
@@ -272,6 +279,7 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	v.Outages = outageSpans(v.Faults, t0, clock)
 	v.History = history.CheckOutages(cfg.Ref, log.Received(), uint16(res.Epoch), v.Outages)
 	v.Published, _ = log.Published()
+	v.Fence, v.Resend = pub.FenceStats(), pub.SpikesResent()
 	settleStart := time.Now()
 	states, why, err := t.settle(ctx, settleStart.Add(SettleTimeout), int64(cfg.To-1))
 	if err != nil {

@@ -307,6 +307,9 @@ func replayWith(ctx context.Context, o *options, stdout, stderr io.Writer, load 
 		fmt.Fprintf(stderr, "replay: dropped decisions: %d without the daemon's authenticator, %d with a wrong one, %d for frames not sent\n",
 			d.AuthMissing, d.AuthInvalid, d.Ahead)
 	}
+	if f := pub.FenceStats(); f.Late > 0 {
+		fmt.Fprintf(stderr, "replay: dropped %d decisions that came after a later window of their cell\n", f.Late)
+	}
 	ev, err := evaluate(rec, res, res.Spikes, o.seed)
 	if err != nil {
 		return err
