@@ -25,6 +25,10 @@ import (
 // standbyTTL is the lease TTL of the hot-standby tests.
 const standbyTTL = 2 * time.Second
 
+// standbyPeerWait is the hot-standby tests' GroupConfig.PeerWait: a first
+// start waits that long for an instance with the group's state.
+const standbyPeerWait = 300 * time.Millisecond
+
 // replicaSvc is a service running as one instance of a standby group.
 type replicaSvc struct {
 	s  *Service
@@ -66,7 +70,7 @@ func startReplicaTTL(t *testing.T, url string, cfg Config, id string, rec record
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: ttl}, Record: rec})
+	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: ttl, PeerWait: standbyPeerWait}, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,9 +403,9 @@ func TestStandbyFailover(t *testing.T) {
 }
 
 // TestStandbyStaleHolder: an instance that starts while the lease names an
-// instance that died cannot catch up from anyone; once the lease has been
-// free for two TTLs it goes on from its own state, takes the lease and
-// publishes.
+// instance that died cannot catch up from anyone; once the lease is free
+// and no instance with the group's state answered for PeerWait it goes on
+// from its own state, takes the lease and publishes.
 func TestStandbyStaleHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for lease TTLs")
