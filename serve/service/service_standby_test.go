@@ -25,6 +25,10 @@ import (
 // standbyTTL is the lease TTL of the hot-standby tests.
 const standbyTTL = 2 * time.Second
 
+// standbyPeerWait is the hot-standby tests' GroupConfig.PeerWait: a first
+// start waits that long for an instance with the group's state.
+const standbyPeerWait = 300 * time.Millisecond
+
 // replicaSvc is a service running as one instance of a standby group.
 type replicaSvc struct {
 	s  *Service
@@ -51,6 +55,14 @@ func startReplicaRecording(t *testing.T, url string, cfg Config, id string, rec 
 // flight recorder rec (off when rec.Stream is empty).
 func startReplicaTTL(t *testing.T, url string, cfg Config, id string, rec recorder.Config, ttl time.Duration) *replicaSvc {
 	t.Helper()
+	return startReplicaGroup(t, url, cfg, rec, standby.GroupConfig{Group: "g", ID: id, TTL: ttl, PeerWait: standbyPeerWait})
+}
+
+// startReplicaGroup starts a replica with the group configuration gc that
+// also runs the flight recorder rec (off when rec.Stream is empty).
+func startReplicaGroup(t *testing.T, url string, cfg Config, rec recorder.Config, gc standby.GroupConfig) *replicaSvc {
+	t.Helper()
+	id := gc.ID
 	cfg.Devices = []string{"dev0"}
 	cfg.Replica = true
 	cfg.Log = zerolog.New(io.Discard)
@@ -66,7 +78,7 @@ func startReplicaTTL(t *testing.T, url string, cfg Config, id string, rec record
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: standby.GroupConfig{Group: "g", ID: id, TTL: ttl}, Record: rec})
+	stopStandby, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Standby: gc, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,9 +411,9 @@ func TestStandbyFailover(t *testing.T) {
 }
 
 // TestStandbyStaleHolder: an instance that starts while the lease names an
-// instance that died cannot catch up from anyone; once the lease has been
-// free for two TTLs it goes on from its own state, takes the lease and
-// publishes.
+// instance that died cannot catch up from anyone; once the lease is free
+// and no instance with the group's state answered for PeerWait it goes on
+// from its own state, takes the lease and publishes.
 func TestStandbyStaleHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for lease TTLs")
@@ -493,5 +505,35 @@ func TestStandbyWedgedHolder(t *testing.T) {
 	}
 	if st, _ := b.s.StandbyStatus(); !st.Held {
 		t.Fatalf("b's lease status %+v after a recovered, want held", st)
+	}
+}
+
+// TestStandbyStartBesideSyncedPeer: an instance that starts while the
+// lease entry is absent and a synced instance of its group is alive (here
+// one whose lease lives in another bucket, so the entry stays absent)
+// catches up first: it does not take the lease with its fresh state while
+// the peer answers, and goes on from its own state once the peer is gone.
+func TestStandbyStartBesideSyncedPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for several PeerWaits")
+	}
+	f := getFixtureStagger(t, true)
+	e := startJetStream(t)
+	cfg := Config{Load: fakeLoader(f.ids), PublishSilence: true, Stagger: true}
+	a := startReplicaGroup(t, e.url, cfg, recorder.Config{},
+		standby.GroupConfig{Group: "g", ID: "a", TTL: standbyTTL, PeerWait: standbyPeerWait, Bucket: "elsewhere"})
+	checkFor(t, waitLimit, func() error { return awaited("a synced", a.s.devices[0].sb.Synced()) })
+	b := startReplica(t, e.url, cfg, "b")
+	if !b.s.group.Late() || b.s.devices[0].sb.Synced() {
+		t.Fatalf("b late %v, synced %v beside a synced peer: want to catch up first", b.s.group.Late(), b.s.devices[0].sb.Synced())
+	}
+	time.Sleep(5 * standbyPeerWait)
+	if st, _ := b.s.StandbyStatus(); st.Held || b.s.devices[0].sb.Synced() {
+		t.Fatalf("b holds the lease (%v) or synced (%v) with a fresh state while a synced peer answers", st.Held, b.s.devices[0].sb.Synced())
+	}
+	a.stop()
+	checkFor(t, waitLimit, func() error { st, _ := b.s.StandbyStatus(); return awaited("b holds the lease", st.Held) })
+	if n := b.s.devices[0].sb.Restores(); n != 0 {
+		t.Fatalf("%d restores from a peer in another bucket", n)
 	}
 }

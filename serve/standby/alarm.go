@@ -12,7 +12,8 @@ const (
 	// the holder's at the same point of the stream (it catches up again).
 	AlarmDivergence = "divergence"
 	// AlarmState: a state answer that claims the lease but does not come
-	// from its holder (incarnation, revision or signature), refused.
+	// from its holder (incarnation, revision or signature), or a peers
+	// answer that fails its checks (PeersSubject), refused.
 	AlarmState = "state_refused"
 	// AlarmLease: a lease entry written by no instance, refused.
 	AlarmLease = "lease_foreign"

@@ -14,12 +14,15 @@ import (
 // processor has restored one. Only the lease holder's answer is taken (its
 // incarnation and a revision it wrote, checked against the lease entry;
 // its signature, with an authenticator); an answer that claims the lease
-// and fails the check raises AlarmState. When the lease stays free for
-// two TTLs (the holder died and no synced standby took over), nobody can
-// answer: the replica goes on from its own state, and says so.
+// and fails the check raises AlarmState. While the lease is free, an
+// instance with the group's state that answers on PeersSubject (a holder
+// whose holding lapsed, a synced standby) will take it: the replica waits.
+// When the lease stays free and no such instance answers for PeerWait (the
+// holder died with the state), nobody can answer: the replica goes on
+// from its own state, and says so.
 func (r *Replica) catchUp(ctx context.Context) {
 	g := r.group
-	period, ttl := g.cfg.SyncEvery, g.cfg.TTL
+	period := g.cfg.SyncEvery
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var free time.Time
@@ -34,10 +37,14 @@ func (r *Replica) catchUp(ctx context.Context) {
 			if free.IsZero() {
 				free = time.Now()
 			}
-			if time.Since(free) > 2*ttl {
+			if alive, err := g.peerSynced(ctx, period); alive || err != nil {
+				free = time.Time{} // an instance with the state will take the lease, or unknown
+				break
+			}
+			if time.Since(free) > g.cfg.PeerWait {
 				r.synced.Store(true)
 				g.cfg.Log.Warn().Str("device", r.name).Str("group", g.cfg.Group).
-					Msg("standby: no instance to catch up from and the lease is free: going on from this instance's own state")
+					Msg("standby: no instance to catch up from, none with the group's state answered and the lease is free: going on from this instance's own state")
 			}
 		default:
 			free = time.Time{}

@@ -40,6 +40,11 @@ type GroupConfig struct {
 	// SyncEvery is how often a joining replica asks for the holder's state
 	// until it gets a usable one (default 250 ms).
 	SyncEvery time.Duration
+	// PeerWait is how long an instance without the group's state asks for
+	// an instance with it (PeersSubject) before it may go on from its own
+	// state: at start with the lease entry absent, and while catching up
+	// with the lease free (default DefaultPeerWait).
+	PeerWait time.Duration
 	// Scope is the GroupHeader value of this instance's messages (Scope).
 	Scope string
 	// Healthy, if not nil, must report true for the holder to renew
@@ -93,7 +98,11 @@ type Group struct {
 // answer yet (a node starting, no meta leader elected). An
 // instance that finds any holder (even one with its own id: another
 // process, or its predecessor) catches up with the holder's state before
-// it may take over.
+// it may take over. So does one that finds the lease entry absent while
+// an instance with the group's state answers within cfg.PeerWait (a
+// holder whose holding lapsed, a synced standby): only when none answers
+// (the group's first start, or every instance with the state gone) does
+// it start from a fresh state.
 func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	if cfg.Group == "" {
 		return nil, errors.New("standby: group without a name")
@@ -119,6 +128,9 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	}
 	if cfg.StartWait <= 0 {
 		cfg.StartWait = DefaultStartWait
+	}
+	if cfg.PeerWait <= 0 {
+		cfg.PeerWait = DefaultPeerWait
 	}
 	if cfg.Warn == nil {
 		log := cfg.Log
@@ -163,6 +175,16 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if err != nil {
 		return nil, err
 	}
+	if !g.late {
+		if g.late, err = g.peerSynced(ctx, cfg.PeerWait); err != nil {
+			g.late = true // unknown: the catch-up asks again
+			cfg.Warn("start", err)
+		}
+		if g.late {
+			cfg.Log.Warn().Str("group", cfg.Group).
+				Msg("standby: the lease is free but an instance with the group's state is alive: catching up from it first")
+		}
+	}
 	return g, nil
 }
 
@@ -172,8 +194,9 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 // Lease returns the group's lease.
 func (g *Group) Lease() *Lease { return g.lease }
 
-// Late reports whether another holder was found at start: the replicas
-// catch up before this instance may take over.
+// Late reports whether another holder, or an instance with the group's
+// state, was found at start: the replicas catch up before this instance
+// may take over.
 func (g *Group) Late() bool { return g.late }
 
 // Replicas returns the devices' replicas, in the order added.
@@ -242,8 +265,14 @@ func (g *Group) Add(name string, dev Device, raw chan *nats.Msg) (*Replica, erro
 	return r, nil
 }
 
-// Start runs the lease and catches the unsynced replicas up, until Stop.
+// Start answers the group's peers requests, runs the lease and catches
+// the unsynced replicas up, until Stop.
 func (g *Group) Start(ctx context.Context) {
+	if sub, err := g.nc.Subscribe(PeersSubject(g.cfg.Group), g.answerPeers); err != nil {
+		g.cfg.Warn("standby/peers", fmt.Errorf("standby: subscribe %s: %w", PeersSubject(g.cfg.Group), err))
+	} else {
+		g.subs = append(g.subs, sub)
+	}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	g.wg.Add(1)
 	go func() {

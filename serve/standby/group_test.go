@@ -51,8 +51,20 @@ func (d *groupDev) Stream(ev stream.Event) {
 	}
 }
 
+// testPeerWait is the group tests' GroupConfig.PeerWait: a first start
+// waits that long for an instance with the group's state.
+const testPeerWait = 300 * time.Millisecond
+
 // startGroup starts instance id of group g on url with one device.
 func startGroup(t *testing.T, url, id string) *groupDev {
+	t.Helper()
+	return startGroupWith(t, url, id, nil, nil)
+}
+
+// startGroupWith starts instance id of group g on url with one device;
+// config, if not nil, changes its configuration, and before, if not nil,
+// sees the group before Start.
+func startGroupWith(t *testing.T, url, id string, config func(*GroupConfig), before func(*Group)) *groupDev {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -64,8 +76,12 @@ func startGroup(t *testing.T, url, id string) *groupDev {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	if d.g, err = NewGroup(ctx, nc, GroupConfig{Group: "g", ID: id, TTL: testTTL, SyncEvery: 50 * time.Millisecond,
-		Scope: Scope("g", 0, 1), Log: zerolog.Nop(), Warn: func(_ string, err error) { t.Log(id, err) }}); err != nil {
+	cfg := GroupConfig{Group: "g", ID: id, TTL: testTTL, SyncEvery: 50 * time.Millisecond, PeerWait: testPeerWait,
+		Scope: Scope("g", 0, 1), Log: zerolog.Nop(), Warn: func(_ string, err error) { t.Log(id, err) }}
+	if config != nil {
+		config(&cfg)
+	}
+	if d.g, err = NewGroup(ctx, nc, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if d.r, err = d.g.Add("dev0", d, d.raw); err != nil {
@@ -83,6 +99,9 @@ func startGroup(t *testing.T, url, id string) *groupDev {
 			}
 		}
 	}()
+	if before != nil {
+		before(d.g)
+	}
 	d.g.Start(ctx)
 	t.Cleanup(func() { d.g.Stop(); close(d.raw); <-done })
 	return d
