@@ -37,10 +37,18 @@ const MaxResendGap = stream.ResendRingFrames
 const maxRequests = MaxResendGap / stream.MaxResendFrames
 
 // TailAfter is how long a stream receives no frame before the core asks
-// the device once for the frames after its last one (AskTail): far
-// longer than a paced device's pause between messages, far shorter than
-// the frames a device keeps (stream.ResendRingFrames, about 16.5 s).
+// the device for the frames after its last one (AskTail): far longer than
+// a paced device's pause between messages, far shorter than the frames a
+// device keeps (stream.ResendRingFrames, about 16.5 s).
 const TailAfter = 250 * time.Millisecond
+
+// tailBackoffMax caps the pause between a silence's tail requests that got
+// no answer; tailTries bounds their number (about 25 s of silence asked
+// about: TailAfter, then 0.25, 0.5, 1, 2 and 4 s apart).
+const (
+	tailBackoffMax = 4 * time.Second
+	tailTries      = 10
+)
 
 // ResendStats counts the resend requests of a core (Config.ResendWait).
 // Every field only grows.
@@ -55,8 +63,8 @@ type ResendStats struct {
 	// the same stream when the device resent every frame of it.
 	Long uint64
 	// Tail counts the requests for the frames after the stream's last one
-	// (AskTail), whatever their answer; they are not among the outcomes
-	// above.
+	// (AskTail), each try of a silence, whatever their answer; they are
+	// not among the outcomes above.
 	Tail uint64
 	// Recovered counts the bins recovered with the device's frames: a
 	// gap's, and a tail's.
@@ -69,14 +77,16 @@ type ResendStats struct {
 }
 
 // tailAsk is the request for the frames after the stream's last one
-// (AskTail).
+// (AskTail), asked again with backoff until an answer comes.
 type tailAsk struct {
-	on      bool // its answer not yet come
+	on      bool // a request sent, its answer not yet come
 	first   int64
 	count   int
 	epoch   uint32    // the stream it continues
-	silence time.Time // the arrival of the stream's last frame when asked: one request per silence
-	tried   time.Time // the last try that sent nothing
+	silence time.Time // the arrival of the stream's last frame when asked: the silence it belongs to
+	done    bool      // nothing more to ask in this silence: answered, or tailTries tried
+	tries   int       // tries in this silence, sent or not
+	next    time.Time // the earliest next try
 }
 
 // request is one resend request of a gap: its frames, and whether its
@@ -200,12 +210,15 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 
 // Resent gives the core the device's answer, arrived at at, to its
 // request for frames first .. first+count-1 (Resender.Resend): the frames
-// it resent, nil or empty when it resent none or did not answer. For a
-// gap, the request's frames among them are kept, the rest ignored and
-// counted; once every request of the gap is answered, the gap's frames
-// are spliced in and the held frames processed. A tail's frames continue
-// the stream at once (resentTail). An answer to a request no longer
-// pending is ignored. It allocates nothing.
+// it resent, empty when it keeps none of them, nil when no device
+// answered (NATS "no responders"). For a gap, the request's frames among
+// them are kept, the rest ignored and counted; once every request of the
+// gap is answered (nil included), the gap's frames are spliced in and the
+// held frames processed. A tail's frames continue the stream at once
+// (resentTail), and any answer but nil ends the tail's requests for this
+// silence; after nil (the device out of reach, say behind a partition)
+// the tail is asked again. An answer to a request no longer pending is
+// ignored. It allocates nothing.
 func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	w := &c.gw
 	n := 0
@@ -214,14 +227,17 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	}
 	t := &c.tail
 	tail := t.on && t.first == first && t.count == count
-	if tail {
-		t.on = false
+	if tail && f != nil {
+		t.on, t.done = false, true
 	}
 	r := w.pending(first, int64(count))
 	if r == nil {
 		if tail {
 			c.resentTail(f, at)
 			return
+		}
+		if f == nil {
+			return // no device answered a request no longer pending
 		}
 		w.stats.Ignored += uint64(n)
 		return
@@ -294,6 +310,28 @@ func (c *Core) Expire(now time.Time) {
 	}
 }
 
+// Asked tells the core that the requests of its current wait went out at
+// now (the caller's clock): the wait then lasts Config.ResendWait from now
+// when that ends later than from the arrival of the frame after the gap.
+// A processor behind a burst of queued frames (after a reconnect) sends
+// its requests late; counted from the arrival, its wait would end before
+// the answer could come, at a point that differs between replicas. A
+// caller that sends the requests only after a reconnect calls it then.
+func (c *Core) Asked(now time.Time) {
+	if w := &c.gw; w.on && now.Add(c.cfg.ResendWait).After(w.until) {
+		w.until = now.Add(c.cfg.ResendWait)
+	}
+}
+
+// Wants reports whether the core still waits for the answer to a request
+// for frames first .. first+count-1: a gap's request not yet answered, or
+// the current tail request. A caller holding requests back while its
+// connection is down sends only these once it is back.
+func (c *Core) Wants(first int64, count int) bool {
+	t := &c.tail
+	return c.gw.pending(first, int64(count)) != nil || (t.on && t.first == first && t.count == count)
+}
+
 // EndWait ends a wait at once, filling what is missing of the gap; call
 // it before a control message, which applies after the frames received
 // before it.
@@ -357,24 +395,32 @@ func (c *Core) release(backlog int64) {
 	w.n, w.nh, w.left, w.view.Frames = 0, 0, 0, nil
 }
 
-// AskTail asks the device once per silence for the frames after the
-// stream's last one, when no frame arrived for TailAfter by now (call it
-// from the goroutine feeding the core when nothing arrives). Frames that
-// reach one replica only (its peer's subscription was not back, a node
-// died, the device paused or stopped) show no gap to the other, since no
-// frame follows them; this request does. It asks for up to
-// stream.MaxResendFrames frames from the last one on (before a pending
-// reset's frame), with no frame held and no wait: the answer continues the
-// stream whenever it comes (Resent). It asks nothing without resend or a
-// running stream, nor while a gap's frames or a candidate numbering are
-// pending; it asks again only after a frame of the stream arrived
-// (resent ones do not count). A request that could not be sent (the
-// connection down during an outage) is tried again TailAfter later. It
-// reports whether a request went out.
+// AskTail asks the device for the frames after the stream's last one,
+// when no frame arrived for TailAfter by now (call it from the goroutine
+// feeding the core when nothing arrives). Frames that reach one replica
+// only (its peer's subscription was not back, a node died, the device
+// paused or stopped) show no gap to the other, since no frame follows
+// them; this request does. It asks for up to stream.MaxResendFrames frames
+// from the last one on (before a pending reset's frame), with no frame
+// held and no wait: the answer continues the stream whenever it comes
+// (Resent). A request that got no answer (lost in a cut, no device
+// reachable, or not sent while the connection was down) is asked again
+// TailAfter later, then at doubling pauses up to tailBackoffMax, at most
+// tailTries times in one silence; an answer, even an empty one, ends the
+// silence's requests. It asks nothing without resend or a running stream,
+// nor while a gap's frames or a candidate numbering are pending; a new
+// silence starts only after a frame of the stream arrived (resent ones do
+// not count). It reports whether a request went out.
 func (c *Core) AskTail(now time.Time) bool {
 	t := &c.tail
 	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 || c.aliveAt.IsZero() ||
-		now.Sub(c.aliveAt) < TailAfter || t.silence.Equal(c.aliveAt) || now.Sub(t.tried) < TailAfter {
+		now.Sub(c.aliveAt) < TailAfter {
+		return false
+	}
+	if !t.silence.Equal(c.aliveAt) {
+		t.silence, t.on, t.done, t.tries, t.next = c.aliveAt, false, false, 0, now
+	}
+	if t.done || now.Before(t.next) {
 		return false
 	}
 	first := c.last + 1
@@ -383,14 +429,16 @@ func (c *Core) AskTail(now time.Time) bool {
 		count = min(count, c.resetAt-first) // the frames from resetAt on are the next stream's
 	}
 	if count < 1 {
-		t.silence = c.aliveAt
+		t.done = true
 		return false
 	}
+	t.tries++
+	t.done = t.tries >= tailTries
+	t.next = now.Add(min(TailAfter<<(t.tries-1), tailBackoffMax))
 	if !c.resender.Resend(first, int(count)) {
-		t.tried = now
 		return false
 	}
-	t.on, t.first, t.count, t.epoch, t.silence = true, first, int(count), c.epoch, c.aliveAt
+	t.on, t.first, t.count, t.epoch = true, first, int(count), c.epoch
 	c.gw.stats.Tail++
 	return true
 }

@@ -262,3 +262,58 @@ func TestCoreResendHeldFramesAreBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreResendAskedLate: the frame after a 20-frame gap reaches two
+// replicas at the same time, but one processes it 150 ms later (behind a
+// burst of queued frames after a reconnect), so its request goes out
+// then and the answer comes 200 ms after the frame's arrival, while the
+// frames queued behind it arrived long before (the prompt one's answer
+// comes 50 ms after the arrival). Dated from the request's
+// departure (Asked), its wait holds them until the answer, and both
+// replicas end with the clean run's decisions and state; dated from the
+// arrival, the wait would end at the first frame 100 ms after it, and the
+// gap be filled on one replica only.
+func TestCoreResendAskedLate(t *testing.T) {
+	const n, lo, hi = 4000, 2000, 2020
+	clean := synthFrames(0, n)
+	t0 := time.Unix(1000, 0)
+	gapAt := arrival(t0, hi+9)
+	run := func(delay time.Duration, asked bool) (*Core, *asking) {
+		c, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < n; s += 10 {
+			if s >= lo && s < hi {
+				continue
+			}
+			c.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+			if s == hi && asked {
+				c.Asked(gapAt.Add(delay))
+			}
+			if answer := gapAt.Add(delay + 50*time.Millisecond); !arrival(t0, s+9).Before(answer) && arrival(t0, s-1).Before(answer) {
+				c.Resent(lo, hi-lo, sub(clean, lo, hi), answer) // after the frames that arrived before it
+			}
+		}
+		return c, sink
+	}
+	want := digest(t, cleanCore(t, clean))
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		asked bool
+		same  bool
+	}{
+		{name: "prompt replica", delay: 0, asked: true, same: true},
+		{name: "late replica, wait from the departure", delay: 150 * time.Millisecond, asked: true, same: true},
+		{name: "late replica, wait from the arrival", delay: 150 * time.Millisecond, asked: false, same: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sink := run(tc.delay, tc.asked)
+			if len(sink.asks) != 1 || c.Waiting() || c.LastSeq() != n-1 {
+				t.Fatalf("requests %v, waiting %v at %d", sink.asks, c.Waiting(), c.LastSeq())
+			}
+			st := c.ResendStats()
+			if got := digest(t, c) == want; got != tc.same || (st.Answered == 1) != tc.same {
+				t.Fatalf("state equal to the clean run's: %v, resend stats %+v; want answered and equal: %v", got, st, tc.same)
+			}
+		})
+	}
+}
