@@ -513,7 +513,8 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // While frames are held for a new numbering and nothing arrives, it ticks
 // the core (daemon.Core.Tick), so that a device that stops right after a
 // jump still gets its last frames decided; while the core waits for resent
-// frames, it ends a wait whose deadline passed (daemon.Core.Expire);
+// frames, it ends a wait whose deadline passed (daemon.Core.Expire), unless
+// its requests wait for the connection (sendHeld, at each turn);
 // otherwise it lets the core ask for a silent stream's tail
 // (daemon.Core.AskTail).
 // Resend answers go before the queued messages, which may wait for them.
@@ -522,6 +523,9 @@ func (d *device) process() {
 	defer tick.Stop()
 	answers := d.answers()
 	for {
+		if d.holding() {
+			d.sendHeld(time.Now())
+		}
 		select {
 		case it := <-answers: // first: the frames queued meanwhile wait for it
 			d.handle(it)
@@ -542,11 +546,14 @@ func (d *device) process() {
 					if d.core.AskTail(now) {
 						d.syncStats()
 					}
+					d.asked(now)
 					continue
 				}
 				d.sink.at = now
 				d.core.Tick(now)
-				d.core.Expire(now)
+				if !d.holding() { // a wait runs from when its requests go out
+					d.core.Expire(now)
+				}
 				d.afterFrames()
 				d.syncStats()
 				continue
@@ -586,6 +593,7 @@ func (d *device) handle(it item) {
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
 		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
+		d.asked(time.Now())
 		d.afterFrames()
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
