@@ -43,11 +43,12 @@ const maxRequests = MaxResendGap / stream.MaxResendFrames
 const TailAfter = 250 * time.Millisecond
 
 // tailBackoffMax caps the pause between a silence's tail requests that got
-// no answer; tailTries bounds their number (about 25 s of silence asked
-// about: TailAfter, then 0.25, 0.5, 1, 2 and 4 s apart).
+// no answer (TailAfter, then 0.5 s, then 1 s apart): a replica behind a
+// healed partition converges within it. TailGiveUp bounds the silence
+// asked about: about 30 requests, at most one a second after the third.
 const (
-	tailBackoffMax = 4 * time.Second
-	tailTries      = 10
+	tailBackoffMax = time.Second
+	TailGiveUp     = 30 * time.Second
 )
 
 // ResendStats counts the resend requests of a core (Config.ResendWait).
@@ -84,7 +85,7 @@ type tailAsk struct {
 	count   int
 	epoch   uint32    // the stream it continues
 	silence time.Time // the arrival of the stream's last frame when asked: the silence it belongs to
-	done    bool      // nothing more to ask in this silence: answered, or tailTries tried
+	done    bool      // nothing more to ask in this silence: answered, or TailGiveUp passed
 	tries   int       // tries in this silence, sent or not
 	next    time.Time // the earliest next try
 }
@@ -104,6 +105,7 @@ type gapWait struct {
 	first, count int64
 	reqs         [maxRequests]request
 	nreq, nans   int       // requests sent, answers received
+	retried      bool      // the requests without an answer asked once more (retry)
 	at, until    time.Time // arrival of the frame after the gap, the wait's deadline
 	got          []stream.Frame
 	have         []bool
@@ -145,7 +147,7 @@ func (c *Core) Waiting() bool { return c.gw.on }
 func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 	w := &c.gw
 	if w.on {
-		if !at.IsZero() && at.Before(w.until) && w.nh+len(f.Frames) <= holdFrames {
+		if !at.IsZero() && w.nh+len(f.Frames) <= holdFrames && (at.Before(w.until) || c.retry(at)) {
 			w.hold(f, at)
 			return
 		}
@@ -196,7 +198,39 @@ func (c *Core) ask(f *stream.Frames, at time.Time) bool {
 	if gap > rgc.WindowBins {
 		w.stats.Long++
 	}
-	w.on, w.first, w.count, w.at, w.until, w.n, w.nh = true, c.last+1, gap, at, at.Add(c.cfg.ResendWait), 0, 0
+	w.on, w.first, w.count, w.at, w.until, w.n, w.nh, w.retried = true, c.last+1, gap, at, at.Add(c.cfg.ResendWait), 0, 0, false
+	return true
+}
+
+// retry asks once more, when the wait's deadline passed by at, for the
+// gap's frames of the requests that got no answer (a request or its
+// answer lost in a connection that died, a device's answer queued behind
+// a burst), and the wait goes on for Config.ResendWait from at; it
+// reports whether the wait goes on. A wait is extended once: filling a
+// gap on one replica only (its request lost) makes the replicas differ.
+func (c *Core) retry(at time.Time) bool {
+	w := &c.gw
+	if w.retried {
+		return false
+	}
+	w.retried = true
+	sent := false
+	for i := range w.nreq {
+		r := &w.reqs[i]
+		if r.answered {
+			continue
+		}
+		if c.resender.Resend(r.first, int(r.count)) {
+			sent = true
+			continue
+		}
+		r.answered = true // not sent: no frame will come
+		w.nans++
+	}
+	if !sent {
+		return false
+	}
+	w.until = at.Add(c.cfg.ResendWait)
 	return true
 }
 
@@ -303,9 +337,10 @@ func (w *gapWait) countOutcomes() {
 }
 
 // Expire ends a wait whose deadline passed by now (call it between
-// messages when nothing arrives, from the goroutine feeding the core).
+// messages when nothing arrives, from the goroutine feeding the core),
+// after asking once more for what got no answer (retry).
 func (c *Core) Expire(now time.Time) {
-	if c.gw.on && !now.Before(c.gw.until) {
+	if c.gw.on && !now.Before(c.gw.until) && !c.retry(now) {
 		c.release(0)
 	}
 }
@@ -405,9 +440,9 @@ func (c *Core) release(backlog int64) {
 // held and no wait: the answer continues the stream whenever it comes
 // (Resent). A request that got no answer (lost in a cut, no device
 // reachable, or not sent while the connection was down) is asked again
-// TailAfter later, then at doubling pauses up to tailBackoffMax, at most
-// tailTries times in one silence; an answer, even an empty one, ends the
-// silence's requests. It asks nothing without resend or a running stream,
+// TailAfter later, then at doubling pauses up to tailBackoffMax, or at
+// once after a reconnect (Reconnected), until TailGiveUp of silence; an
+// answer, even an empty one, ends the silence's requests. It asks nothing without resend or a running stream,
 // nor while a gap's frames or a candidate numbering are pending; a new
 // silence starts only after a frame of the stream arrived (resent ones do
 // not count). It reports whether a request went out.
@@ -423,6 +458,10 @@ func (c *Core) AskTail(now time.Time) bool {
 	if t.done || now.Before(t.next) {
 		return false
 	}
+	if now.Sub(c.aliveAt) > TailGiveUp {
+		t.done = true
+		return false
+	}
 	first := c.last + 1
 	count := min(int64(stream.MaxResendFrames), stream.MaxSeq-first+1)
 	if c.resetAt >= 0 {
@@ -433,8 +472,7 @@ func (c *Core) AskTail(now time.Time) bool {
 		return false
 	}
 	t.tries++
-	t.done = t.tries >= tailTries
-	t.next = now.Add(min(TailAfter<<(t.tries-1), tailBackoffMax))
+	t.next = now.Add(min(TailAfter<<min(t.tries-1, 8), tailBackoffMax))
 	if !c.resender.Resend(first, int(count)) {
 		return false
 	}
@@ -442,6 +480,13 @@ func (c *Core) AskTail(now time.Time) bool {
 	c.gw.stats.Tail++
 	return true
 }
+
+// Reconnected tells the core that its connection to the server came back
+// (a cut healed by closing it, a node restarted): a tail request of the
+// current silence that got no answer went, most likely, into the dead
+// connection, so AskTail asks again at its next call, whatever the
+// backoff.
+func (c *Core) Reconnected() { c.tail.next = time.Time{} }
 
 // resentTail continues the stream with a tail's frames (AskTail), arrived
 // at at: those after the last one processed, when they continue it

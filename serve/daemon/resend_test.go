@@ -80,6 +80,7 @@ func TestCoreResend(t *testing.T) {
 		same     bool  // the clean run's decisions, else the filled run's
 		lost     int64 // with same false: the frames from lo on filled (0: to hi)
 		stats    ResendStats
+		again    bool // asked once more at the deadline
 	}{
 		{name: "answered", answer: sub(clean, lo, hi), answerAt: hi + 30, same: true,
 			stats: ResendStats{Answered: 1, Recovered: hi - lo}},
@@ -89,8 +90,10 @@ func TestCoreResend(t *testing.T) {
 			stats: ResendStats{Partial: 1, Recovered: 10}},
 		{name: "empty answer", answer: &stream.Frames{}, answerAt: hi + 30, stats: ResendStats{None: 1}},
 		{name: "no responder", refuse: true, stats: ResendStats{None: 1}},
-		{name: "timeout", stats: ResendStats{Timeout: 1}},
-		{name: "answer after the deadline", answer: sub(clean, lo, hi), answerAt: hi + 200,
+		{name: "timeout", again: true, stats: ResendStats{Timeout: 1}},
+		{name: "answer after the deadline asked once more", answer: sub(clean, lo, hi), answerAt: hi + 150, again: true, same: true,
+			stats: ResendStats{Answered: 1, Recovered: hi - lo}},
+		{name: "answer after the second deadline", answer: sub(clean, lo, hi), answerAt: hi + 300, again: true,
 			stats: ResendStats{Timeout: 1, Ignored: hi - lo}},
 		{name: "answer outside the gap", answer: sub(clean, hi, hi+20), answerAt: hi + 30,
 			stats: ResendStats{None: 1, Ignored: 20}},
@@ -107,8 +110,8 @@ func TestCoreResend(t *testing.T) {
 					core.Resent(lo, hi-lo, tc.answer, time.Time{})
 				}
 			}
-			if len(sink.asks) != 1 || sink.asks[0] != [2]int64{lo, hi - lo} {
-				t.Fatalf("requests %v, want one for [%d, %d)", sink.asks, lo, hi)
+			if want := map[bool]int{false: 1, true: 2}[tc.again]; len(sink.asks) != want || sink.asks[0] != [2]int64{lo, hi - lo} || sink.asks[want-1] != sink.asks[0] {
+				t.Fatalf("requests %v, want %d for [%d, %d)", sink.asks, want, lo, hi)
 			}
 			if core.Waiting() || core.LastSeq() != n-1 {
 				t.Fatalf("waiting %v at frame %d, want every frame processed", core.Waiting(), core.LastSeq())
@@ -168,12 +171,16 @@ func TestCoreResendBounded(t *testing.T) {
 		return core, sink
 	}
 	t.Run("expire", func(t *testing.T) {
-		core, _ := start(t, Config{})
+		core, sink := start(t, Config{})
 		core.Expire(arrival(t0, 2019).Add(resendWait / 2))
 		if !core.Waiting() {
 			t.Fatal("wait ended before its deadline")
 		}
 		core.Expire(arrival(t0, 2019).Add(resendWait))
+		if !core.Waiting() || len(sink.asks) != 2 {
+			t.Fatalf("at the deadline: waiting %v, requests %v; want the request asked once more", core.Waiting(), sink.asks)
+		}
+		core.Expire(arrival(t0, 2019).Add(2 * resendWait))
 		if core.Waiting() || core.LastSeq() != 2019 || core.Stats().GapBins != 10 || core.ResendStats().Timeout != 1 {
 			t.Fatalf("after the deadline: waiting %v, last %d, stats %+v", core.Waiting(), core.LastSeq(), core.ResendStats())
 		}
@@ -264,15 +271,16 @@ func TestCoreResendHeldFramesAreBacklog(t *testing.T) {
 }
 
 // TestCoreResendAskedLate: the frame after a 20-frame gap reaches two
-// replicas at the same time, but one processes it 150 ms later (behind a
+// replicas at the same time, but one processes it 250 ms later (behind a
 // burst of queued frames after a reconnect), so its request goes out
-// then and the answer comes 200 ms after the frame's arrival, while the
+// then and the answer comes 300 ms after the frame's arrival, while the
 // frames queued behind it arrived long before (the prompt one's answer
 // comes 50 ms after the arrival). Dated from the request's
 // departure (Asked), its wait holds them until the answer, and both
 // replicas end with the clean run's decisions and state; dated from the
-// arrival, the wait would end at the first frame 100 ms after it, and the
-// gap be filled on one replica only.
+// arrival, the wait would end at the first frame 100 ms after it, ask
+// once more and end 200 ms after it, and the gap be filled on one replica
+// only.
 func TestCoreResendAskedLate(t *testing.T) {
 	const n, lo, hi = 4000, 2000, 2020
 	clean := synthFrames(0, n)
@@ -302,12 +310,12 @@ func TestCoreResendAskedLate(t *testing.T) {
 		same  bool
 	}{
 		{name: "prompt replica", delay: 0, asked: true, same: true},
-		{name: "late replica, wait from the departure", delay: 150 * time.Millisecond, asked: true, same: true},
-		{name: "late replica, wait from the arrival", delay: 150 * time.Millisecond, asked: false, same: false},
+		{name: "late replica, wait from the departure", delay: 250 * time.Millisecond, asked: true, same: true},
+		{name: "late replica, wait from the arrival", delay: 250 * time.Millisecond, asked: false, same: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, sink := run(tc.delay, tc.asked)
-			if len(sink.asks) != 1 || c.Waiting() || c.LastSeq() != n-1 {
+			if want := map[bool]int{true: 1, false: 2}[tc.same]; len(sink.asks) != want || c.Waiting() || c.LastSeq() != n-1 {
 				t.Fatalf("requests %v, waiting %v at %d", sink.asks, c.Waiting(), c.LastSeq())
 			}
 			st := c.ResendStats()

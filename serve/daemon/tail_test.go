@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ func TestCoreTail(t *testing.T) {
 		{name: "reset pending at the next frame", before: func(c *Core) {
 			c.Control(&stream.Control{Op: stream.OpResetAt, Epoch: c.Epoch(), At: n - miss})
 		}},
-		{name: "a gap's wait pending", asked: 1, stats: ResendStats{Timeout: 1}, before: func(c *Core) {
+		{name: "a gap's wait pending", asked: 2, stats: ResendStats{Timeout: 1}, before: func(c *Core) {
 			c.Receive(sub(clean, n-miss+10, n-miss+20), 0, lastAt.Add(10*period)) // asks for [n-miss, n-miss+10)
 		}},
 	} {
@@ -129,8 +130,10 @@ func TestCoreTail(t *testing.T) {
 				tc.answer(c, lastAt.Add(time.Second))
 				tc.answer(ref, lastAt.Add(time.Second))
 			}
-			c.Expire(lastAt.Add(time.Hour))
-			ref.Expire(lastAt.Add(time.Hour))
+			for _, x := range []*Core{c, ref} {
+				x.Expire(lastAt.Add(time.Hour)) // a gap's requests asked once more
+				x.Expire(lastAt.Add(2 * time.Hour))
+			}
 			if len(sink.asks) != tc.asked {
 				t.Fatalf("requests %v, want %d", sink.asks, tc.asked)
 			}
@@ -179,36 +182,47 @@ func TestCoreTailAllocs(t *testing.T) {
 // TestCoreTailRetry: a silence's tail request that gets no answer (lost
 // in a cut, the device behind a partition: NATS "no responders") is asked
 // again TailAfter later, then at doubling pauses capped at
-// tailBackoffMax, tailTries times at most; the answer that finally comes
-// continues the stream to the undisturbed replica's state. An answer
-// (empty included) ends the silence's requests; a second answer to a
-// request asked twice is ignored and counted.
+// tailBackoffMax, at once after a reconnect, and not after TailGiveUp of
+// silence; the answer that finally comes continues the stream to the
+// undisturbed replica's state. An answer (empty included) ends the
+// silence's requests; a second answer to a request asked twice is
+// ignored and counted.
 func TestCoreTailRetry(t *testing.T) {
 	const n, miss = 4000, 50
 	clean := synthFrames(0, n)
 	lastAt := arrival(time.Unix(1000, 0), n-miss-1)
 	full, _ := tailRun(t, clean, n, 0, false)
-	want := []time.Duration{250, 500, 1000, 2000, 4000, 8000, 12000, 16000, 20000, 24000} // ms after the last frame
+	every := []time.Duration{250, 500, 1000} // ms after the last frame
+	for ms := time.Duration(2000); ms <= TailGiveUp/time.Millisecond; ms += 1000 {
+		every = append(every, ms)
+	}
 	tail := [2]int64{n - miss, stream.MaxResendFrames}
+	frames := sub(clean, n-miss, n)
 	for _, tc := range []struct {
-		name    string
-		answers map[int]*stream.Frames // by try (1-based), answered right after it; nil: no responders
-		asked   int
-		ignored uint64
-		equal   bool // ends in the undisturbed replica's state
+		name      string
+		answers   map[int]*stream.Frames // by try (1-based), answered right after it; nil: no responders
+		reconnect time.Duration          // ms after the last frame (0: none)
+		want      []time.Duration        // the tries, ms after the last frame
+		ignored   uint64
+		equal     bool // ends in the undisturbed replica's state
 	}{
-		{name: "never answered", asked: tailTries},
-		{name: "no responders thrice, then the frames", asked: 4, equal: true,
-			answers: map[int]*stream.Frames{1: nil, 2: nil, 3: nil, 4: sub(clean, n-miss, n)}},
-		{name: "empty answer ends it", asked: 1, answers: map[int]*stream.Frames{1: {}}},
-		{name: "first answer late, after the second try", asked: 2, ignored: miss, equal: true,
-			answers: map[int]*stream.Frames{2: sub(clean, n-miss, n), 3: sub(clean, n-miss, n)}},
+		{name: "never answered", want: every},
+		{name: "no responders thrice, then the frames", want: every[:4], equal: true,
+			answers: map[int]*stream.Frames{1: nil, 2: nil, 3: nil, 4: frames}},
+		{name: "empty answer ends it", want: every[:1], answers: map[int]*stream.Frames{1: {}}},
+		{name: "first answer late, after the second try", want: every[:2], ignored: miss, equal: true,
+			answers: map[int]*stream.Frames{2: frames, 3: frames}},
+		{name: "reconnect: asked at once", reconnect: 5500, want: append(slices.Clone(every[:7]), 5500), equal: true,
+			answers: map[int]*stream.Frames{8: frames}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, sink := tailRun(t, clean, n, miss, false)
 			var at []time.Duration
-			for tick := time.Duration(0); tick <= 60*time.Second; tick += 25 * time.Millisecond {
+			for tick := time.Duration(0); tick <= 2*TailGiveUp; tick += 25 * time.Millisecond {
 				now := lastAt.Add(tick)
+				if tc.reconnect > 0 && tick == tc.reconnect*time.Millisecond {
+					c.Reconnected()
+				}
 				if !c.AskTail(now) {
 					continue
 				}
@@ -220,17 +234,17 @@ func TestCoreTailRetry(t *testing.T) {
 					c.Resent(tail[0], int(tail[1]), f, now.Add(time.Millisecond)) // the second copy
 				}
 			}
-			if len(sink.asks) != tc.asked || len(at) != tc.asked {
-				t.Fatalf("%d requests at %v ms, want %d", len(sink.asks), at, tc.asked)
+			if !slices.Equal(at, tc.want) || len(sink.asks) != len(tc.want) {
+				t.Fatalf("%d requests at %v ms, want them at %v ms", len(sink.asks), at, tc.want)
 			}
 			for i, a := range sink.asks {
-				if a != tail || at[i] != want[i] {
-					t.Fatalf("request %d: %v at %d ms, want %v at %d ms", i, a, at[i], tail, want[i])
+				if a != tail {
+					t.Fatalf("request %d: %v, want %v", i, a, tail)
 				}
 			}
 			st := c.ResendStats()
-			if st.Tail != uint64(tc.asked) || st.Ignored != tc.ignored {
-				t.Errorf("resend stats %+v, want %d tail requests, %d ignored", st, tc.asked, tc.ignored)
+			if st.Tail != uint64(len(tc.want)) || st.Ignored != tc.ignored {
+				t.Errorf("resend stats %+v, want %d tail requests, %d ignored", st, len(tc.want), tc.ignored)
 			}
 			if got := digest(t, c) == digest(t, full); got != tc.equal {
 				t.Errorf("state equal to the undisturbed replica's: %v, want %v", got, tc.equal)

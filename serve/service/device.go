@@ -539,23 +539,9 @@ func (d *device) process() {
 				ok = true
 			case it, ok = <-d.work:
 			case now := <-tick.C:
-				if len(d.work) > 0 {
-					continue
+				if len(d.work) == 0 {
+					d.tick(now)
 				}
-				if d.core.Held() == 0 && !d.core.Waiting() {
-					if d.core.AskTail(now) {
-						d.syncStats()
-					}
-					d.asked(now)
-					continue
-				}
-				d.sink.at = now
-				d.core.Tick(now)
-				if !d.holding() { // a wait runs from when its requests go out
-					d.core.Expire(now)
-				}
-				d.afterFrames()
-				d.syncStats()
 				continue
 			}
 		}
@@ -569,6 +555,27 @@ func (d *device) process() {
 			d.core.Flush()
 		}
 	}
+}
+
+// tick runs the core's timers when nothing arrives: a silent stream's
+// tail request (at once after a reconnect), or the held frames' and a resend wait's deadlines (a wait
+// whose requests wait for the connection runs from when they go out).
+func (d *device) tick(now time.Time) {
+	if d.core.Held() == 0 && !d.core.Waiting() {
+		d.tailAfterReconnect()
+		if d.core.AskTail(now) {
+			d.syncStats()
+		}
+		d.asked(now)
+		return
+	}
+	d.sink.at = now
+	d.core.Tick(now)
+	if !d.holding() {
+		d.core.Expire(now)
+	}
+	d.afterFrames()
+	d.syncStats()
 }
 
 func (d *device) handle(it item) {

@@ -43,6 +43,8 @@ type resender struct {
 	held [heldLen]heldRequest
 	nh   int
 	sent bool
+	// reconnects is the connection's reconnect count last seen (tailAfterReconnect).
+	reconnects uint64
 	// metrics
 	outcomes  [5]prometheus.Counter
 	recovered prometheus.Counter
@@ -150,6 +152,20 @@ func (d *device) sendHeld(now time.Time) {
 	if sent > 0 {
 		d.core.Asked(now)
 		d.s.limiter.info(&d.s.log, d.name+"/resend_held", sent, "resend requests held while the connection was down sent", devField(d.name))
+	}
+}
+
+// tailAfterReconnect lets the core ask a silent stream's tail again at
+// once after the connection came back (daemon.Core.Reconnected): a
+// request without an answer went, most likely, into the dead connection.
+func (d *device) tailAfterReconnect() {
+	r := d.resend
+	if r == nil {
+		return
+	}
+	if n := d.nc.Stats().Reconnects; n != r.reconnects {
+		r.reconnects = n
+		d.core.Reconnected()
 	}
 }
 

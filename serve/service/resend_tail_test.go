@@ -148,3 +148,122 @@ func TestServiceResendWhileDown(t *testing.T) {
 		t.Errorf("%v gap bins filled, want 0", got)
 	}
 }
+
+// TestDeviceResendGapWhileDown: a gap's request asked while the group's
+// connection is down (it buffers nothing then) is held instead of
+// refused, and its wait does not expire; once the restarted server takes
+// the connection back the request goes out, the wait runs from then, and
+// the device's answer fills the gap with its frames: the decisions are
+// the offline rollout's, no bin filled. The device's reader and processor
+// are driven by hand (one goroutine), so the connection is down exactly
+// when the frame after the gap is processed.
+func TestDeviceResendGapWhileDown(t *testing.T) {
+	f := getFixture(t)
+	const chunk, gapAt = 20, 5 // the 6th message of 20 frames is lost
+	srv, err := embednats.Start("127.0.0.1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { srv.Shutdown() })
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Load: fakeLoader(f.ids), ResendWait: 100 * time.Millisecond, Registry: reg, Devices: []string{"dev0"}, Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), append(s.ConnOptions(), nats.ReconnectBufSize(-1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	d := s.devices[0]
+	d.nc = nc
+	in := make(chan *nats.Msg, 4096)
+	for _, subj := range []string{d.stimSubj, d.ctlSubj, d.resend.prefix + ">"} {
+		if _, err := nc.ChanSubscribe(subj, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	p, err := stream.NewPublisher(pc, "dev0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ServeResend(); err != nil {
+		t.Fatal(err)
+	}
+	c := collectAll(t, p)
+	n := 1 + (f.hi-f.lo+chunk-1)/chunk // the histories, then the frames
+	publishSplit(t, f, p, chunk, nil)
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]*nats.Msg, 0, n)
+	for len(msgs) < n {
+		select {
+		case m := <-in:
+			msgs = append(msgs, m)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d messages received", len(msgs), n)
+		}
+	}
+	step := func(m *nats.Msg) { // the reader's and the processor's work for one message
+		d.enqueue(m)
+		select {
+		case it := <-d.resend.answers:
+			d.handle(it)
+		case it := <-d.work:
+			d.handle(it)
+		}
+	}
+	for _, m := range msgs[:1+gapAt] {
+		step(m)
+	}
+	time.Sleep(100 * time.Millisecond) // wall time for the gap: the frame after it is believed
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	checkFor(t, 5*time.Second, func() error { return awaited("the connection down", !nc.IsConnected()) })
+	step(msgs[2+gapAt]) // the frame after the gap: its request is held
+	time.Sleep(150 * time.Millisecond)
+	d.tick(time.Now()) // past the wait counted from the arrival: it still waits
+	if !d.holding() || !d.core.Waiting() {
+		t.Fatalf("with the connection down: holding %v, waiting %v; want the request held and the wait on", d.holding(), d.core.Waiting())
+	}
+	if srv, err = embednats.Start("127.0.0.1", port); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	checkFor(t, 5*time.Second, func() error {
+		return awaited("both connections back", nc.IsConnected() && pc.IsConnected() &&
+			srv.GlobalAccount().Interest(stream.ResendSubject("dev0")) > 0)
+	})
+	d.sendHeld(time.Now())
+	select {
+	case m := <-in:
+		step(m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to the held request")
+	}
+	if d.holding() || d.core.Waiting() {
+		t.Fatalf("after the answer: holding %v, waiting %v", d.holding(), d.core.Waiting())
+	}
+	for _, m := range msgs[3+gapAt:] {
+		step(m)
+	}
+	d.core.Flush()
+	d.syncStats()
+	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
+	if got := counter(t, reg, "predictord_resend_requests_total", "dev0", "answered"); got != 1 {
+		t.Errorf("%v requests answered, want 1", got)
+	}
+	if got := counter(t, reg, "predictord_gap_bins_total", "dev0"); got != 0 {
+		t.Errorf("%v gap bins filled, want 0", got)
+	}
+}
