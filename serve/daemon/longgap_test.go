@@ -83,9 +83,9 @@ func TestCoreLongGapResend(t *testing.T) {
 		reverse bool
 		refuse  bool
 		asked   bool
-		same    bool     // the clean run's decisions and state
-		lost    [2]int64 // else the run that lost frames [lost[0], lost[1]) for good ({}: [lo, hi))
-		restart bool     // and the stream restarted
+		same    bool       // the clean run's decisions and state
+		lost    [2]int64   // else the run that lost frames [lost[0], lost[1]) for good ({}: [lo, hi))
+		restart bool       // and the stream restarted
 		again   [][2]int64 // the requests asked once more at the deadline
 		stats   ResendStats
 	}{
