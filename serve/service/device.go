@@ -558,8 +558,9 @@ func (d *device) process() {
 }
 
 // tick runs the core's timers when nothing arrives: a silent stream's
-// tail request (at once after a reconnect), or the held frames' and a resend wait's deadlines (a wait
-// whose requests wait for the connection runs from when they go out).
+// tail request (at once after a reconnect), or the held frames' and a
+// resend wait's deadlines (a wait whose requests wait for the connection
+// runs from when they go out; one asked once more, from now).
 func (d *device) tick(now time.Time) {
 	if d.core.Held() == 0 && !d.core.Waiting() {
 		d.tailAfterReconnect()
@@ -573,6 +574,7 @@ func (d *device) tick(now time.Time) {
 	d.core.Tick(now)
 	if !d.holding() {
 		d.core.Expire(now)
+		d.asked(now)
 	}
 	d.afterFrames()
 	d.syncStats()
