@@ -249,9 +249,10 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 // them are kept, the rest ignored and counted; once every request of the
 // gap is answered (nil included), the gap's frames are spliced in and the
 // held frames processed. A tail's frames continue the stream at once
-// (resentTail), and any answer but nil ends the tail's requests for this
-// silence; after nil (the device out of reach, say behind a partition)
-// the tail is asked again. An answer to a request no longer pending is
+// (resentTail); an answer with fewer frames than asked (or none) ends the
+// tail's requests for this silence, a full one that continued the stream
+// has the frames after it asked for at once, and after nil (the device
+// out of reach, say behind a partition) the tail is asked again. An answer to a request no longer pending is
 // ignored. It allocates nothing.
 func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	w := &c.gw
@@ -267,7 +268,11 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	r := w.pending(first, int64(count))
 	if r == nil {
 		if tail {
+			last := c.last
 			c.resentTail(f, at)
+			if n == count && c.last > last {
+				t.done, t.next = false, time.Time{} // a full answer: the device may keep more, asked for at once
+			}
 			return
 		}
 		if f == nil {
@@ -442,7 +447,9 @@ func (c *Core) release(backlog int64) {
 // reachable, or not sent while the connection was down) is asked again
 // TailAfter later, then at doubling pauses up to tailBackoffMax, or at
 // once after a reconnect (Reconnected), until TailGiveUp of silence; an
-// answer, even an empty one, ends the silence's requests. It asks nothing without resend or a running stream,
+// answer with fewer frames than asked, even an empty one, ends the
+// silence's requests, and a full one has the next frames asked for at
+// once (a silence longer than a request, up to the device's ring). It asks nothing without resend or a running stream,
 // nor while a gap's frames or a candidate numbering are pending; a new
 // silence starts only after a frame of the stream arrived (resent ones do
 // not count). It reports whether a request went out.

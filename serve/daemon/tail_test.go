@@ -252,3 +252,30 @@ func TestCoreTailRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestCoreTailLong: a replica misses a stream's last 3000 frames, more
+// than one request asks for. Each full answer has the frames after it
+// asked for at the next call, without waiting for the backoff: three
+// requests, and the replica ends in the undisturbed one's state; the
+// last, shorter answer ends the silence's requests.
+func TestCoreTailLong(t *testing.T) {
+	const n, miss = 8000, 3000
+	clean := synthFrames(0, n)
+	lastAt := arrival(time.Unix(1000, 0), n-miss-1)
+	full, _ := tailRun(t, clean, n, 0, false)
+	c, sink := tailRun(t, clean, n, miss, false)
+	for tick := time.Duration(0); tick <= 5*time.Second; tick += 25 * time.Millisecond {
+		now := lastAt.Add(tick)
+		if c.AskTail(now) {
+			a := sink.asks[len(sink.asks)-1]
+			c.Resent(a[0], int(a[1]), sub(clean, a[0], min(a[0]+a[1], n)), now.Add(time.Millisecond))
+		}
+	}
+	want := [][2]int64{{n - miss, 1024}, {n - miss + 1024, 1024}, {n - miss + 2048, 1024}}
+	if !slices.Equal(sink.asks, want) {
+		t.Fatalf("requests %v, want %v", sink.asks, want)
+	}
+	if digest(t, c) != digest(t, full) || c.ResendStats().Recovered != miss {
+		t.Fatalf("state equal %v, resend stats %+v: want the undisturbed replica's state, %d recovered", digest(t, c) == digest(t, full), c.ResendStats(), miss)
+	}
+}
