@@ -150,6 +150,7 @@ func (d *device) sendHeld(now time.Time) {
 	}
 	r.nh = n
 	if sent > 0 {
+		r.reconnects = d.nc.Stats().Reconnects // asked on the new connection: no need to ask again (tailAfterReconnect)
 		d.core.Asked(now)
 		d.s.limiter.info(&d.s.log, d.name+"/resend_held", sent, "resend requests held while the connection was down sent", devField(d.name))
 	}
