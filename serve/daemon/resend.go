@@ -252,8 +252,8 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 // (resentTail); an answer with fewer frames than asked (or none) ends the
 // tail's requests for this silence, a full one that continued the stream
 // has the frames after it asked for at once, and after nil (the device
-// out of reach, say behind a partition) the tail is asked again. An answer to a request no longer pending is
-// ignored. It allocates nothing.
+// out of reach, say behind a partition) the tail is asked again. An
+// answer to a request no longer pending is ignored. It allocates nothing.
 func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	w := &c.gw
 	n := 0
@@ -449,10 +449,11 @@ func (c *Core) release(backlog int64) {
 // once after a reconnect (Reconnected), until TailGiveUp of silence; an
 // answer with fewer frames than asked, even an empty one, ends the
 // silence's requests, and a full one has the next frames asked for at
-// once (a silence longer than a request, up to the device's ring). It asks nothing without resend or a running stream,
-// nor while a gap's frames or a candidate numbering are pending; a new
-// silence starts only after a frame of the stream arrived (resent ones do
-// not count). It reports whether a request went out.
+// once (a silence longer than a request, up to the device's ring). It
+// asks nothing without resend or a running stream, nor while a gap's
+// frames or a candidate numbering are pending; a new silence starts only
+// after a frame of the stream arrived (resent ones do not count). It
+// reports whether a request went out.
 func (c *Core) AskTail(now time.Time) bool {
 	t := &c.tail
 	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 || c.aliveAt.IsZero() ||
