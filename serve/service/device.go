@@ -514,7 +514,7 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // the core (daemon.Core.Tick), so that a device that stops right after a
 // jump still gets its last frames decided; while the core waits for resent
 // frames, it ends a wait whose deadline passed (daemon.Core.Expire), unless
-// its requests wait for the connection (sendHeld, at each turn);
+// its requests wait for the connection (sendHeld);
 // otherwise it lets the core ask for a silent stream's tail
 // (daemon.Core.AskTail).
 // Resend answers go before the queued messages, which may wait for them.
@@ -523,9 +523,6 @@ func (d *device) process() {
 	defer tick.Stop()
 	answers := d.answers()
 	for {
-		if d.holding() {
-			d.sendHeld(time.Now())
-		}
 		select {
 		case it := <-answers: // first: the frames queued meanwhile wait for it
 			d.handle(it)
@@ -562,6 +559,9 @@ func (d *device) process() {
 // resend wait's deadlines (a wait whose requests wait for the connection
 // runs from when they go out; one asked once more, from now).
 func (d *device) tick(now time.Time) {
+	if d.holding() {
+		d.sendHeld(now)
+	}
 	if d.core.Held() == 0 && !d.core.Waiting() {
 		d.tailAfterReconnect()
 		if d.core.AskTail(now) {
@@ -601,6 +601,9 @@ func (d *device) handle(it item) {
 		d.framesIn.Add(float64(len(d.frames.Frames)))
 		d.lastFrame.Store(it.at.UnixNano())
 		d.sink.at = it.at
+		if d.holding() {
+			d.sendHeld(time.Now()) // the first frames after a reconnect find the wait dated from it
+		}
 		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
 		d.asked(time.Now())
 		d.afterFrames()

@@ -149,14 +149,16 @@ func TestServiceResendWhileDown(t *testing.T) {
 	}
 }
 
-// TestDeviceResendGapWhileDown: a gap's request asked while the group's
-// connection is down (it buffers nothing then) is held instead of
-// refused, and its wait does not expire; once the restarted server takes
-// the connection back the request goes out, the wait runs from then, and
-// the device's answer fills the gap with its frames: the decisions are
-// the offline rollout's, no bin filled. The device's reader and processor
-// are driven by hand (one goroutine), so the connection is down exactly
-// when the frame after the gap is processed.
+// TestDeviceResendGapWhileDown: a gap's request goes out, its answer is
+// lost (the connection dies), and at the wait's deadline the request is
+// asked once more while the group's connection is down (it buffers
+// nothing then): it is held instead of refused, and the wait does not
+// expire. The first frame after the restarted server took the connection
+// back sends the held request before it is received, so the wait runs
+// from then and holds it, and the device's answer fills the gap with its
+// frames: the decisions are the offline rollout's, no bin filled. The
+// device's reader and processor are driven by hand (one goroutine), so
+// the connection is down exactly when the wait's deadline passes.
 func TestDeviceResendGapWhileDown(t *testing.T) {
 	f := getFixture(t)
 	const chunk, gapAt = 20, 5 // the 6th message of 20 frames is lost
@@ -227,12 +229,26 @@ func TestDeviceResendGapWhileDown(t *testing.T) {
 		step(m)
 	}
 	time.Sleep(100 * time.Millisecond) // wall time for the gap: the frame after it is believed
+	step(msgs[2+gapAt])                // the frame after the gap: its request goes out
+	answer := func() *nats.Msg {
+		t.Helper()
+		select {
+		case m := <-in:
+			if !d.resend.isAnswer(m.Subject) {
+				t.Fatalf("message on %s, want an answer", m.Subject)
+			}
+			return m
+		case <-time.After(5 * time.Second):
+			t.Fatal("no answer")
+		}
+		return nil
+	}
+	answer() // lost with the connection
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	checkFor(t, 5*time.Second, func() error { return awaited("the connection down", !nc.IsConnected()) })
-	step(msgs[2+gapAt]) // the frame after the gap: its request is held
 	time.Sleep(150 * time.Millisecond)
-	d.tick(time.Now()) // past the wait counted from the arrival: it still waits
+	d.tick(time.Now()) // past the deadline: asked once more, held
 	if !d.holding() || !d.core.Waiting() {
 		t.Fatalf("with the connection down: holding %v, waiting %v; want the request held and the wait on", d.holding(), d.core.Waiting())
 	}
@@ -244,17 +260,15 @@ func TestDeviceResendGapWhileDown(t *testing.T) {
 		return awaited("both connections back", nc.IsConnected() && pc.IsConnected() &&
 			srv.GlobalAccount().Interest(stream.ResendSubject("dev0")) > 0)
 	})
-	d.sendHeld(time.Now())
-	select {
-	case m := <-in:
-		step(m)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no answer to the held request")
+	step(msgs[3+gapAt]) // the first frame after the reconnect
+	if d.holding() || !d.core.Waiting() {
+		t.Fatalf("after the first frame back: holding %v, waiting %v; want the request sent, the wait on", d.holding(), d.core.Waiting())
 	}
-	if d.holding() || d.core.Waiting() {
-		t.Fatalf("after the answer: holding %v, waiting %v", d.holding(), d.core.Waiting())
+	step(answer())
+	if d.core.Waiting() {
+		t.Fatal("still waiting after the answer")
 	}
-	for _, m := range msgs[3+gapAt:] {
+	for _, m := range msgs[4+gapAt:] {
 		step(m)
 	}
 	d.core.Flush()
