@@ -21,10 +21,12 @@ type Resender interface {
 }
 
 // holdFrames bounds the frames received after a gap that the core keeps
-// while it waits for the gap's frames: about a second of a real-time
-// stream, ten times the default wait (--resend-wait), whatever the gap's
-// length. Once full, the wait ends and the gap is filled.
-const holdFrames = stream.MaxFramesPerMsg
+// while it waits for the gap's frames, whatever the gap's length: about
+// 8 s of a real-time stream, so that a gap inside the burst that follows
+// a reconnect (the frames a device buffered while cut off, come at once)
+// still waits for its answer. Once full, the wait ends and the gap is
+// filled.
+const holdFrames = 8 * stream.MaxFramesPerMsg
 
 // MaxResendGap is the longest gap the core asks the device for: the
 // frames a device keeps (stream.ResendRingFrames), asked for in requests
@@ -120,7 +122,8 @@ type gapWait struct {
 }
 
 // newGapWait allocates a wait's storage once: MaxResendGap frames and
-// flags for the gap (400 KiB a device), holdFrames for what follows it.
+// flags for the gap (400 KiB a device), holdFrames for what follows it
+// (448 KiB).
 func newGapWait() gapWait {
 	return gapWait{
 		got: make([]stream.Frame, MaxResendGap), have: make([]bool, MaxResendGap),

@@ -162,7 +162,7 @@ func digest(t *testing.T, c *Core) [32]byte {
 // is full, or before a control message; an untimed message and a core
 // without ResendWait never wait.
 func TestCoreResendBounded(t *testing.T) {
-	clean := synthFrames(0, 4000)
+	clean := synthFrames(0, 2020+holdFrames+100) // room to fill the holding room
 	t0 := time.Unix(1000, 0)
 	start := func(t *testing.T, cfg Config) (*Core, *asking) {
 		core, sink := newAskingCore(t, cfg)
@@ -323,5 +323,33 @@ func TestCoreResendAskedLate(t *testing.T) {
 				t.Fatalf("state equal to the clean run's: %v, resend stats %+v; want answered and equal: %v", got, st, tc.same)
 			}
 		})
+	}
+}
+
+// TestCoreResendBurst: after a reconnect, the frames a device buffered
+// while cut off come at once, 3000 of them, with a 20-frame gap at their
+// start. The core holds the whole burst (holdFrames) until the gap's
+// answer, and ends with the clean run's decisions and state.
+func TestCoreResendBurst(t *testing.T) {
+	const n, lo, hi, burst = 6000, 2000, 2020, 3000
+	clean := synthFrames(0, n)
+	t0 := time.Unix(1000, 0)
+	core, sink := newAskingCore(t, Config{})
+	for s := int64(0); s < lo; s += 10 {
+		core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+	}
+	at := arrival(t0, hi+burst) // the burst comes at once, late
+	for s := int64(hi); s < hi+burst; s += 10 {
+		core.Receive(sub(clean, s, s+10), 0, at)
+	}
+	if !core.Waiting() || len(sink.asks) != 1 {
+		t.Fatalf("after the burst: waiting %v, requests %v; want the burst held", core.Waiting(), sink.asks)
+	}
+	core.Resent(lo, hi-lo, sub(clean, lo, hi), at.Add(time.Millisecond))
+	for s := int64(hi + burst); s < n; s += 10 {
+		core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+	}
+	if core.Waiting() || core.LastSeq() != n-1 || core.Stats().GapBins != 0 || digest(t, core) != digest(t, cleanCore(t, clean)) {
+		t.Fatalf("waiting %v at %d, %d gap bins: want the clean run's state", core.Waiting(), core.LastSeq(), core.Stats().GapBins)
 	}
 }
