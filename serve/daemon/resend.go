@@ -149,12 +149,12 @@ func (c *Core) Waiting() bool { return c.gw.on }
 // allocates nothing.
 func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 	w := &c.gw
-	if w.on {
+	for w.on { // a release may wait again, for a gap inside the frames held (chain)
 		if !at.IsZero() && w.nh+len(f.Frames) <= holdFrames && (at.Before(w.until) || c.retry(at)) {
 			w.hold(f, at)
 			return
 		}
-		c.release(backlog + int64(len(f.Frames)))
+		c.release(backlog+int64(len(f.Frames)), at)
 	}
 	if c.ask(f, at) {
 		w.hold(f, at)
@@ -297,7 +297,7 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 		w.n++
 	}
 	if w.nans == w.nreq {
-		c.release(0)
+		c.release(0, at)
 	}
 }
 
@@ -349,7 +349,7 @@ func (w *gapWait) countOutcomes() {
 // after asking once more for what got no answer (retry).
 func (c *Core) Expire(now time.Time) {
 	if c.gw.on && !now.Before(c.gw.until) && !c.retry(now) {
-		c.release(0)
+		c.release(0, now)
 	}
 }
 
@@ -380,7 +380,7 @@ func (c *Core) Wants(first int64, count int) bool {
 // before it.
 func (c *Core) EndWait() {
 	if c.gw.on {
-		c.release(0)
+		c.release(0, time.Time{})
 	}
 }
 
@@ -402,7 +402,9 @@ func (w *gapWait) drop() {
 // wait behind them. The frames not yet processed count as received for
 // the overload policy (Config.MaxLag), as frames queued do. Resent frames
 // do not show the current stream alive (aliveAt): they were asked for.
-func (c *Core) release(backlog int64) {
+// A gap inside the held frames (lost within a burst) starts a new wait at
+// now (chain), unless now is zero (a control message waits for nothing).
+func (c *Core) release(backlog int64, now time.Time) {
 	w := &c.gw
 	w.countOutcomes()
 	w.on = false
@@ -426,6 +428,9 @@ func (c *Core) release(backlog int64) {
 		i = j
 	}
 	for i := 0; i < w.nh; {
+		if i > 0 && !now.IsZero() && w.seqs[i] > c.last+1 && c.chain(i, now) {
+			return
+		}
 		j := i + 1
 		for j < w.nh && j-i < stream.MaxFramesPerMsg && w.seqs[j] == w.seqs[j-1]+1 && w.ats[j].Equal(w.ats[i]) {
 			j++
@@ -436,6 +441,27 @@ func (c *Core) release(backlog int64) {
 		i = j
 	}
 	w.n, w.nh, w.left, w.view.Frames = 0, 0, 0, nil
+}
+
+// chain starts a new wait, at now, for the gap before held frame i (frames
+// lost inside those held, as a slow consumer drops them in the burst after
+// a reconnect), keeping held frames i.. for it, and reports whether the
+// core waits again; otherwise the gap goes as without resend.
+func (c *Core) chain(i int, now time.Time) bool {
+	w := &c.gw
+	held := w.nh // ask starts a wait with nothing held
+	w.view.FirstSeq, w.view.Frames = w.seqs[i], w.frames[i:i+1]
+	if !c.ask(&w.view, w.ats[i]) {
+		return false
+	}
+	nh := copy(w.seqs, w.seqs[i:held])
+	copy(w.frames, w.frames[i:held])
+	copy(w.ats, w.ats[i:held])
+	w.nh, w.left, w.view.Frames = nh, 0, nil
+	if until := now.Add(c.cfg.ResendWait); until.After(w.until) {
+		w.until = until
+	}
+	return true
 }
 
 // AskTail asks the device for the frames after the stream's last one,

@@ -328,28 +328,41 @@ func TestCoreResendAskedLate(t *testing.T) {
 
 // TestCoreResendBurst: after a reconnect, the frames a device buffered
 // while cut off come at once, 3000 of them, with a 20-frame gap at their
-// start. The core holds the whole burst (holdFrames) until the gap's
-// answer, and ends with the clean run's decisions and state.
+// start and, with lost, 30 frames lost inside them (a slow consumer's
+// drop). The core holds the whole burst (holdFrames) until the gap's
+// answer; the gap inside it then starts a wait of its own (chain) instead
+// of being filled, and once its answer comes the core ends with the clean
+// run's decisions and state.
 func TestCoreResendBurst(t *testing.T) {
-	const n, lo, hi, burst = 6000, 2000, 2020, 3000
+	const n, lo, hi, burst, lost = 6000, 2000, 2020, 3000, 3500
 	clean := synthFrames(0, n)
 	t0 := time.Unix(1000, 0)
-	core, sink := newAskingCore(t, Config{})
-	for s := int64(0); s < lo; s += 10 {
-		core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
-	}
-	at := arrival(t0, hi+burst) // the burst comes at once, late
-	for s := int64(hi); s < hi+burst; s += 10 {
-		core.Receive(sub(clean, s, s+10), 0, at)
-	}
-	if !core.Waiting() || len(sink.asks) != 1 {
-		t.Fatalf("after the burst: waiting %v, requests %v; want the burst held", core.Waiting(), sink.asks)
-	}
-	core.Resent(lo, hi-lo, sub(clean, lo, hi), at.Add(time.Millisecond))
-	for s := int64(hi + burst); s < n; s += 10 {
-		core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
-	}
-	if core.Waiting() || core.LastSeq() != n-1 || core.Stats().GapBins != 0 || digest(t, core) != digest(t, cleanCore(t, clean)) {
-		t.Fatalf("waiting %v at %d, %d gap bins: want the clean run's state", core.Waiting(), core.LastSeq(), core.Stats().GapBins)
+	for _, inner := range []bool{false, true} {
+		core, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < lo; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		at := arrival(t0, hi+burst) // the burst comes at once, late
+		for s := int64(hi); s < hi+burst; s += 10 {
+			if !inner || s < lost || s >= lost+30 {
+				core.Receive(sub(clean, s, s+10), 0, at)
+			}
+		}
+		if !core.Waiting() || len(sink.asks) != 1 {
+			t.Fatalf("after the burst: waiting %v, requests %v; want the burst held", core.Waiting(), sink.asks)
+		}
+		core.Resent(lo, hi-lo, sub(clean, lo, hi), at.Add(time.Millisecond))
+		if inner {
+			if !core.Waiting() || len(sink.asks) != 2 || sink.asks[1] != [2]int64{lost, 30} || core.LastSeq() != lost-1 {
+				t.Fatalf("after the first answer: waiting %v at %d, requests %v; want a wait for [%d, %d)", core.Waiting(), core.LastSeq(), sink.asks, lost, lost+30)
+			}
+			core.Resent(lost, 30, sub(clean, lost, lost+30), at.Add(2*time.Millisecond))
+		}
+		for s := int64(hi + burst); s < n; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		if core.Waiting() || core.LastSeq() != n-1 || core.Stats().GapBins != 0 || digest(t, core) != digest(t, cleanCore(t, clean)) {
+			t.Fatalf("inner gap %v: waiting %v at %d, %d gap bins: want the clean run's state", inner, core.Waiting(), core.LastSeq(), core.Stats().GapBins)
+		}
 	}
 }

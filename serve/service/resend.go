@@ -258,6 +258,7 @@ func (d *device) handleAnswer(m *nats.Msg, at time.Time) {
 		f = &d.frames
 	}
 	d.core.Resent(first, count, f, at)
+	d.asked(time.Now()) // a gap inside the frames held may have been asked for
 	d.afterFrames()
 }
 
