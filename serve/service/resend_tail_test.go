@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -139,7 +140,12 @@ func TestServiceResendWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown() })
-	waitProcessed(t, p, int64(f.hi-1))
+	checkFor(t, 10*time.Second, func() error {
+		return awaited(fmt.Sprintf("frame %d processed (connected %v and %v, tail requests %v, bins recovered %v, last %d)", f.hi-1,
+			nc.IsConnected(), pc.IsConnected(), counter(t, reg, "predictord_resend_requests_total", "dev0", "tail"),
+			counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"), s.devices[0].last.Load()),
+			s.devices[0].last.Load() == int64(f.hi-1))
+	})
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
 	if got := counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"); got < float64(f.hi-tailAt) {
 		t.Errorf("%v bins recovered, want at least %d", got, f.hi-tailAt)
