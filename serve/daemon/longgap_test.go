@@ -68,7 +68,8 @@ func plainRun(t *testing.T, clean *stream.Frames, n, lo, hi int64) (*Core, *coll
 // with the clean run's decisions and state; when the device cannot
 // provide them (an empty answer, no responder, no answer, a gap beyond
 // its ring) the result is the run without resend: a hole of up to a
-// window filled, a longer one a restart.
+// window filled, a longer one a restart. Requests without an answer at
+// the deadline are asked once more.
 func TestCoreLongGapResend(t *testing.T) {
 	const lo = 2000
 	const n = (lo+MaxResendGap)/10*10 + 3000 // messages of 10 frames; room for a gap of the whole ring and beyond
@@ -82,9 +83,10 @@ func TestCoreLongGapResend(t *testing.T) {
 		reverse bool
 		refuse  bool
 		asked   bool
-		same    bool     // the clean run's decisions and state
-		lost    [2]int64 // else the run that lost frames [lost[0], lost[1]) for good ({}: [lo, hi))
-		restart bool     // and the stream restarted
+		same    bool       // the clean run's decisions and state
+		lost    [2]int64   // else the run that lost frames [lost[0], lost[1]) for good ({}: [lo, hi))
+		restart bool       // and the stream restarted
+		again   [][2]int64 // the requests asked once more at the deadline
 		stats   ResendStats
 	}{
 		{name: "answered in order", hi: 4300, answers: answers(lo, 4300), asked: true, same: true,
@@ -103,8 +105,8 @@ func TestCoreLongGapResend(t *testing.T) {
 		{name: "every answer empty: restart", restart: true, hi: 4300, answers: answers(lo, 4300, 0, 1, 2), asked: true,
 			stats: ResendStats{None: 3, Long: 1}},
 		{name: "no responder: restart", restart: true, hi: 4300, refuse: true, asked: true, stats: ResendStats{None: 1}},
-		{name: "no answer: restart", restart: true, hi: 4300, asked: true, stats: ResendStats{Timeout: 3, Long: 1}},
-		{name: "first answer missing: its hole filled", hi: 4300, answers: answers(lo, 4300)[1:], asked: true,
+		{name: "no answer: restart", restart: true, hi: 4300, asked: true, again: requests(lo, 4300), stats: ResendStats{Timeout: 3, Long: 1}},
+		{name: "first answer missing: its hole filled", hi: 4300, answers: answers(lo, 4300)[1:], asked: true, again: requests(lo, 4300)[:1],
 			lost: [2]int64{lo, lo + 1024}, stats: ResendStats{Answered: 2, Timeout: 1, Recovered: 1276, Long: 1}},
 		{name: "middle answers empty: restart after the hole", restart: true, hi: lo + 4*stream.MaxResendFrames, answers: answers(lo, lo+4*stream.MaxResendFrames, 1, 2), asked: true,
 			lost: [2]int64{lo + stream.MaxResendFrames, lo + 3*stream.MaxResendFrames}, stats: ResendStats{Answered: 2, None: 2, Recovered: 2048, Long: 1}},
@@ -138,8 +140,8 @@ func TestCoreLongGapResend(t *testing.T) {
 			if asked := len(sink.asks) > 0; asked != tc.asked {
 				t.Fatalf("requests %v, asked %v", sink.asks, tc.asked)
 			}
-			if tc.asked && !tc.refuse && !equalAsks(sink.asks, requests(lo, tc.hi)) {
-				t.Fatalf("requests %v, want %v", sink.asks, requests(lo, tc.hi))
+			if want := append(requests(lo, tc.hi), tc.again...); tc.asked && !tc.refuse && !equalAsks(sink.asks, want) {
+				t.Fatalf("requests %v, want %v", sink.asks, want)
 			}
 			if core.Waiting() || core.LastSeq() != n-1 {
 				t.Fatalf("waiting %v at frame %d, want every frame processed", core.Waiting(), core.LastSeq())
@@ -305,8 +307,9 @@ func TestCoreLongGapNeedsWallTime(t *testing.T) {
 		if !core.Waiting() || len(sink.asks) != 3 {
 			t.Fatalf("waiting %v, requests %v: want a wait for the 2499 frames", core.Waiting(), sink.asks)
 		}
-		core.Expire(at.Add(resendWait))
-		if core.Waiting() || core.ResendStats().Timeout != 3 {
+		core.Expire(at.Add(resendWait)) // asked once more
+		core.Expire(at.Add(2 * resendWait))
+		if core.Waiting() || core.ResendStats().Timeout != 3 || len(sink.asks) != 6 {
 			t.Fatalf("after the deadline: waiting %v, stats %+v", core.Waiting(), core.ResendStats())
 		}
 		for s := int64(5000); s < 6200; s += 10 {

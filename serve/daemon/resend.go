@@ -21,10 +21,12 @@ type Resender interface {
 }
 
 // holdFrames bounds the frames received after a gap that the core keeps
-// while it waits for the gap's frames: about a second of a real-time
-// stream, ten times the default wait (--resend-wait), whatever the gap's
-// length. Once full, the wait ends and the gap is filled.
-const holdFrames = stream.MaxFramesPerMsg
+// while it waits for the gap's frames, whatever the gap's length: about
+// 8 s of a real-time stream, so that a gap inside the burst that follows
+// a reconnect (the frames a device buffered while cut off, come at once)
+// still waits for its answer. Once full, the wait ends and the gap is
+// filled.
+const holdFrames = 8 * stream.MaxFramesPerMsg
 
 // MaxResendGap is the longest gap the core asks the device for: the
 // frames a device keeps (stream.ResendRingFrames), asked for in requests
@@ -37,10 +39,19 @@ const MaxResendGap = stream.ResendRingFrames
 const maxRequests = MaxResendGap / stream.MaxResendFrames
 
 // TailAfter is how long a stream receives no frame before the core asks
-// the device once for the frames after its last one (AskTail): far
-// longer than a paced device's pause between messages, far shorter than
-// the frames a device keeps (stream.ResendRingFrames, about 16.5 s).
+// the device for the frames after its last one (AskTail): far longer than
+// a paced device's pause between messages, far shorter than the frames a
+// device keeps (stream.ResendRingFrames, about 16.5 s).
 const TailAfter = 250 * time.Millisecond
+
+// tailBackoffMax caps the pause between a silence's tail requests that got
+// no answer (TailAfter, then 0.5 s, then 1 s apart): a replica behind a
+// healed partition converges within it. TailGiveUp bounds the silence
+// asked about: about 30 requests, at most one a second after the third.
+const (
+	tailBackoffMax = time.Second
+	TailGiveUp     = 30 * time.Second
+)
 
 // ResendStats counts the resend requests of a core (Config.ResendWait).
 // Every field only grows.
@@ -55,8 +66,8 @@ type ResendStats struct {
 	// the same stream when the device resent every frame of it.
 	Long uint64
 	// Tail counts the requests for the frames after the stream's last one
-	// (AskTail), whatever their answer; they are not among the outcomes
-	// above.
+	// (AskTail), each try of a silence, whatever their answer; they are
+	// not among the outcomes above.
 	Tail uint64
 	// Recovered counts the bins recovered with the device's frames: a
 	// gap's, and a tail's.
@@ -69,14 +80,16 @@ type ResendStats struct {
 }
 
 // tailAsk is the request for the frames after the stream's last one
-// (AskTail).
+// (AskTail), asked again with backoff until an answer comes.
 type tailAsk struct {
-	on      bool // its answer not yet come
+	on      bool // a request sent, its answer not yet come
 	first   int64
 	count   int
 	epoch   uint32    // the stream it continues
-	silence time.Time // the arrival of the stream's last frame when asked: one request per silence
-	tried   time.Time // the last try that sent nothing
+	silence time.Time // the arrival of the stream's last frame when asked: the silence it belongs to
+	done    bool      // nothing more to ask in this silence: answered, or TailGiveUp passed
+	tries   int       // tries in this silence, sent or not
+	next    time.Time // the earliest next try
 }
 
 // request is one resend request of a gap: its frames, and whether its
@@ -94,6 +107,7 @@ type gapWait struct {
 	first, count int64
 	reqs         [maxRequests]request
 	nreq, nans   int       // requests sent, answers received
+	retried      bool      // the requests without an answer asked once more (retry)
 	at, until    time.Time // arrival of the frame after the gap, the wait's deadline
 	got          []stream.Frame
 	have         []bool
@@ -108,7 +122,8 @@ type gapWait struct {
 }
 
 // newGapWait allocates a wait's storage once: MaxResendGap frames and
-// flags for the gap (400 KiB a device), holdFrames for what follows it.
+// flags for the gap (400 KiB a device), holdFrames for what follows it
+// (448 KiB).
 func newGapWait() gapWait {
 	return gapWait{
 		got: make([]stream.Frame, MaxResendGap), have: make([]bool, MaxResendGap),
@@ -134,12 +149,12 @@ func (c *Core) Waiting() bool { return c.gw.on }
 // allocates nothing.
 func (c *Core) Receive(f *stream.Frames, backlog int64, at time.Time) {
 	w := &c.gw
-	if w.on {
-		if !at.IsZero() && at.Before(w.until) && w.nh+len(f.Frames) <= holdFrames {
+	for w.on { // a release may wait again, for a gap inside the frames held (chain)
+		if !at.IsZero() && w.nh+len(f.Frames) <= holdFrames && (at.Before(w.until) || c.retry(at)) {
 			w.hold(f, at)
 			return
 		}
-		c.release(backlog + int64(len(f.Frames)))
+		c.release(backlog+int64(len(f.Frames)), at)
 	}
 	if c.ask(f, at) {
 		w.hold(f, at)
@@ -186,7 +201,39 @@ func (c *Core) ask(f *stream.Frames, at time.Time) bool {
 	if gap > rgc.WindowBins {
 		w.stats.Long++
 	}
-	w.on, w.first, w.count, w.at, w.until, w.n, w.nh = true, c.last+1, gap, at, at.Add(c.cfg.ResendWait), 0, 0
+	w.on, w.first, w.count, w.at, w.until, w.n, w.nh, w.retried = true, c.last+1, gap, at, at.Add(c.cfg.ResendWait), 0, 0, false
+	return true
+}
+
+// retry asks once more, when the wait's deadline passed by at, for the
+// gap's frames of the requests that got no answer (a request or its
+// answer lost in a connection that died, a device's answer queued behind
+// a burst), and the wait goes on for Config.ResendWait from at; it
+// reports whether the wait goes on. A wait is extended once: filling a
+// gap on one replica only (its request lost) makes the replicas differ.
+func (c *Core) retry(at time.Time) bool {
+	w := &c.gw
+	if w.retried {
+		return false
+	}
+	w.retried = true
+	sent := false
+	for i := range w.nreq {
+		r := &w.reqs[i]
+		if r.answered {
+			continue
+		}
+		if c.resender.Resend(r.first, int(r.count)) {
+			sent = true
+			continue
+		}
+		r.answered = true // not sent: no frame will come
+		w.nans++
+	}
+	if !sent {
+		return false
+	}
+	w.until = at.Add(c.cfg.ResendWait)
 	return true
 }
 
@@ -200,12 +247,16 @@ func (w *gapWait) hold(f *stream.Frames, at time.Time) {
 
 // Resent gives the core the device's answer, arrived at at, to its
 // request for frames first .. first+count-1 (Resender.Resend): the frames
-// it resent, nil or empty when it resent none or did not answer. For a
-// gap, the request's frames among them are kept, the rest ignored and
-// counted; once every request of the gap is answered, the gap's frames
-// are spliced in and the held frames processed. A tail's frames continue
-// the stream at once (resentTail). An answer to a request no longer
-// pending is ignored. It allocates nothing.
+// it resent, empty when it keeps none of them, nil when no device
+// answered (NATS "no responders"). For a gap, the request's frames among
+// them are kept, the rest ignored and counted; once every request of the
+// gap is answered (nil included), the gap's frames are spliced in and the
+// held frames processed. A tail's frames continue the stream at once
+// (resentTail); an answer with fewer frames than asked (or none) ends the
+// tail's requests for this silence, a full one that continued the stream
+// has the frames after it asked for at once, and after nil (the device
+// out of reach, say behind a partition) the tail is asked again. An
+// answer to a request no longer pending is ignored. It allocates nothing.
 func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	w := &c.gw
 	n := 0
@@ -214,14 +265,21 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 	}
 	t := &c.tail
 	tail := t.on && t.first == first && t.count == count
-	if tail {
-		t.on = false
+	if tail && f != nil {
+		t.on, t.done = false, true
 	}
 	r := w.pending(first, int64(count))
 	if r == nil {
 		if tail {
+			last := c.last
 			c.resentTail(f, at)
+			if n == count && c.last > last {
+				t.done, t.next = false, time.Time{} // a full answer: the device may keep more, asked for at once
+			}
 			return
+		}
+		if f == nil {
+			return // no device answered a request no longer pending
 		}
 		w.stats.Ignored += uint64(n)
 		return
@@ -239,7 +297,7 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 		w.n++
 	}
 	if w.nans == w.nreq {
-		c.release(0)
+		c.release(0, at)
 	}
 }
 
@@ -287,11 +345,34 @@ func (w *gapWait) countOutcomes() {
 }
 
 // Expire ends a wait whose deadline passed by now (call it between
-// messages when nothing arrives, from the goroutine feeding the core).
+// messages when nothing arrives, from the goroutine feeding the core),
+// after asking once more for what got no answer (retry).
 func (c *Core) Expire(now time.Time) {
-	if c.gw.on && !now.Before(c.gw.until) {
-		c.release(0)
+	if c.gw.on && !now.Before(c.gw.until) && !c.retry(now) {
+		c.release(0, now)
 	}
+}
+
+// Asked tells the core that the requests of its current wait went out at
+// now (the caller's clock): the wait then lasts Config.ResendWait from now
+// when that ends later than from the arrival of the frame after the gap.
+// A processor behind a burst of queued frames (after a reconnect) sends
+// its requests late; counted from the arrival, its wait would end before
+// the answer could come, at a point that differs between replicas. A
+// caller that sends the requests only after a reconnect calls it then.
+func (c *Core) Asked(now time.Time) {
+	if w := &c.gw; w.on && now.Add(c.cfg.ResendWait).After(w.until) {
+		w.until = now.Add(c.cfg.ResendWait)
+	}
+}
+
+// Wants reports whether the core still waits for the answer to a request
+// for frames first .. first+count-1: a gap's request not yet answered, or
+// the current tail request. A caller holding requests back while its
+// connection is down sends only these once it is back.
+func (c *Core) Wants(first int64, count int) bool {
+	t := &c.tail
+	return c.gw.pending(first, int64(count)) != nil || (t.on && t.first == first && t.count == count)
 }
 
 // EndWait ends a wait at once, filling what is missing of the gap; call
@@ -299,7 +380,7 @@ func (c *Core) Expire(now time.Time) {
 // before it.
 func (c *Core) EndWait() {
 	if c.gw.on {
-		c.release(0)
+		c.release(0, time.Time{})
 	}
 }
 
@@ -321,7 +402,9 @@ func (w *gapWait) drop() {
 // wait behind them. The frames not yet processed count as received for
 // the overload policy (Config.MaxLag), as frames queued do. Resent frames
 // do not show the current stream alive (aliveAt): they were asked for.
-func (c *Core) release(backlog int64) {
+// A gap inside the held frames (lost within a burst) starts a new wait at
+// now (chain), unless now is zero (a control message waits for nothing).
+func (c *Core) release(backlog int64, now time.Time) {
 	w := &c.gw
 	w.countOutcomes()
 	w.on = false
@@ -345,6 +428,9 @@ func (c *Core) release(backlog int64) {
 		i = j
 	}
 	for i := 0; i < w.nh; {
+		if i > 0 && !now.IsZero() && w.seqs[i] > c.last+1 && c.chain(i, now) {
+			return
+		}
 		j := i + 1
 		for j < w.nh && j-i < stream.MaxFramesPerMsg && w.seqs[j] == w.seqs[j-1]+1 && w.ats[j].Equal(w.ats[i]) {
 			j++
@@ -357,24 +443,60 @@ func (c *Core) release(backlog int64) {
 	w.n, w.nh, w.left, w.view.Frames = 0, 0, 0, nil
 }
 
-// AskTail asks the device once per silence for the frames after the
-// stream's last one, when no frame arrived for TailAfter by now (call it
-// from the goroutine feeding the core when nothing arrives). Frames that
-// reach one replica only (its peer's subscription was not back, a node
-// died, the device paused or stopped) show no gap to the other, since no
-// frame follows them; this request does. It asks for up to
-// stream.MaxResendFrames frames from the last one on (before a pending
-// reset's frame), with no frame held and no wait: the answer continues the
-// stream whenever it comes (Resent). It asks nothing without resend or a
-// running stream, nor while a gap's frames or a candidate numbering are
-// pending; it asks again only after a frame of the stream arrived
-// (resent ones do not count). A request that could not be sent (the
-// connection down during an outage) is tried again TailAfter later. It
+// chain starts a new wait, at now, for the gap before held frame i (frames
+// lost inside those held, as a slow consumer drops them in the burst after
+// a reconnect), keeping held frames i.. for it, and reports whether the
+// core waits again; otherwise the gap goes as without resend.
+func (c *Core) chain(i int, now time.Time) bool {
+	w := &c.gw
+	held := w.nh // ask starts a wait with nothing held
+	w.view.FirstSeq, w.view.Frames = w.seqs[i], w.frames[i:i+1]
+	if !c.ask(&w.view, w.ats[i]) {
+		return false
+	}
+	nh := copy(w.seqs, w.seqs[i:held])
+	copy(w.frames, w.frames[i:held])
+	copy(w.ats, w.ats[i:held])
+	w.nh, w.left, w.view.Frames = nh, 0, nil
+	if until := now.Add(c.cfg.ResendWait); until.After(w.until) {
+		w.until = until
+	}
+	return true
+}
+
+// AskTail asks the device for the frames after the stream's last one,
+// when no frame arrived for TailAfter by now (call it from the goroutine
+// feeding the core when nothing arrives). Frames that reach one replica
+// only (its peer's subscription was not back, a node died, the device
+// paused or stopped) show no gap to the other, since no frame follows
+// them; this request does. It asks for up to stream.MaxResendFrames frames
+// from the last one on (before a pending reset's frame), with no frame
+// held and no wait: the answer continues the stream whenever it comes
+// (Resent). A request that got no answer (lost in a cut, no device
+// reachable, or not sent while the connection was down) is asked again
+// TailAfter later, then at doubling pauses up to tailBackoffMax, or at
+// once after a reconnect (Reconnected), until TailGiveUp of silence; an
+// answer with fewer frames than asked, even an empty one, ends the
+// silence's requests, and a full one has the next frames asked for at
+// once (a silence longer than a request, up to the device's ring). It
+// asks nothing without resend or a running stream, nor while a gap's
+// frames or a candidate numbering are pending; a new silence starts only
+// after a frame of the stream arrived (resent ones do not count). It
 // reports whether a request went out.
 func (c *Core) AskTail(now time.Time) bool {
 	t := &c.tail
 	if c.resender == nil || now.IsZero() || !c.started || c.gw.on || c.cand.n > 0 || c.aliveAt.IsZero() ||
-		now.Sub(c.aliveAt) < TailAfter || t.silence.Equal(c.aliveAt) || now.Sub(t.tried) < TailAfter {
+		now.Sub(c.aliveAt) < TailAfter {
+		return false
+	}
+	if !t.silence.Equal(c.aliveAt) {
+		t.silence, t.on, t.done, t.tries, t.next = c.aliveAt, false, false, 0, now
+	}
+	if t.done || now.Before(t.next) {
+		return false
+	}
+	if now.Sub(c.aliveAt) > TailGiveUp {
+		t.done = true
 		return false
 	}
 	first := c.last + 1
@@ -383,17 +505,25 @@ func (c *Core) AskTail(now time.Time) bool {
 		count = min(count, c.resetAt-first) // the frames from resetAt on are the next stream's
 	}
 	if count < 1 {
-		t.silence = c.aliveAt
+		t.done = true
 		return false
 	}
+	t.tries++
+	t.next = now.Add(min(TailAfter<<min(t.tries-1, 8), tailBackoffMax))
 	if !c.resender.Resend(first, int(count)) {
-		t.tried = now
 		return false
 	}
-	t.on, t.first, t.count, t.epoch, t.silence = true, first, int(count), c.epoch, c.aliveAt
+	t.on, t.first, t.count, t.epoch = true, first, int(count), c.epoch
 	c.gw.stats.Tail++
 	return true
 }
+
+// Reconnected tells the core that its connection to the server came back
+// (a cut healed by closing it, a node restarted): a tail request of the
+// current silence that got no answer went, most likely, into the dead
+// connection, so AskTail asks again at its next call, whatever the
+// backoff.
+func (c *Core) Reconnected() { c.tail.next = time.Time{} }
 
 // resentTail continues the stream with a tail's frames (AskTail), arrived
 // at at: those after the last one processed, when they continue it

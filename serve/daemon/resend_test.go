@@ -80,6 +80,7 @@ func TestCoreResend(t *testing.T) {
 		same     bool  // the clean run's decisions, else the filled run's
 		lost     int64 // with same false: the frames from lo on filled (0: to hi)
 		stats    ResendStats
+		again    bool // asked once more at the deadline
 	}{
 		{name: "answered", answer: sub(clean, lo, hi), answerAt: hi + 30, same: true,
 			stats: ResendStats{Answered: 1, Recovered: hi - lo}},
@@ -89,8 +90,10 @@ func TestCoreResend(t *testing.T) {
 			stats: ResendStats{Partial: 1, Recovered: 10}},
 		{name: "empty answer", answer: &stream.Frames{}, answerAt: hi + 30, stats: ResendStats{None: 1}},
 		{name: "no responder", refuse: true, stats: ResendStats{None: 1}},
-		{name: "timeout", stats: ResendStats{Timeout: 1}},
-		{name: "answer after the deadline", answer: sub(clean, lo, hi), answerAt: hi + 200,
+		{name: "timeout", again: true, stats: ResendStats{Timeout: 1}},
+		{name: "answer after the deadline asked once more", answer: sub(clean, lo, hi), answerAt: hi + 150, again: true, same: true,
+			stats: ResendStats{Answered: 1, Recovered: hi - lo}},
+		{name: "answer after the second deadline", answer: sub(clean, lo, hi), answerAt: hi + 300, again: true,
 			stats: ResendStats{Timeout: 1, Ignored: hi - lo}},
 		{name: "answer outside the gap", answer: sub(clean, hi, hi+20), answerAt: hi + 30,
 			stats: ResendStats{None: 1, Ignored: 20}},
@@ -107,8 +110,8 @@ func TestCoreResend(t *testing.T) {
 					core.Resent(lo, hi-lo, tc.answer, time.Time{})
 				}
 			}
-			if len(sink.asks) != 1 || sink.asks[0] != [2]int64{lo, hi - lo} {
-				t.Fatalf("requests %v, want one for [%d, %d)", sink.asks, lo, hi)
+			if want := map[bool]int{false: 1, true: 2}[tc.again]; len(sink.asks) != want || sink.asks[0] != [2]int64{lo, hi - lo} || sink.asks[want-1] != sink.asks[0] {
+				t.Fatalf("requests %v, want %d for [%d, %d)", sink.asks, want, lo, hi)
 			}
 			if core.Waiting() || core.LastSeq() != n-1 {
 				t.Fatalf("waiting %v at frame %d, want every frame processed", core.Waiting(), core.LastSeq())
@@ -159,7 +162,7 @@ func digest(t *testing.T, c *Core) [32]byte {
 // is full, or before a control message; an untimed message and a core
 // without ResendWait never wait.
 func TestCoreResendBounded(t *testing.T) {
-	clean := synthFrames(0, 4000)
+	clean := synthFrames(0, 2020+holdFrames+100) // room to fill the holding room
 	t0 := time.Unix(1000, 0)
 	start := func(t *testing.T, cfg Config) (*Core, *asking) {
 		core, sink := newAskingCore(t, cfg)
@@ -168,12 +171,16 @@ func TestCoreResendBounded(t *testing.T) {
 		return core, sink
 	}
 	t.Run("expire", func(t *testing.T) {
-		core, _ := start(t, Config{})
+		core, sink := start(t, Config{})
 		core.Expire(arrival(t0, 2019).Add(resendWait / 2))
 		if !core.Waiting() {
 			t.Fatal("wait ended before its deadline")
 		}
 		core.Expire(arrival(t0, 2019).Add(resendWait))
+		if !core.Waiting() || len(sink.asks) != 2 {
+			t.Fatalf("at the deadline: waiting %v, requests %v; want the request asked once more", core.Waiting(), sink.asks)
+		}
+		core.Expire(arrival(t0, 2019).Add(2 * resendWait))
 		if core.Waiting() || core.LastSeq() != 2019 || core.Stats().GapBins != 10 || core.ResendStats().Timeout != 1 {
 			t.Fatalf("after the deadline: waiting %v, last %d, stats %+v", core.Waiting(), core.LastSeq(), core.ResendStats())
 		}
@@ -259,6 +266,103 @@ func TestCoreResendHeldFramesAreBacklog(t *testing.T) {
 		skipped := core.Stats().DeadlineMisses - before
 		if (skipped > 0) != (maxLag > 0) || core.LastSeq() != 2209 {
 			t.Errorf("max lag %d: %d decisions skipped, last %d", maxLag, skipped, core.LastSeq())
+		}
+	}
+}
+
+// TestCoreResendAskedLate: the frame after a 20-frame gap reaches two
+// replicas at the same time, but one processes it 250 ms later (behind a
+// burst of queued frames after a reconnect), so its request goes out
+// then and the answer comes 300 ms after the frame's arrival, while the
+// frames queued behind it arrived long before (the prompt one's answer
+// comes 50 ms after the arrival). Dated from the request's
+// departure (Asked), its wait holds them until the answer, and both
+// replicas end with the clean run's decisions and state; dated from the
+// arrival, the wait would end at the first frame 100 ms after it, ask
+// once more and end 200 ms after it, and the gap be filled on one replica
+// only.
+func TestCoreResendAskedLate(t *testing.T) {
+	const n, lo, hi = 4000, 2000, 2020
+	clean := synthFrames(0, n)
+	t0 := time.Unix(1000, 0)
+	gapAt := arrival(t0, hi+9)
+	run := func(delay time.Duration, asked bool) (*Core, *asking) {
+		c, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < n; s += 10 {
+			if s >= lo && s < hi {
+				continue
+			}
+			c.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+			if s == hi && asked {
+				c.Asked(gapAt.Add(delay))
+			}
+			if answer := gapAt.Add(delay + 50*time.Millisecond); !arrival(t0, s+9).Before(answer) && arrival(t0, s-1).Before(answer) {
+				c.Resent(lo, hi-lo, sub(clean, lo, hi), answer) // after the frames that arrived before it
+			}
+		}
+		return c, sink
+	}
+	want := digest(t, cleanCore(t, clean))
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		asked bool
+		same  bool
+	}{
+		{name: "prompt replica", delay: 0, asked: true, same: true},
+		{name: "late replica, wait from the departure", delay: 250 * time.Millisecond, asked: true, same: true},
+		{name: "late replica, wait from the arrival", delay: 250 * time.Millisecond, asked: false, same: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sink := run(tc.delay, tc.asked)
+			if want := map[bool]int{true: 1, false: 2}[tc.same]; len(sink.asks) != want || c.Waiting() || c.LastSeq() != n-1 {
+				t.Fatalf("requests %v, waiting %v at %d", sink.asks, c.Waiting(), c.LastSeq())
+			}
+			st := c.ResendStats()
+			if got := digest(t, c) == want; got != tc.same || (st.Answered == 1) != tc.same {
+				t.Fatalf("state equal to the clean run's: %v, resend stats %+v; want answered and equal: %v", got, st, tc.same)
+			}
+		})
+	}
+}
+
+// TestCoreResendBurst: after a reconnect, the frames a device buffered
+// while cut off come at once, 3000 of them, with a 20-frame gap at their
+// start and, with lost, 30 frames lost inside them (a slow consumer's
+// drop). The core holds the whole burst (holdFrames) until the gap's
+// answer; the gap inside it then starts a wait of its own (chain) instead
+// of being filled, and once its answer comes the core ends with the clean
+// run's decisions and state.
+func TestCoreResendBurst(t *testing.T) {
+	const n, lo, hi, burst, lost = 6000, 2000, 2020, 3000, 3500
+	clean := synthFrames(0, n)
+	t0 := time.Unix(1000, 0)
+	for _, inner := range []bool{false, true} {
+		core, sink := newAskingCore(t, Config{})
+		for s := int64(0); s < lo; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		at := arrival(t0, hi+burst) // the burst comes at once, late
+		for s := int64(hi); s < hi+burst; s += 10 {
+			if !inner || s < lost || s >= lost+30 {
+				core.Receive(sub(clean, s, s+10), 0, at)
+			}
+		}
+		if !core.Waiting() || len(sink.asks) != 1 {
+			t.Fatalf("after the burst: waiting %v, requests %v; want the burst held", core.Waiting(), sink.asks)
+		}
+		core.Resent(lo, hi-lo, sub(clean, lo, hi), at.Add(time.Millisecond))
+		if inner {
+			if !core.Waiting() || len(sink.asks) != 2 || sink.asks[1] != [2]int64{lost, 30} || core.LastSeq() != lost-1 {
+				t.Fatalf("after the first answer: waiting %v at %d, requests %v; want a wait for [%d, %d)", core.Waiting(), core.LastSeq(), sink.asks, lost, lost+30)
+			}
+			core.Resent(lost, 30, sub(clean, lost, lost+30), at.Add(2*time.Millisecond))
+		}
+		for s := int64(hi + burst); s < n; s += 10 {
+			core.Receive(sub(clean, s, s+10), 0, arrival(t0, s+9))
+		}
+		if core.Waiting() || core.LastSeq() != n-1 || core.Stats().GapBins != 0 || digest(t, core) != digest(t, cleanCore(t, clean)) {
+			t.Fatalf("inner gap %v: waiting %v at %d, %d gap bins: want the clean run's state", inner, core.Waiting(), core.LastSeq(), core.Stats().GapBins)
 		}
 	}
 }

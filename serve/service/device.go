@@ -515,7 +515,8 @@ func (d *device) reject(reason string, n uint64, msg string) {
 // While frames are held for a new numbering and nothing arrives, it ticks
 // the core (daemon.Core.Tick), so that a device that stops right after a
 // jump still gets its last frames decided; while the core waits for resent
-// frames, it ends a wait whose deadline passed (daemon.Core.Expire);
+// frames, it ends a wait whose deadline passed (daemon.Core.Expire), unless
+// its requests wait for the connection (sendHeld);
 // otherwise it lets the core ask for a silent stream's tail
 // (daemon.Core.AskTail).
 // Resend answers go before the queued messages, which may wait for them.
@@ -537,20 +538,9 @@ func (d *device) process() {
 				ok = true
 			case it, ok = <-d.work:
 			case now := <-tick.C:
-				if len(d.work) > 0 {
-					continue
+				if len(d.work) == 0 {
+					d.tick(now)
 				}
-				if d.core.Held() == 0 && !d.core.Waiting() {
-					if d.core.AskTail(now) {
-						d.syncStats()
-					}
-					continue
-				}
-				d.sink.at = now
-				d.core.Tick(now)
-				d.core.Expire(now)
-				d.afterFrames()
-				d.syncStats()
 				continue
 			}
 		}
@@ -564,6 +554,32 @@ func (d *device) process() {
 			d.core.Flush()
 		}
 	}
+}
+
+// tick runs the core's timers when nothing arrives: a silent stream's
+// tail request (at once after a reconnect), or the held frames' and a
+// resend wait's deadlines (a wait whose requests wait for the connection
+// runs from when they go out; one asked once more, from now).
+func (d *device) tick(now time.Time) {
+	if d.holding() {
+		d.sendHeld(now)
+	}
+	if d.core.Held() == 0 && !d.core.Waiting() {
+		d.tailAfterReconnect()
+		if d.core.AskTail(now) {
+			d.syncStats()
+		}
+		d.asked(now)
+		return
+	}
+	d.sink.at = now
+	d.core.Tick(now)
+	if !d.holding() {
+		d.core.Expire(now)
+		d.asked(now)
+	}
+	d.afterFrames()
+	d.syncStats()
 }
 
 func (d *device) handle(it item) {
@@ -590,7 +606,11 @@ func (d *device) handle(it item) {
 			d.sb.Arrived(it.at, d.frames.FirstSeq, d.frames.LastSeq())
 		}
 		d.sink.at = it.at
+		if d.holding() {
+			d.sendHeld(time.Now()) // the first frames after a reconnect find the wait dated from it
+		}
 		d.core.Receive(&d.frames, d.queuedFrames.Load(), it.at)
+		d.asked(time.Now())
 		d.afterFrames()
 	case d.ctlSubj:
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {

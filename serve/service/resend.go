@@ -37,11 +37,29 @@ type resender struct {
 	msg     nats.Msg
 	buf     []byte
 	answers chan item
+	// held are the requests asked for while the connection was down,
+	// sent once it is back (sendHeld); sent says a request went out
+	// during the message being processed (the core's wait runs from then).
+	held [heldLen]heldRequest
+	nh   int
+	sent bool
+	// reconnects is the connection's reconnect count last seen (tailAfterReconnect).
+	reconnects uint64
 	// metrics
 	outcomes  [5]prometheus.Counter
 	recovered prometheus.Counter
 	ignored   prometheus.Counter
 	prev      daemon.ResendStats
+}
+
+// heldLen bounds the requests held while the connection is down: a
+// gap's (up to 16) and a tail's.
+const heldLen = daemon.MaxResendGap/stream.MaxResendFrames + 1
+
+// heldRequest is a resend request held until the connection is back.
+type heldRequest struct {
+	first int64
+	count int
 }
 
 func newResender(m *metrics, device string) *resender {
@@ -55,13 +73,32 @@ func newResender(m *metrics, device string) *resender {
 
 // Resend implements daemon.Resender (on the processor goroutine): it
 // publishes the request, signed with the Down key when keys are
-// configured, and never waits for the answer.
+// configured, and never waits for the answer. While the connection is
+// down the request is held and sent once it is back (sendHeld), so the
+// frames are asked for after the reconnect rather than not at all.
 func (k *sink) Resend(first int64, count int) bool {
 	d := k.d
 	r := d.resend
+	if !d.nc.IsConnected() {
+		return r.hold(first, count)
+	}
+	if err := d.publishResend(first, count); err != nil {
+		if !d.nc.IsClosed() && r.hold(first, count) {
+			return true // the connection went down meanwhile
+		}
+		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (a gap is filled, a tail asked again later): "+err.Error(), devField(d.name))
+		return false
+	}
+	r.sent = true
+	return true
+}
+
+// publishResend publishes a request for frames first .. first+count-1.
+func (d *device) publishResend(first int64, count int) error {
+	r := d.resend
 	b, err := stream.AppendResend(r.buf[:0], &stream.Resend{First: first, Count: count})
 	if err != nil {
-		return false
+		return err
 	}
 	r.buf = b
 	m := &r.msg
@@ -69,11 +106,77 @@ func (k *sink) Resend(first int64, count int) bool {
 	if d.down != nil {
 		d.down.Sign(m)
 	}
-	if err := d.nc.PublishMsg(m); err != nil {
-		d.s.limiter.warn(&d.s.log, d.name+"/resend", 1, "resend request not sent (a gap is filled, a tail asked again later): "+err.Error(), devField(d.name))
+	return d.nc.PublishMsg(m)
+}
+
+// hold keeps a request until the connection is back; false when heldLen
+// requests are held already. A request held already is not held twice.
+func (r *resender) hold(first int64, count int) bool {
+	for _, h := range r.held[:r.nh] {
+		if h.first == first && h.count == count {
+			return true
+		}
+	}
+	if r.nh == len(r.held) {
 		return false
 	}
+	r.held[r.nh] = heldRequest{first, count}
+	r.nh++
 	return true
+}
+
+// holding reports whether requests wait for the connection.
+func (d *device) holding() bool { return d.resend != nil && d.resend.nh > 0 }
+
+// sendHeld sends, once the connection is back (processor goroutine), the
+// requests held while it was down that the core still waits for, and
+// dates the core's wait from now (daemon.Core.Asked).
+func (d *device) sendHeld(now time.Time) {
+	r := d.resend
+	if r == nil || r.nh == 0 || !d.nc.IsConnected() {
+		return
+	}
+	n, sent := 0, uint64(0)
+	for _, h := range r.held[:r.nh] {
+		if !d.core.Wants(h.first, h.count) {
+			continue
+		}
+		if err := d.publishResend(h.first, h.count); err != nil {
+			r.held[n] = h // down again: kept for the next reconnect
+			n++
+			continue
+		}
+		sent++
+	}
+	r.nh = n
+	if sent > 0 {
+		r.reconnects = d.nc.Stats().Reconnects // asked on the new connection: no need to ask again (tailAfterReconnect)
+		d.core.Asked(now)
+		d.s.limiter.info(&d.s.log, d.name+"/resend_held", sent, "resend requests held while the connection was down sent", devField(d.name))
+	}
+}
+
+// tailAfterReconnect lets the core ask a silent stream's tail again at
+// once after the connection came back (daemon.Core.Reconnected): a
+// request without an answer went, most likely, into the dead connection.
+func (d *device) tailAfterReconnect() {
+	r := d.resend
+	if r == nil {
+		return
+	}
+	if n := d.nc.Stats().Reconnects; n != r.reconnects {
+		r.reconnects = n
+		d.core.Reconnected()
+	}
+}
+
+// asked dates the core's wait from now when the message just processed
+// sent its requests (daemon.Core.Asked).
+func (d *device) asked(now time.Time) {
+	if r := d.resend; r != nil && r.sent {
+		r.sent = false
+		d.core.Asked(now)
+	}
 }
 
 // isAnswer reports whether subject is one of the device's resend reply
@@ -94,7 +197,8 @@ func (r *resender) request(subject string) (first int64, count int, ok bool) {
 }
 
 // noResponders reports whether m is the server's answer that no device
-// serves resend requests: an empty answer, which ends the wait at once.
+// serves resend requests (or none is reachable): it ends a gap's wait at
+// once; a tail is asked again (daemon.Core.Resent).
 func noResponders(m *nats.Msg) bool {
 	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
 }
@@ -134,22 +238,27 @@ func (d *device) answers() chan item {
 
 // handleAnswer gives a resend answer, arrived at at, to the core
 // (processor goroutine): decoded strictly like frames; an empty payload
-// answers "none kept".
+// answers "none kept", the server's no-responders "no device reached".
 func (d *device) handleAnswer(m *nats.Msg, at time.Time) {
 	first, count, ok := d.resend.request(m.Subject)
 	if !ok {
 		d.reject("unknown_subject", 1, "resend answer on unexpected subject "+m.Subject)
 		return
 	}
-	var f *stream.Frames
-	if len(m.Data) > 0 {
+	var f *stream.Frames // nil: no device answered
+	switch {
+	case len(m.Data) > 0:
 		if err := stream.DecodeFrames(m.Data, &d.frames); err != nil {
 			d.reject(stream.Reason(err), 1, "resend answer rejected: "+err.Error())
 			return
 		}
 		f = &d.frames
+	case !noResponders(m):
+		d.frames.Frames = d.frames.Frames[:0] // the device keeps none of them
+		f = &d.frames
 	}
 	d.core.Resent(first, count, f, at)
+	d.asked(time.Now()) // a gap inside the frames held may have been asked for
 	d.afterFrames()
 }
 
