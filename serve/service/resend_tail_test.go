@@ -65,12 +65,7 @@ func TestServiceResendTail(t *testing.T) {
 			if got := counter(t, reg, "predictord_resend_requests_total", "dev0", "tail"); got < 1 {
 				t.Errorf("%v tail requests, want at least 1", got)
 			}
-			if got := counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"); got < float64(f.hi-tailAt) {
-				t.Errorf("%v bins recovered, want at least %d", got, f.hi-tailAt)
-			}
-			if got := counter(t, reg, "predictord_gap_bins_total", "dev0"); got != 0 {
-				t.Errorf("%v gap bins filled, want 0", got)
-			}
+			recoveredAll(t, reg, f.hi-tailAt)
 		})
 	}
 }
@@ -147,12 +142,7 @@ func TestServiceResendWhileDown(t *testing.T) {
 			s.devices[0].last.Load() == int64(f.hi-1))
 	})
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
-	if got := counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"); got < float64(f.hi-tailAt) {
-		t.Errorf("%v bins recovered, want at least %d", got, f.hi-tailAt)
-	}
-	if got := counter(t, reg, "predictord_gap_bins_total", "dev0"); got != 0 {
-		t.Errorf("%v gap bins filled, want 0", got)
-	}
+	recoveredAll(t, reg, f.hi-tailAt)
 }
 
 // TestDeviceResendGapWhileDown: a gap's request goes out, its answer is
@@ -282,6 +272,16 @@ func TestDeviceResendGapWhileDown(t *testing.T) {
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)
 	if got := counter(t, reg, "predictord_resend_requests_total", "dev0", "answered"); got != 1 {
 		t.Errorf("%v requests answered, want 1", got)
+	}
+	recoveredAll(t, reg, 0)
+}
+
+// recoveredAll checks that resent frames recovered at least want bins
+// and that no bin was filled.
+func recoveredAll(t *testing.T, reg *prometheus.Registry, want int) {
+	t.Helper()
+	if got := counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"); got < float64(want) {
+		t.Errorf("%v bins recovered, want at least %d", got, want)
 	}
 	if got := counter(t, reg, "predictord_gap_bins_total", "dev0"); got != 0 {
 		t.Errorf("%v gap bins filled, want 0", got)
