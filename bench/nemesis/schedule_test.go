@@ -119,16 +119,50 @@ func TestPlanKillsNode(t *testing.T) {
 
 func TestParseKinds(t *testing.T) {
 	for _, tc := range []struct {
-		in   string
-		n    int
-		fail bool
+		in     string
+		record bool
+		n      int
+		fail   bool
 	}{
-		{"all", len(Kinds), false}, {"none", 0, false}, {"kill-node,burst", 2, false}, {"kill-node,explode", 0, true},
+		{"all", false, len(Kinds), false},
+		{"all", true, len(Kinds) + len(RecordKinds), false},
+		{"none", true, 0, false},
+		{"kill-node,burst", false, 2, false},
+		{"kill-node,explode", false, 0, true},
+		{"kill-record-leader", false, 0, true},
+		{"kill-record-leader,outage", true, 2, false},
 	} {
-		k, err := ParseKinds(tc.in)
+		k, err := ParseKinds(tc.in, tc.record)
 		if (err != nil) != tc.fail || len(k) != tc.n {
-			t.Errorf("%q: %v, %v", tc.in, k, err)
+			t.Errorf("%q (record %v): %v, %v", tc.in, tc.record, k, err)
 		}
+		if !tc.record && slices.Contains(k, KillRecordLeader) {
+			t.Errorf("%q without the recorder: %v", tc.in, k)
+		}
+	}
+}
+
+// TestPlanRecordKinds: the recorder's kinds leave the plans of the other
+// kinds as they were, and a record leader kill counts as a node kill.
+func TestPlanRecordKinds(t *testing.T) {
+	ttl := 60 * time.Millisecond
+	for seed := uint64(1); seed <= 30; seed++ {
+		only := Plan(seed, 30*time.Second, ttl, []Kind{KillRecordLeader})
+		if len(only) == 0 {
+			t.Fatalf("seed %d: nothing planned", seed)
+		}
+		for _, f := range only {
+			if f.Kind != KillRecordLeader || f.For < time.Second || f.For > 5*time.Second {
+				t.Fatalf("seed %d: %+v", seed, f)
+			}
+		}
+		all, _ := ParseKinds("all", false)
+		if !reflect.DeepEqual(Plan(seed, 30*time.Second, ttl, all), Plan(seed, 30*time.Second, ttl, Kinds)) {
+			t.Fatalf("seed %d: \"all\" without the recorder plans otherwise than Kinds", seed)
+		}
+	}
+	if !KillRecordLeader.KillsNode() {
+		t.Fatal("kill-record-leader does not count as a node kill")
 	}
 }
 

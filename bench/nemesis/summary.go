@@ -71,7 +71,7 @@ func Summarise(vs []*Verdict) *Summary {
 // WriteTable writes the summary as a Markdown table.
 func (s *Summary) WriteTable(w io.Writer) {
 	var kinds []string
-	for _, k := range Kinds {
+	for _, k := range slices.Concat(Kinds, RecordKinds) {
 		if n := s.Faults[k]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
