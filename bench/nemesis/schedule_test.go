@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rgcpred/bench/history"
+	"rgcpred/serve/recorder"
 )
 
 func TestPlan(t *testing.T) {
@@ -178,16 +179,21 @@ func TestSummarise(t *testing.T) {
 			History: &history.Report{Expected: 10, Matched: 10}},
 		{Seed: 7, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillMetaLeader}}, States: same,
 			History: &history.Report{Expected: 10, Matched: 8, LostInOutage: 2}},
+		{Seed: 8, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillRecordLeader}}, States: same,
+			History: &history.Report{Expected: 10, Matched: 10}, Recording: &Recording{Err: "no stream"}},
+		{Seed: 9, Instances: 2, Answered: 2, States: same, History: &history.Report{Expected: 10, Matched: 10},
+			Recording: &Recording{Audit: &recorder.Report{Recorded: 10, Matched: 10}}},
 	}
 	s := Summarise(vs)
-	if s.Schedules != 6 || s.Passed != 1 || s.NodeKills != 2 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Faults[Outage] != 1 ||
-		s.Errors != 1 || s.Unsettled != 1 || s.StatesDiffer != 2 || s.Lost != 1 || s.LostInOutage != 4 || s.Checked != 30 ||
-		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1, 5, 6}) {
+	if s.Schedules != 8 || s.Passed != 2 || s.NodeKills != 3 || s.Faults[KillRecordLeader] != 1 || s.Audited != 2 || s.AuditPassed != 1 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Faults[Outage] != 1 ||
+		s.Errors != 1 || s.Unsettled != 1 || s.StatesDiffer != 2 || s.Lost != 1 || s.LostInOutage != 4 || s.Checked != 50 ||
+		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1, 5, 6, 8}) {
 		t.Fatalf("%+v", s)
 	}
 	var b strings.Builder
 	s.WriteTable(&b)
-	for _, want := range []string{"| lost | lost in outage |", "| 1 | 4 |", "2 of 6 schedules killed a NATS node (33%", "Failed seeds: 1, 3, 4, 5, 6"} {
+	for _, want := range []string{"| lost | lost in outage |", "| 1 | 4 |", "3 of 8 schedules killed a NATS node (38%", "kill-record-leader 1",
+		"audit passed for 1 of 2 recordings", "Failed seeds: 1, 3, 4, 5, 6, 8"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -21,6 +21,9 @@ type Summary struct {
 	// states differ; Errors schedules that stopped with an error.
 	Checked, Matched, Lost, LostInOutage, Duplicated, Wrong, Late int64
 	Unsettled, StatesDiffer, Errors                               int
+	// Audited counts the schedules whose recording was audited (the
+	// flight recorder on), AuditPassed those whose audit passed.
+	Audited, AuditPassed int
 	// Failed lists the seeds of the failed schedules.
 	Failed []uint64
 }
@@ -56,6 +59,12 @@ func Summarise(vs []*Verdict) *Summary {
 			s.Duplicated += h.Duplicated
 			s.Wrong += h.Wrong
 			s.Late += h.Late
+		}
+		if v.Recording != nil {
+			s.Audited++
+			if v.Recording.OK() {
+				s.AuditPassed++
+			}
 		}
 		switch {
 		case v.Err != "":
@@ -93,6 +102,9 @@ func (s *Summary) WriteTable(w io.Writer) {
 	if s.Schedules > 0 {
 		fmt.Fprintf(w, "\n%d of %d schedules killed a NATS node (%.0f%%; the goal: at least 20%%).\n", s.NodeKills, s.Schedules,
 			100*float64(s.NodeKills)/float64(s.Schedules))
+	}
+	if s.Audited > 0 {
+		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings.\n", s.AuditPassed, s.Audited)
 	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))

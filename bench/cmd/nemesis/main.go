@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.ttl, "ttl", 60*time.Millisecond, "the group's lease TTL (predictord --standby-ttl)")
 	fs.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "nemesis"), "work folder: binaries, and the logs of failed schedules (seed-N)")
 	fs.StringVar(&o.setup.Record, "record", "",
-		"flight recorder: every instance records into this JetStream stream (predictord --record), kill-record-leader joins the faults, and each schedule audits the recording (empty: off)")
+		"flight recorder: every instance records into this stream (predictord --record), adds kill-record-leader, audits each recording (empty: off)")
 	fs.StringVar(&o.json, "json", "", "write every verdict and the summary to this JSON file")
 	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
