@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,23 +47,40 @@ func (r *Recording) String() string {
 	return fmt.Sprintf("recording: %d frames replayed (the device sent %d after the history)\n%s", r.Audit.Frames, r.Sent, r.Audit)
 }
 
-// audit re-runs the recording of the schedule that just ended.
+// auditTimeout bounds how long audit waits for the recording's stream to
+// answer: a node killed at the replay's end restarts after it, and the
+// stream's leader is elected again.
+const auditTimeout = 30 * time.Second
+
+// audit re-runs the recording of the schedule that just ended, once every
+// node is healthy; a read the stream does not answer yet (no leader, no
+// responders) is tried again every 500 ms up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
 	rc := t.cfg.Record
 	out := &Recording{Sent: int64(t.cfg.To - t.cfg.From - rgc.WindowBins)}
-	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	rep, err := recorder.Audit(actx, recorder.StreamSource(t.js, rc.Stream, Device), recorder.AuditConfig{
-		Predictor: rc.Predictor,
-		Core:      daemon.Config{Known: rc.Known},
-		Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
-	})
-	if err != nil {
+	deadline := time.Now().Add(auditTimeout)
+	if err := t.cluster.WaitHealthy(ctx, auditTimeout); err != nil {
 		out.Err = err.Error()
 		return out
 	}
-	out.Audit = rep
-	return out
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		rep, err := recorder.Audit(actx, recorder.StreamSource(t.js, rc.Stream, Device), recorder.AuditConfig{
+			Predictor: rc.Predictor,
+			Core:      daemon.Config{Known: rc.Known},
+			Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
+		})
+		cancel()
+		if err == nil {
+			out.Audit = rep
+			return out
+		}
+		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
+			out.Err = err.Error()
+			return out
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
 }
 
 // forcePrecision sets p to the recorded arithmetic when p is the CPU
