@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/recorder"
+	"rgcpred/stream"
 )
 
 // Recorder turns the flight recorder on in a run: every instance records
@@ -29,8 +31,12 @@ type Recorder struct {
 type Recording struct {
 	// Audit is the audit's report (nil when it could not run).
 	Audit *recorder.Report `json:"audit,omitempty"`
-	// Sent is the number of frames the device sent after the history.
-	Sent int64 `json:"sent"`
+	// Sent is the number of frames the device sent, history included;
+	// Recorded the frames the recording holds of them, and Holes the
+	// spans of them it lacks.
+	Sent     int64  `json:"sent"`
+	Recorded int64  `json:"recorded"`
+	Holes    []Hole `json:"holes,omitempty"`
 	// Err says why the audit could not run ("" when it ran).
 	Err string `json:"error,omitempty"`
 }
@@ -44,7 +50,69 @@ func (r *Recording) String() string {
 	if r.Err != "" {
 		return "recording: audit did not run: " + r.Err
 	}
-	return fmt.Sprintf("recording: %d frames replayed (the device sent %d after the history)\n%s", r.Audit.Frames, r.Sent, r.Audit)
+	var b strings.Builder
+	fmt.Fprintf(&b, "recording: %d of the %d frames the device sent, %d holes", r.Recorded, r.Sent, len(r.Holes))
+	for i, h := range r.Holes {
+		if i == 8 {
+			fmt.Fprintf(&b, ", ...")
+			break
+		}
+		fmt.Fprintf(&b, "; %s", h)
+	}
+	fmt.Fprintf(&b, "\n%s", r.Audit)
+	return b.String()
+}
+
+// Hole is a span of frames the device sent that the recording lacks: From
+// to To (sequence numbers, inclusive), At the time since the replay's
+// start the device sent From.
+type Hole struct {
+	From, To int64
+	At       time.Duration
+}
+
+// String describes the hole in a few words.
+func (h Hole) String() string {
+	return fmt.Sprintf("%d frames from %d (%.1fs)", h.To-h.From+1, h.From, h.At.Seconds())
+}
+
+// holes reads the frames messages of src and returns how many of the
+// frames from first to last (the device's, inclusive) it holds, and the
+// spans it lacks; start is the frame the device sent at the replay's
+// start, dating each hole at the device's real-time pace.
+func holes(ctx context.Context, src recorder.Source, first, last, start int64) (int64, []Hole, error) {
+	seen := make([]bool, last-first+1)
+	err := src(ctx, func(m recorder.Msg) error {
+		if m.Kind != recorder.KindFrames {
+			return nil
+		}
+		f, n, err := stream.PeekFrames(m.Data)
+		if err != nil {
+			return nil // a malformed message (a burst): not the device's
+		}
+		for s := max(f, first); s < f+int64(n) && s <= last; s++ {
+			seen[s-first] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("nemesis: recording's frames: %w", err)
+	}
+	var got int64
+	var out []Hole
+	for i, ok := range seen {
+		s := first + int64(i)
+		switch {
+		case ok:
+			got++
+		case len(out) > 0 && out[len(out)-1].To == s-1:
+			out[len(out)-1].To = s
+		default:
+			at := time.Duration(float64(max(s-start, 0)) / rgc.BinRateHz * float64(time.Second))
+			out = append(out, Hole{From: s, To: s, At: at})
+		}
+	}
+	return got, out, nil
 }
 
 // auditTimeout bounds how long audit waits for the recording's stream to
@@ -57,7 +125,8 @@ const auditTimeout = 30 * time.Second
 // responders) is tried again every 500 ms up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
 	rc := t.cfg.Record
-	out := &Recording{Sent: int64(t.cfg.To - t.cfg.From - rgc.WindowBins)}
+	first, last := int64(t.cfg.From), int64(t.cfg.To-1)
+	out := &Recording{Sent: last - first + 1}
 	deadline := time.Now().Add(auditTimeout)
 	if err := t.cluster.WaitHealthy(ctx, auditTimeout); err != nil {
 		out.Err = err.Error()
@@ -65,16 +134,22 @@ func (t *topology) audit(ctx context.Context) *Recording {
 	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		rep, err := recorder.Audit(actx, recorder.StreamSource(t.js, rc.Stream, Device), recorder.AuditConfig{
+		src := recorder.StreamSource(t.js, rc.Stream, Device)
+		rep, err := recorder.Audit(actx, src, recorder.AuditConfig{
 			Predictor: rc.Predictor,
 			Core:      daemon.Config{Known: rc.Known},
 			Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
 		})
-		cancel()
 		if err == nil {
 			out.Audit = rep
+			out.Recorded, out.Holes, err = holes(actx, src, first, last, first+rgc.WindowBins)
+			cancel()
+			if err != nil {
+				out.Err = err.Error()
+			}
 			return out
 		}
+		cancel()
 		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
 			out.Err = err.Error()
 			return out
