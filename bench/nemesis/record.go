@@ -124,7 +124,6 @@ const auditTimeout = 30 * time.Second
 // node is healthy; a read the stream does not answer yet (no leader, no
 // responders) is tried again every 500 ms up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
-	rc := t.cfg.Record
 	first, last := int64(t.cfg.From), int64(t.cfg.To-1)
 	out := &Recording{Sent: last - first + 1}
 	deadline := time.Now().Add(auditTimeout)
@@ -133,29 +132,37 @@ func (t *topology) audit(ctx context.Context) *Recording {
 		return out
 	}
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		src := recorder.StreamSource(t.js, rc.Stream, Device)
-		rep, err := recorder.Audit(actx, src, recorder.AuditConfig{
-			Predictor: rc.Predictor,
-			Core:      daemon.Config{Known: rc.Known},
-			Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
-		})
+		err := t.auditOnce(ctx, out, first, last)
 		if err == nil {
-			out.Audit = rep
-			out.Recorded, out.Holes, err = holes(actx, src, first, last, first+rgc.WindowBins)
-			cancel()
-			if err != nil {
-				out.Err = err.Error()
-			}
 			return out
 		}
-		cancel()
 		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
 			out.Err = err.Error()
 			return out
 		}
 		sleep(ctx, 500*time.Millisecond)
 	}
+}
+
+// auditOnce audits the recording and finds its holes into out.
+func (t *topology) auditOnce(ctx context.Context, out *Recording, first, last int64) error {
+	rc := t.cfg.Record
+	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	src := recorder.StreamSource(t.js, rc.Stream, Device)
+	rep, err := recorder.Audit(actx, src, recorder.AuditConfig{
+		Predictor: rc.Predictor,
+		Core:      daemon.Config{Known: rc.Known},
+		Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
+	})
+	if err != nil {
+		return err
+	}
+	if out.Recorded, out.Holes, err = holes(actx, src, first, last, first+rgc.WindowBins); err != nil {
+		return err
+	}
+	out.Audit = rep
+	return nil
 }
 
 // forcePrecision sets p to the recorded arithmetic when p is the CPU
@@ -170,8 +177,21 @@ func forcePrecision(p rgc.Predictor, prec string) error {
 	return nil
 }
 
-// streamLeader returns the node leading the JetStream stream name.
+// streamLeader returns the node leading the JetStream stream name; a
+// stream that does not answer or has no leader yet (electing after a
+// fault) is asked again every 250 ms for up to 10 s.
 func (t *topology) streamLeader(ctx context.Context, name string) (*Node, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := t.leaderOnce(ctx, name)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return n, err
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
+}
+
+func (t *topology) leaderOnce(ctx context.Context, name string) (*Node, error) {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	s, err := t.js.Stream(sctx, name)
