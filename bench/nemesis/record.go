@@ -76,43 +76,44 @@ func (h Hole) String() string {
 	return fmt.Sprintf("%d frames from %d (%.1fs)", h.To-h.From+1, h.From, h.At.Seconds())
 }
 
-// holes reads the frames messages of src and returns how many of the
-// frames from first to last (the device's, inclusive) it holds, and the
-// spans it lacks; start is the frame the device sent at the replay's
-// start, dating each hole at the device's real-time pace.
-func holes(ctx context.Context, src recorder.Source, first, last, start int64) (int64, []Hole, error) {
+// watchFrames returns src, noting the device's frames (first to last,
+// inclusive) each read of it passes, and a function that returns, for
+// the last read, how many it passed and the spans it lacked; start is
+// the frame the device sent at the replay's start, dating each hole at
+// the device's real-time pace. The audit reads src itself, so the holes
+// cost no read of their own.
+func watchFrames(src recorder.Source, first, last, start int64) (recorder.Source, func() (int64, []Hole)) {
 	seen := make([]bool, last-first+1)
-	err := src(ctx, func(m recorder.Msg) error {
-		if m.Kind != recorder.KindFrames {
-			return nil
-		}
-		f, n, err := stream.PeekFrames(m.Data)
-		if err != nil {
-			return nil // a malformed message (a burst): not the device's
-		}
-		for s := max(f, first); s < f+int64(n) && s <= last; s++ {
-			seen[s-first] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("nemesis: recording's frames: %w", err)
+	watched := func(ctx context.Context, fn func(recorder.Msg) error) error {
+		clear(seen)
+		return src(ctx, func(m recorder.Msg) error {
+			if m.Kind == recorder.KindFrames {
+				if f, n, err := stream.PeekFrames(m.Data); err == nil { // a malformed one (a burst) is not the device's
+					for s := max(f, first); s < f+int64(n) && s <= last; s++ {
+						seen[s-first] = true
+					}
+				}
+			}
+			return fn(m)
+		})
 	}
-	var got int64
-	var out []Hole
-	for i, ok := range seen {
-		s := first + int64(i)
-		switch {
-		case ok:
-			got++
-		case len(out) > 0 && out[len(out)-1].To == s-1:
-			out[len(out)-1].To = s
-		default:
-			at := time.Duration(float64(max(s-start, 0)) / rgc.BinRateHz * float64(time.Second))
-			out = append(out, Hole{From: s, To: s, At: at})
+	return watched, func() (int64, []Hole) {
+		var got int64
+		var out []Hole
+		for i, ok := range seen {
+			s := first + int64(i)
+			switch {
+			case ok:
+				got++
+			case len(out) > 0 && out[len(out)-1].To == s-1:
+				out[len(out)-1].To = s
+			default:
+				at := time.Duration(float64(max(s-start, 0)) / rgc.BinRateHz * float64(time.Second))
+				out = append(out, Hole{From: s, To: s, At: at})
+			}
 		}
+		return got, out
 	}
-	return got, out, nil
 }
 
 // auditTimeout bounds how long audit waits for the recording's stream to
@@ -149,7 +150,7 @@ func (t *topology) auditOnce(ctx context.Context, out *Recording, first, last in
 	rc := t.cfg.Record
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	src := recorder.StreamSource(t.js, rc.Stream, Device)
+	src, holes := watchFrames(recorder.StreamSource(t.js, rc.Stream, Device), first, last, first+rgc.WindowBins)
 	rep, err := recorder.Audit(actx, src, recorder.AuditConfig{
 		Predictor: rc.Predictor,
 		Core:      daemon.Config{Known: rc.Known},
@@ -158,9 +159,7 @@ func (t *topology) auditOnce(ctx context.Context, out *Recording, first, last in
 	if err != nil {
 		return err
 	}
-	if out.Recorded, out.Holes, err = holes(actx, src, first, last, first+rgc.WindowBins); err != nil {
-		return err
-	}
+	out.Recorded, out.Holes = holes()
 	out.Audit = rep
 	return nil
 }
