@@ -136,8 +136,9 @@ type Verdict struct {
 	Wall time.Duration `json:"wall_ns"`
 }
 
-// OK reports whether the schedule ran, its history passed and its
-// instances settled with identical states.
+// OK reports whether the schedule ran, its history passed, its instances
+// settled with identical states and, with the recorder on, the
+// recording's audit passed.
 func (v *Verdict) OK() bool {
 	return v.Err == "" && v.History != nil && v.History.OK() && v.Unsettled == "" && v.States != nil && v.States.OK() &&
 		v.Answered == v.Instances && (v.Recording == nil || v.Recording.OK())
