@@ -61,6 +61,9 @@ type Config struct {
 	// Kinds are the faults drawn from (nil: all; empty: none, an
 	// undisturbed run).
 	Kinds []Kind
+	// Record, if not nil, turns the flight recorder on and audits each
+	// schedule's recording.
+	Record *Recorder
 	// Dir holds each schedule's logs and stores (seed-N); a passing
 	// schedule's folder is removed.
 	Dir string
@@ -121,6 +124,9 @@ type Verdict struct {
 	// and Resend its decisions resend requests.
 	Fence  stream.FenceStats  `json:"fence"`
 	Resend stream.ResendStats `json:"resend"`
+	// Recording is the audit of the flight recorder's recording (nil
+	// without Config.Record).
+	Recording *Recording `json:"recording,omitempty"`
 	// Unrecovered counts faults after which the topology did not recover
 	// (every node healthy, every instance synced, one holder) in time.
 	Unrecovered int `json:"unrecovered"`
@@ -130,11 +136,12 @@ type Verdict struct {
 	Wall time.Duration `json:"wall_ns"`
 }
 
-// OK reports whether the schedule ran, its history passed and its
-// instances settled with identical states.
+// OK reports whether the schedule ran, its history passed, its instances
+// settled with identical states and, with the recorder on, the
+// recording's audit passed.
 func (v *Verdict) OK() bool {
 	return v.Err == "" && v.History != nil && v.History.OK() && v.Unsettled == "" && v.States != nil && v.States.OK() &&
-		v.Answered == v.Instances
+		v.Answered == v.Instances && (v.Recording == nil || v.Recording.OK())
 }
 
 // String summarises the verdict in a few lines.
@@ -168,6 +175,9 @@ func (v *Verdict) String() string {
 	} else if v.States != nil {
 		fmt.Fprintf(&b, "  states: %s; %d of %d instances answered, settled in %.1fs\n", v.States, v.Answered, v.Instances,
 			v.Settle.Seconds())
+	}
+	if v.Recording != nil {
+		fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(strings.TrimSpace(v.Recording.String()), "\n", "\n  "))
 	}
 	if len(v.Published) > 0 {
 		var n int64
@@ -286,8 +296,13 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 		return err
 	}
 	v.Answered, v.Unsettled, v.Settle = len(states), why, time.Since(settleStart)
-	v.States, err = history.CompareStates(states)
-	return err
+	if v.States, err = history.CompareStates(states); err != nil {
+		return err
+	}
+	if cfg.Record != nil {
+		v.Recording = t.audit(ctx)
+	}
+	return nil
 }
 
 // startInstance starts instance i (first start) with its proxies.
@@ -311,11 +326,15 @@ func (t *topology) startInstance(i int) error {
 		cells[k] = strconv.Itoa(c)
 	}
 	t.instances = append(t.instances, in)
-	in.Proc, err = StartProc(in.ID, t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"),
+	var record []string
+	if t.cfg.Record != nil {
+		record = []string{"--record", t.cfg.Record.Stream}
+	}
+	in.Proc, err = StartProc(in.ID, t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"), append(record,
 		"--model", t.cfg.Model, "--precision", t.cfg.Precision, "--nats-url", strings.Join(urls, ","),
 		"--device", Device, "--cells", strings.Join(cells, ","), "--threads", strconv.Itoa(t.cfg.Threads),
 		"--standby-group", Group, "--standby-id", in.ID, "--standby-ttl", t.cfg.TTL.String(),
-		"--metrics-addr", "127.0.0.1:"+strconv.Itoa(in.Metrics), "--log-format", "json", "--stim", t.cfg.Rec.StimMode.String())
+		"--metrics-addr", "127.0.0.1:"+strconv.Itoa(in.Metrics), "--log-format", "json", "--stim", t.cfg.Rec.StimMode.String())...)
 	return err
 }
 
@@ -506,7 +525,7 @@ func (t *topology) apply(ctx context.Context, f *Fault) error {
 		in.Slow(f.Latency)
 		sleep(ctx, f.For)
 		in.Heal()
-	case KillNode, KillMetaLeader, KillLeaseLeader:
+	case KillNode, KillMetaLeader, KillLeaseLeader, KillRecordLeader:
 		n, err := t.nodeFor(ctx, f)
 		if err != nil {
 			return err
@@ -544,17 +563,12 @@ func (t *topology) nodeFor(ctx context.Context, f *Fault) (*Node, error) {
 	case KillMetaLeader:
 		return t.cluster.MetaLeader()
 	case KillLeaseLeader:
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		s, err := t.js.Stream(sctx, LeaseStream)
-		if err != nil {
-			return nil, fmt.Errorf("lease stream: %w", err)
+		return t.streamLeader(ctx, LeaseStream)
+	case KillRecordLeader:
+		if t.cfg.Record == nil {
+			return nil, fmt.Errorf("no flight recorder")
 		}
-		info := s.CachedInfo()
-		if info.Cluster == nil || t.cluster.Node(info.Cluster.Leader) == nil {
-			return nil, fmt.Errorf("lease stream: no leader")
-		}
-		return t.cluster.Node(info.Cluster.Leader), nil
+		return t.streamLeader(ctx, t.cfg.Record.Stream)
 	}
 	return t.cluster.Nodes[f.Pick%len(t.cluster.Nodes)], nil
 }

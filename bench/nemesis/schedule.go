@@ -47,33 +47,50 @@ const (
 	// between them swallow everything; its clients stay connected to it)
 	// for Fault.For.
 	PartitionNode Kind = "partition-node"
+	// KillRecordLeader kill -9s the leader of the flight recorder's
+	// stream (Config.Record) and restarts it after Fault.For with its
+	// store. Only a run with the recorder on draws it (RecordKinds).
+	KillRecordLeader Kind = "kill-record-leader"
 )
 
 // Kinds lists every kind of fault.
 var Kinds = []Kind{KillHolder, KillStandby, PauseHolder, PauseStandby, KillNode, KillMetaLeader, KillLeaseLeader,
 	CutHolder, CutStandby, SlowLink, Burst, Outage, PartitionNode}
 
+// RecordKinds lists the faults that need the flight recorder on; they are
+// apart from Kinds so that a seed plans the same faults with it off.
+var RecordKinds = []Kind{KillRecordLeader}
+
 // nodeKills lists the kinds that kill one NATS node while the others run.
-var nodeKills = []Kind{KillNode, KillMetaLeader, KillLeaseLeader}
+var nodeKills = []Kind{KillNode, KillMetaLeader, KillLeaseLeader, KillRecordLeader}
 
 // KillsNode reports whether the fault kills one NATS node while the others
 // run (an outage, killing them all, does not count).
 func (k Kind) KillsNode() bool { return slices.Contains(nodeKills, k) }
 
 // ParseKinds parses a comma-separated list of kinds ("all": every kind;
-// "none": no fault, an undisturbed run).
-func ParseKinds(s string) ([]Kind, error) {
+// "none": no fault, an undisturbed run). With record (the flight recorder
+// on) "all" adds RecordKinds and they may be named; without, naming one is
+// an error.
+func ParseKinds(s string, record bool) ([]Kind, error) {
+	known := slices.Clone(Kinds)
+	if record {
+		known = append(known, RecordKinds...)
+	}
 	switch s {
 	case "all", "":
-		return slices.Clone(Kinds), nil
+		return known, nil
 	case "none":
 		return []Kind{}, nil
 	}
 	var out []Kind
 	for _, f := range strings.Split(s, ",") {
 		k := Kind(strings.TrimSpace(f))
-		if !slices.Contains(Kinds, k) {
-			return nil, fmt.Errorf("nemesis: unknown fault %q (known: %v)", k, Kinds)
+		if !record && slices.Contains(RecordKinds, k) {
+			return nil, fmt.Errorf("nemesis: fault %q needs the flight recorder on", k)
+		}
+		if !slices.Contains(known, k) {
+			return nil, fmt.Errorf("nemesis: unknown fault %q (known: %v)", k, known)
 		}
 		out = append(out, k)
 	}
@@ -188,7 +205,7 @@ func draw(r *rand.Rand, kind Kind, ttl time.Duration) Fault {
 		f.For = between(200*time.Millisecond, 3*time.Second)
 	case PauseHolder, PauseStandby:
 		f.For = between(3*ttl, 30*ttl)
-	case KillNode, KillMetaLeader, KillLeaseLeader:
+	case KillNode, KillMetaLeader, KillLeaseLeader, KillRecordLeader:
 		f.For = between(time.Second, 5*time.Second)
 	case Outage:
 		f.For = between(time.Second, 3*time.Second)

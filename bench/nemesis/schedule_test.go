@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rgcpred/bench/history"
+	"rgcpred/serve/recorder"
 )
 
 func TestPlan(t *testing.T) {
@@ -119,16 +120,50 @@ func TestPlanKillsNode(t *testing.T) {
 
 func TestParseKinds(t *testing.T) {
 	for _, tc := range []struct {
-		in   string
-		n    int
-		fail bool
+		in     string
+		record bool
+		n      int
+		fail   bool
 	}{
-		{"all", len(Kinds), false}, {"none", 0, false}, {"kill-node,burst", 2, false}, {"kill-node,explode", 0, true},
+		{"all", false, len(Kinds), false},
+		{"all", true, len(Kinds) + len(RecordKinds), false},
+		{"none", true, 0, false},
+		{"kill-node,burst", false, 2, false},
+		{"kill-node,explode", false, 0, true},
+		{"kill-record-leader", false, 0, true},
+		{"kill-record-leader,outage", true, 2, false},
 	} {
-		k, err := ParseKinds(tc.in)
+		k, err := ParseKinds(tc.in, tc.record)
 		if (err != nil) != tc.fail || len(k) != tc.n {
-			t.Errorf("%q: %v, %v", tc.in, k, err)
+			t.Errorf("%q (record %v): %v, %v", tc.in, tc.record, k, err)
 		}
+		if !tc.record && slices.Contains(k, KillRecordLeader) {
+			t.Errorf("%q without the recorder: %v", tc.in, k)
+		}
+	}
+}
+
+// TestPlanRecordKinds: the recorder's kinds leave the plans of the other
+// kinds as they were, and a record leader kill counts as a node kill.
+func TestPlanRecordKinds(t *testing.T) {
+	ttl := 60 * time.Millisecond
+	for seed := uint64(1); seed <= 30; seed++ {
+		only := Plan(seed, 30*time.Second, ttl, []Kind{KillRecordLeader})
+		if len(only) == 0 {
+			t.Fatalf("seed %d: nothing planned", seed)
+		}
+		for _, f := range only {
+			if f.Kind != KillRecordLeader || f.For < time.Second || f.For > 5*time.Second {
+				t.Fatalf("seed %d: %+v", seed, f)
+			}
+		}
+		all, _ := ParseKinds("all", false)
+		if !reflect.DeepEqual(Plan(seed, 30*time.Second, ttl, all), Plan(seed, 30*time.Second, ttl, Kinds)) {
+			t.Fatalf("seed %d: \"all\" without the recorder plans otherwise than Kinds", seed)
+		}
+	}
+	if !KillRecordLeader.KillsNode() {
+		t.Fatal("kill-record-leader does not count as a node kill")
 	}
 }
 
@@ -144,16 +179,21 @@ func TestSummarise(t *testing.T) {
 			History: &history.Report{Expected: 10, Matched: 10}},
 		{Seed: 7, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillMetaLeader}}, States: same,
 			History: &history.Report{Expected: 10, Matched: 8, LostInOutage: 2}},
+		{Seed: 8, Instances: 2, Answered: 2, Faults: []Fault{{Kind: KillRecordLeader}}, States: same,
+			History: &history.Report{Expected: 10, Matched: 10}, Recording: &Recording{Err: "no stream"}},
+		{Seed: 9, Instances: 2, Answered: 2, States: same, History: &history.Report{Expected: 10, Matched: 10},
+			Recording: &Recording{Audit: &recorder.Report{Recorded: 10, Matched: 10}}},
 	}
 	s := Summarise(vs)
-	if s.Schedules != 6 || s.Passed != 1 || s.NodeKills != 2 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Faults[Outage] != 1 ||
-		s.Errors != 1 || s.Unsettled != 1 || s.StatesDiffer != 2 || s.Lost != 1 || s.LostInOutage != 4 || s.Checked != 30 ||
-		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1, 5, 6}) {
+	if s.Schedules != 8 || s.Passed != 2 || s.NodeKills != 3 || s.Faults[KillRecordLeader] != 1 || s.Audited != 2 || s.AuditPassed != 1 || s.Faults[KillNode] != 1 || s.Faults[Burst] != 0 || s.Faults[Outage] != 1 ||
+		s.Errors != 1 || s.Unsettled != 1 || s.StatesDiffer != 2 || s.Lost != 1 || s.LostInOutage != 4 || s.Checked != 50 ||
+		!reflect.DeepEqual(s.Failed, []uint64{3, 4, 1, 5, 6, 8}) {
 		t.Fatalf("%+v", s)
 	}
 	var b strings.Builder
 	s.WriteTable(&b)
-	for _, want := range []string{"| lost | lost in outage |", "| 1 | 4 |", "2 of 6 schedules killed a NATS node (33%", "Failed seeds: 1, 3, 4, 5, 6"} {
+	for _, want := range []string{"| lost | lost in outage |", "| 1 | 4 |", "3 of 8 schedules killed a NATS node (38%", "kill-record-leader 1",
+		"audit passed for 1 of 2 recordings", "Failed seeds: 1, 3, 4, 5, 6, 8"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

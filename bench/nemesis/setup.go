@@ -28,6 +28,9 @@ type Setup struct {
 	Seconds float64
 	// Bin is where the binaries go.
 	Bin string
+	// Record, when not empty, is the flight recorder's stream every
+	// instance records into (Config.Record); each schedule audits it.
+	Record string
 }
 
 // Build builds the nats-server of the nats-server module this module
@@ -99,6 +102,10 @@ func Prepare(ctx context.Context, s Setup) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{NATSServer: ns, Predictord: pd, Model: model, Precision: string(prec), Rec: rec,
-		From: res.From - rgc.WindowBins, To: res.To, Cells: ids, Ref: ref}, nil
+	cfg := &Config{NATSServer: ns, Predictord: pd, Model: model, Precision: string(prec), Rec: rec,
+		From: res.From - rgc.WindowBins, To: res.To, Cells: ids, Ref: ref}
+	if s.Record != "" {
+		cfg.Record = &Recorder{Stream: s.Record, Predictor: m.Predictor, Known: m.Cells}
+	}
+	return cfg, nil
 }

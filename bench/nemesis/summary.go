@@ -21,6 +21,9 @@ type Summary struct {
 	// states differ; Errors schedules that stopped with an error.
 	Checked, Matched, Lost, LostInOutage, Duplicated, Wrong, Late int64
 	Unsettled, StatesDiffer, Errors                               int
+	// Audited counts the schedules whose recording was audited (the
+	// flight recorder on), AuditPassed those whose audit passed.
+	Audited, AuditPassed int
 	// Failed lists the seeds of the failed schedules.
 	Failed []uint64
 }
@@ -57,6 +60,12 @@ func Summarise(vs []*Verdict) *Summary {
 			s.Wrong += h.Wrong
 			s.Late += h.Late
 		}
+		if v.Recording != nil {
+			s.Audited++
+			if v.Recording.OK() {
+				s.AuditPassed++
+			}
+		}
 		switch {
 		case v.Err != "":
 		case v.Unsettled != "":
@@ -71,7 +80,7 @@ func Summarise(vs []*Verdict) *Summary {
 // WriteTable writes the summary as a Markdown table.
 func (s *Summary) WriteTable(w io.Writer) {
 	var kinds []string
-	for _, k := range Kinds {
+	for _, k := range slices.Concat(Kinds, RecordKinds) {
 		if n := s.Faults[k]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
@@ -93,6 +102,9 @@ func (s *Summary) WriteTable(w io.Writer) {
 	if s.Schedules > 0 {
 		fmt.Fprintf(w, "\n%d of %d schedules killed a NATS node (%.0f%%; the goal: at least 20%%).\n", s.NodeKills, s.Schedules,
 			100*float64(s.NodeKills)/float64(s.Schedules))
+	}
+	if s.Audited > 0 {
+		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings.\n", s.AuditPassed, s.Audited)
 	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))

@@ -4,7 +4,7 @@
 // reproduces it, and a table of them all.
 //
 //	nemesis [--schedules 100 | --soak 1h] [--seed 1] [--seconds 30] [--cells 16]
-//	        [--faults all] [--instances 2] [--json FILE] [--dir DIR]
+//	        [--faults all] [--instances 2] [--record STREAM] [--json FILE] [--dir DIR]
 package main
 
 import (
@@ -52,6 +52,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.instances, "instances", 2, "predictord instances in the group")
 	fs.DurationVar(&o.ttl, "ttl", 60*time.Millisecond, "the group's lease TTL (predictord --standby-ttl)")
 	fs.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "nemesis"), "work folder: binaries, and the logs of failed schedules (seed-N)")
+	fs.StringVar(&o.setup.Record, "record", "",
+		"flight recorder: every instance records into this stream (predictord --record), adds kill-record-leader, audits each recording (empty: off)")
 	fs.StringVar(&o.json, "json", "", "write every verdict and the summary to this JSON file")
 	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err
@@ -74,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	kinds, err := nemesis.ParseKinds(o.faults)
+	kinds, err := nemesis.ParseKinds(o.faults, o.setup.Record != "")
 	if err != nil {
 		return fmt.Errorf("--faults: %w", err)
 	}

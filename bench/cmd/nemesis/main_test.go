@@ -38,4 +38,8 @@ func TestParseFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"--faults", "explode"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--faults") {
 		t.Fatalf("unknown fault: %v", err)
 	}
+	if err := run(context.Background(), []string{"--faults", "kill-record-leader"}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "flight recorder") {
+		t.Fatalf("kill-record-leader without --record: %v", err)
+	}
 }
