@@ -119,9 +119,13 @@ type FenceStats struct {
 // that were already received (a repeated PosHeader) or that come from an
 // older holder (a lower LeaseHeader revision than one accepted), keeping
 // one mark per GroupHeader (the shards of a device position their messages
-// each on their own). Messages without PosHeader always pass. A mark that has dropped every message for
-// longer than Hold is given up, so one forged header, or a group restarted
-// with lower positions, costs the device at most Hold of decisions.
+// each on their own). Messages without PosHeader always pass. A mark that
+// has dropped every message for longer than Hold, with no silence longer
+// than Hold between two drops, is given up, so one forged header, or a
+// group restarted with lower positions, costs the device at most Hold of
+// decisions. A silence starts the count again: a copy that comes after
+// the group went quiet (the holder republishing after an outage) is one
+// more copy, not a group talking past the mark.
 type Fence struct {
 	// Hold is how long the mark may go on dropping every message (default
 	// DefaultFenceHold).
@@ -141,7 +145,8 @@ const MaxFenceGroups = 64
 type mark struct {
 	rev       uint64
 	last      Pos
-	dropSince time.Time // the first drop since the last accepted message, zero none
+	dropSince time.Time // the first drop of the current run of drops, zero none
+	dropLast  time.Time // the last drop
 	win       *window   // the resend window, nil none
 	// cells holds, per cell, the last window handed on (order): none
 	// older or equal is handed on after it.
@@ -189,9 +194,10 @@ func (f *Fence) Admit(h nats.Header, now time.Time) bool {
 	}
 	fenced := rev < m.rev
 	if fenced || !m.last.Less(pos) {
-		if m.dropSince.IsZero() {
-			m.dropSince = now
+		if m.dropSince.IsZero() || now.Sub(m.dropLast) > hold {
+			m.dropSince = now // a silence ends a run of drops: the group was not talking past the mark
 		}
+		m.dropLast = now
 		if now.Sub(m.dropSince) <= hold {
 			if fenced {
 				f.stats.Fenced++

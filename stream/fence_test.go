@@ -46,8 +46,9 @@ func TestFence(t *testing.T) {
 			{"1.5.0", "3", 0, true},
 			{"1.6.0", "18446744073709551615", 1 * time.Millisecond, true},
 			{"1.7.0", "3", 2 * time.Millisecond, false},
+			{"1.7.1", "3", hold / 2, false},
 			{"1.8.0", "3", hold + 3*time.Millisecond, true},
-		}, FenceStats{Fenced: 1, Resynced: 1}},
+		}, FenceStats{Fenced: 2, Resynced: 1}},
 		{"takeover after a long silence: the new holder's copies still dropped", []msg{
 			{"1.5.0", "3", 0, true},
 			{"1.5.0", "9", 10 * hold, false},
@@ -56,9 +57,17 @@ func TestFence(t *testing.T) {
 		{"positions restarted (group restarted): resynced after the hold", []msg{
 			{"5.100.0", "3", 0, true},
 			{"1.5.0", "1", hold, false},
+			{"1.5.1", "1", 3 * hold / 2, false},
 			{"1.6.0", "1", 2*hold + time.Millisecond, true},
 			{"1.7.0", "1", 2*hold + 2*time.Millisecond, true},
-		}, FenceStats{Fenced: 1, Resynced: 1}},
+		}, FenceStats{Fenced: 2, Resynced: 1}},
+		{"copies after a silence: still dropped, the hold counts from the last silence", []msg{
+			{"1.5.0", "3", 0, true}, {"1.6.0", "3", time.Millisecond, true}, {"1.7.0", "3", 2 * time.Millisecond, true},
+			{"1.6.0", "3", 10 * time.Millisecond, false},        // a copy
+			{"1.7.0", "9", 10*time.Millisecond + 5*hold, false}, // the holder's republish after an outage
+			{"1.7.0", "9", 10*time.Millisecond + 9*hold, false},
+			{"1.8.0", "9", 10*time.Millisecond + 9*hold + time.Millisecond, true},
+		}, FenceStats{Repeated: 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
