@@ -58,6 +58,7 @@ func TestDecisionsCellOrder(t *testing.T) {
 		{"positions restarted: resynced, the cells' windows taken again", []step{
 			{0, 5, 900, 3, false, []int32{21}, []int32{21}},
 			{time.Millisecond, 1, 100, 1, false, []int32{21}, nil},
+			{200 * time.Millisecond, 1, 140, 1, false, []int32{21}, nil},
 			{400 * time.Millisecond, 1, 180, 1, false, []int32{21}, []int32{21}},
 			{401 * time.Millisecond, 1, 260, 1, false, []int32{21}, []int32{21}},
 		}, 0},
