@@ -264,7 +264,7 @@ func (c *Core) Resent(first int64, count int, f *stream.Frames, at time.Time) {
 		n = len(f.Frames)
 	}
 	t := &c.tail
-	tail := t.on && t.first == first && t.count == count
+	tail := c.Tailing(first, count)
 	if tail && f != nil {
 		t.on, t.done = false, true
 	}
@@ -524,6 +524,14 @@ func (c *Core) AskTail(now time.Time) bool {
 // connection, so AskTail asks again at its next call, whatever the
 // backoff.
 func (c *Core) Reconnected() { c.tail.next = time.Time{} }
+
+// Tailing reports whether an answer to the request for count frames from
+// first answers the pending tail request (AskTail): frames this replica
+// missed live, at the stream's end.
+func (c *Core) Tailing(first int64, count int) bool {
+	t := &c.tail
+	return t.on && t.first == first && t.count == count
+}
 
 // resentTail continues the stream with a tail's frames (AskTail), arrived
 // at at: those after the last one processed, when they continue it

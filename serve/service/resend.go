@@ -257,6 +257,9 @@ func (d *device) handleAnswer(m *nats.Msg, at time.Time) {
 		d.frames.Frames = d.frames.Frames[:0] // the device keeps none of them
 		f = &d.frames
 	}
+	if d.sb != nil && f != nil && len(f.Frames) > 0 && d.core.Tailing(first, count) {
+		d.sb.Recovered(at, f.FirstSeq, f.LastSeq())
+	}
 	d.core.Resent(first, count, f, at)
 	d.asked(time.Now()) // a gap inside the frames held may have been asked for
 	d.afterFrames()

@@ -49,9 +49,11 @@ type breaks struct {
 // arrived, it reports the position after which every kept message is to
 // be published again: the last one then, or the start of the current
 // epoch if that is later (no mark that old, or a reset since: the device
-// wants nothing of the stream before it).
-func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen bool, published uint64) (from stream.Pos, again bool) {
-	gap := b.started && first > b.next && b.n > 0
+// wants nothing of the stream before it). missed says the frames were
+// missed live and came through a resend (a silent stream's tail): a gap
+// even when they continue the frames seen.
+func (b *breaks) arrived(at time.Time, first, last int64, pos stream.Pos, seen bool, published uint64, missed bool) (from stream.Pos, again bool) {
+	gap := b.started && (first > b.next || missed) && b.n > 0
 	if gap {
 		prev := b.mark(b.n - 1).at
 		m := b.mark(0) // the oldest, unless one is old enough
@@ -92,9 +94,26 @@ func (b *breaks) mark(i int) breakMark { return b.marks[(b.head+i)%breakMarks] }
 // their echo came back to this instance from its own server. A device
 // that has them drops the copies (stream.Fence); one that missed them
 // takes them, since nothing later reached it.
-func (r *Replica) Arrived(at time.Time, first, last int64) {
+func (r *Replica) Arrived(at time.Time, first, last int64) { r.arrived(at, first, last, false) }
+
+// Recovered tells the replica of frames first..last that it missed live
+// and got from the device's answer to a tail request (processor
+// goroutine, before the core processes them). They count as a gap for
+// Arrived's rule: a link that lost the stream's last frames on their way
+// here may have lost this instance's decisions on their way to the
+// device, and no later live frame shows a gap. Frames behind the last
+// seen (a gap's answer) were a gap already and change nothing.
+func (r *Replica) Recovered(at time.Time, first, last int64) {
+	if !r.breaks.started || first < r.breaks.next {
+		return
+	}
+	r.arrived(at, first, last, true)
+}
+
+// arrived applies Arrived's rule; missed forces a gap (Recovered).
+func (r *Replica) arrived(at time.Time, first, last int64, missed bool) {
 	pos, seen := r.gate.Observed()
-	from, again := r.breaks.arrived(at, first, last, pos, seen, r.gate.Stats().Published)
+	from, again := r.breaks.arrived(at, first, last, pos, seen, r.gate.Stats().Published, missed)
 	if !again {
 		return
 	}

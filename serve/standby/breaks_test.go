@@ -27,6 +27,7 @@ func TestBreaksArrived(t *testing.T) {
 		first, last int64
 		pos         stream.Pos // the gate's last position then (pos(-1): none)
 		published   uint64
+		missed      bool // frames missed live, from a tail's answer (Recovered)
 	}
 	// Frames 0..9, 10..19, ... every 10 ms, each followed by one decision.
 	steady := func(n int) []msg {
@@ -58,6 +59,11 @@ func TestBreaksArrived(t *testing.T) {
 			again: true, from: epochStart(2)},
 		{name: "a gap, nothing published since", msgs: append(steady(50),
 			msg{at: ms(2500), first: 3000, last: 3009, pos: pos(499), published: 24}), again: false},
+		{name: "a tail's answer continuing the frames: a gap all the same", msgs: append(steady(50),
+			msg{at: ms(2500), first: 500, last: 1523, pos: pos(499), published: 50, missed: true}),
+			again: true, from: pos(239)},
+		{name: "a tail's answer, nothing published since", msgs: append(steady(50),
+			msg{at: ms(2500), first: 500, last: 1523, pos: pos(499), published: 24, missed: true}), again: false},
 		{name: "frames going back (a reset's numbering) are no gap", msgs: append(steady(50),
 			msg{at: ms(500), first: 0, last: 9, pos: pos(499), published: 50}), again: false},
 	} {
@@ -68,7 +74,7 @@ func TestBreaksArrived(t *testing.T) {
 				if !seen {
 					p = stream.Pos{}
 				}
-				from, again := b.arrived(m.at, m.first, m.last, p, seen, m.published)
+				from, again := b.arrived(m.at, m.first, m.last, p, seen, m.published, m.missed)
 				if i < len(c.msgs)-1 {
 					if again {
 						t.Fatalf("message %d (frames %d..%d): again from %v, want nothing", i, m.first, m.last, from)
