@@ -101,18 +101,7 @@ func TestServiceResendWhileDown(t *testing.T) {
 	go func() { done <- s.Run(ctx, nc) }()
 	t.Cleanup(func() { cancel(); <-done; nc.Close() })
 	checkFor(t, 10*time.Second, func() error { return awaited("the service ready", s.Ready()) })
-	pc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	p, err := stream.NewPublisher(pc, "dev0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ServeResend(); err != nil {
-		t.Fatal(err)
-	}
+	p := reconnectingDevice(t, srv.ClientURL())
 	c := collectAll(t, p)
 	var restore func()
 	publishSplit(t, f, p, 10, func(i int) {
@@ -137,7 +126,7 @@ func TestServiceResendWhileDown(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown() })
 	checkFor(t, 10*time.Second, func() error {
 		return awaited(fmt.Sprintf("frame %d processed (connected %v and %v, tail requests %v, bins recovered %v, last %d)", f.hi-1,
-			nc.IsConnected(), pc.IsConnected(), counter(t, reg, "predictord_resend_requests_total", "dev0", "tail"),
+			nc.IsConnected(), p.Conn().IsConnected(), counter(t, reg, "predictord_resend_requests_total", "dev0", "tail"),
 			counter(t, reg, "predictord_resend_recovered_bins_total", "dev0"), s.devices[0].last.Load()),
 			s.devices[0].last.Load() == int64(f.hi-1))
 	})
@@ -185,18 +174,7 @@ func TestDeviceResendGapWhileDown(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	p, err := stream.NewPublisher(pc, "dev0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ServeResend(); err != nil {
-		t.Fatal(err)
-	}
+	p := reconnectingDevice(t, srv.ClientURL())
 	c := collectAll(t, p)
 	n := 1 + (f.hi-f.lo+chunk-1)/chunk // the histories, then the frames
 	publishSplit(t, f, p, chunk, nil)
@@ -253,7 +231,7 @@ func TestDeviceResendGapWhileDown(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Shutdown() })
 	checkFor(t, 5*time.Second, func() error {
-		return awaited("both connections back", nc.IsConnected() && pc.IsConnected() &&
+		return awaited("both connections back", nc.IsConnected() && p.Conn().IsConnected() &&
 			srv.GlobalAccount().Interest(stream.ResendSubject("dev0")) > 0)
 	})
 	step(msgs[3+gapAt]) // the first frame after the reconnect
@@ -286,4 +264,23 @@ func recoveredAll(t *testing.T, reg *prometheus.Registry, want int) {
 	if got := counter(t, reg, "predictord_gap_bins_total", "dev0"); got != 0 {
 		t.Errorf("%v gap bins filled, want 0", got)
 	}
+}
+
+// reconnectingDevice connects device dev0 to url, reconnecting for ever
+// every 20 ms, and serves resend requests from its ring.
+func reconnectingDevice(t *testing.T, url string) *stream.Publisher {
+	t.Helper()
+	pc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	p, err := stream.NewPublisher(pc, "dev0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ServeResend(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
