@@ -60,15 +60,23 @@ func sameScoring(a, b Scoring) bool {
 }
 
 // Seeds gathers one model from each of several reports, one report per
-// training seed, e.g. each seed scored with spike thresholds of its own:
-// the model called name in each (the only model when name is empty). The
-// reports must agree on what was scored and how, except the spike policy.
-func Seeds(reps []*Report, name string) (*SeedSet, error) {
+// training seed, e.g. each seed scored with spike thresholds of its own.
+// names holds one name for every report (none: each report's only model)
+// or one per report, for seeds whose models are named apart. The reports
+// must agree on what was scored and how, except the spike policy.
+func Seeds(reps []*Report, names ...string) (*SeedSet, error) {
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("no reports")
 	}
+	if len(names) > 1 && len(names) != len(reps) {
+		return nil, fmt.Errorf("%d model names for %d reports: give one, or one per report", len(names), len(reps))
+	}
 	set := &SeedSet{Scoring: reps[0].Scoring}
 	for i, r := range reps {
+		var name string
+		if len(names) > 0 {
+			name = names[min(i, len(names)-1)]
+		}
 		m, err := r.pick(name)
 		if err != nil {
 			return nil, fmt.Errorf("report %d: %w", i+1, err)

@@ -45,16 +45,24 @@ func TestSeeds(t *testing.T) {
 	if c, err := CompareSets(set, one, 2000, 1); err != nil || c.Metrics["nll"].Seeds == nil {
 		t.Errorf("sets differing only in policy: %v, err %v; want a comparison with a seed spread", c, err)
 	}
+	two := &Report{Scoring: first.Scoring, Models: []ModelResult{{Name: "zero", Cells: scores(v(9, 9, 9), z, z, z)}, {Name: "m2", Cells: scores(v(5, 6, 7), z, z, z)}}}
+	named, err := Seeds([]*Report{first, two}, "m", "m2")
+	if err != nil || named.Name != "m (x2)" || named.Cells[0].NLL != 3 || named.Cells[2].NLL != 5 {
+		t.Errorf("one name per report: %+v, err %v; want NLL 3,4,5 (m and m2, not zero), name \"m (x2)\"", named, err)
+	}
 	for _, tc := range []struct {
-		name string
-		reps []*Report
-		want string
+		name  string
+		reps  []*Report
+		names []string
+		want  string
 	}{
-		{"other split", []*Report{first, rep("median", "val", 1, 2, 3)}, "scored otherwise"},
-		{"unknown model", []*Report{{Scoring: first.Scoring, Models: []ModelResult{{Name: "x"}, {Name: "y"}}}}, "name one"},
-		{"none", nil, "no reports"},
+		{"other split", []*Report{first, rep("median", "val", 1, 2, 3)}, nil, "scored otherwise"},
+		{"unknown model", []*Report{{Scoring: first.Scoring, Models: []ModelResult{{Name: "x"}, {Name: "y"}}}}, nil, "name one"},
+		{"none", nil, nil, "no reports"},
+		{"names not one per report", []*Report{first, two, first}, []string{"m", "m2"}, "2 model names for 3 reports"},
+		{"a report's name missing", []*Report{first, two}, []string{"m", "m"}, `report 2: no model "m"`},
 	} {
-		if _, err := Seeds(tc.reps, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Seeds(tc.reps, tc.names...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}

@@ -20,8 +20,8 @@ func runCompare(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("trainer compare", flag.ContinueOnError)
 	a := fs.String("a", "", "eval reports of model A, comma-separated: one per training seed")
 	b := fs.String("b", "", "eval reports of model B, comma-separated: one per training seed")
-	modelA := fs.String("a-model", "", "model A's name in its reports (default: their only model)")
-	modelB := fs.String("b-model", "", "model B's name in its reports (default: their only model)")
+	modelA := fs.String("a-model", "", "model A's name in its reports, or names comma-separated, one per report (default: their only model)")
+	modelB := fs.String("b-model", "", "model B's name in its reports, or names comma-separated, one per report (default: their only model)")
 	resamples := fs.Int("resamples", 2000, "bootstrap resamples (at least 2000)")
 	seed := fs.Uint64("seed", 1, "bootstrap seed")
 	zero := fs.String("zero", "",
@@ -58,7 +58,7 @@ func runCompare(_ context.Context, args []string) error {
 			}
 			reps = append(reps, r)
 		}
-		set, err := evaluation.Seeds(reps, name)
+		set, err := evaluation.Seeds(reps, cli.List(name)...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", files, err)
 		}

@@ -77,6 +77,7 @@ func TestCompareCLI(t *testing.T) {
 		{"missing --b", []string{"--a", cpu}, "required"},
 		{"threshold policy without zero-input", []string{"--a", cpu, "--b", glm}, "--zero"},
 		{"unknown model", []string{"--a", cpu, "--a-model", "nope", "--b", glm, "--zero", zero}, "no model"},
+		{"names not one per report", []string{"--a", cpu + "," + cpu, "--a-model", "a,b,c", "--b", glm, "--zero", zero}, "3 model names for 2 reports"},
 		{"few resamples", []string{"--a", cpu, "--b", glm, "--zero", zero, "--resamples", "10"}, "at least 2000"},
 	} {
 		if err := runCompare(ctx, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
