@@ -61,6 +61,11 @@ func (p *cutProxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		if p.cut { // cut while dialing
+			p.mu.Unlock()
+			_, _ = c.Close(), s.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
