@@ -16,7 +16,6 @@ import (
 // between it and the others while nodes 0 and 2 still talk, and after the
 // heal messages flow again.
 func TestClusterPartition(t *testing.T) {
-	t.Parallel() // waits on real time for most of its run; independent of the other tests
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -23,7 +23,6 @@ import (
 // identical states. Not strict by default: frames lost while a killed
 // NATS node's subscribers move fail some runs (docs/nemesis.md, findings).
 func TestSeededSubset(t *testing.T) {
-	t.Parallel() // waits on real time for most of its run; independent of the other tests
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
