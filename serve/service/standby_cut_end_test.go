@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,6 +122,8 @@ func TestStandbyCutOverStreamEnd(t *testing.T) {
 	cfg := Config{Load: func(string, int) (*Model, error) { return &Model{Predictor: held, Cells: f.ids, Name: "fake"}, nil },
 		MaxBatch: 3, PublishSilence: true, Stagger: true, ResendWait: time.Second}
 	a := startReplica(t, hub.ClientURL(), cfg, "a")
+	release := sync.OnceFunc(func() { close(held.release) })
+	t.Cleanup(release) // before the replica stops: its processor may wait in the model call
 	checkFor(t, waitLimit, func() error { st, _ := a.s.StandbyStatus(); return awaited("a holds the lease", st.Held) })
 	d := a.s.devices[0]
 
@@ -166,7 +169,7 @@ func TestStandbyCutOverStreamEnd(t *testing.T) {
 	checkFor(t, 10*time.Second, func() error {
 		return awaited("the link cut on both sides", hub.NumLeafNodes() == 0 && leaf.NumLeafNodes() == 0)
 	})
-	close(held.release)
+	release()
 	// The decisions of frames cutAt..lost-1, a window of every cell, reach
 	// the hub's side only.
 	decided := func(r *authRun) int {
