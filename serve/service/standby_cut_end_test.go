@@ -201,9 +201,25 @@ func TestStandbyCutOverStreamEnd(t *testing.T) {
 		return awaited(fmt.Sprintf("frame %d processed (last %d)", f.hi-1, d.last.Load()), d.last.Load() == int64(f.hi-1))
 	})
 
-	// Then no decision for 200 ms on either side: the holder published
-	// every message, in order, to both, and a copy taken twice would
-	// come by then.
+	// The device's side trails the hub's by the link: wait up to 10 s for
+	// it to hold every decision the hub's side holds (what it still lacks
+	// then is reported below), then for no decision for 200 ms on either
+	// side (a copy taken twice would come by then).
+	covered := func() bool {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		base.mu.Lock()
+		defer base.mu.Unlock()
+		for k := range base.got {
+			if _, ok := run.got[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for end := time.Now().Add(10 * time.Second); !covered() && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	size := func(r *authRun) int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.got) + r.twice }
 	since, n := time.Now(), -1
 	checkFor(t, waitLimit, func() error {
