@@ -61,8 +61,12 @@ func TestStandbyGroupReload(t *testing.T) {
 // With message keys, the announcement is signed with the group's key and
 // admitted under it by both instances and by the audit.
 func TestStandbyGroupReset(t *testing.T) {
+	t.Parallel() // waits for most of its time; independent of the other tests
 	for _, keyed := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "with keys"}[keyed], func(t *testing.T) { standbyGroupReset(t, keyed) })
+		t.Run(map[bool]string{false: "plain", true: "with keys"}[keyed], func(t *testing.T) {
+			t.Parallel() // each case has its own server and group, and mostly waits
+			standbyGroupReset(t, keyed)
+		})
 	}
 }
 

@@ -150,6 +150,7 @@ func TestStandbyFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hot-standby failover waits for a lease TTL")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	cases := []struct {
 		name  string
 		fault string // "kill", "late" (b joins late, then the holder is killed), "restart" (the NATS server)
@@ -164,6 +165,7 @@ func TestStandbyFailover(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and group, and mostly waits
 			f := getFixtureStagger(t, true)
 			dir := t.TempDir()
 			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
@@ -418,6 +420,7 @@ func TestStandbyStaleHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for lease TTLs")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	f := getFixtureStagger(t, true)
 	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {

@@ -61,6 +61,11 @@ func (p *cutProxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		if p.cut { // cut while dialing
+			p.mu.Unlock()
+			_, _ = c.Close(), s.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
@@ -94,6 +99,7 @@ func TestStandbySpikesResend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hot-standby tests wait for a lease TTL")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	f := getFixtureStagger(t, true)
 	want := 0
 	for _, w := range f.want {
@@ -105,6 +111,7 @@ func TestStandbySpikesResend(t *testing.T) {
 			name = "keys"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and group, and mostly waits
 			e := startJetStream(t)
 			cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 			var ks msgauth.Keys

@@ -108,6 +108,7 @@ func TestStandbyAuthenticated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("hot-standby failover waits for a lease TTL")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	f := getFixtureStagger(t, true)
 	e := startJetStream(t)
 	ks := newKeys(t, "dev0")

@@ -71,6 +71,7 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster elects a new leader in seconds")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	srvs := startCluster(t, 3)
 	connect := func(s *server.Server) (*nats.Conn, jetstream.KeyValue) {
 		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))

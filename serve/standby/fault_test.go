@@ -164,6 +164,7 @@ func TestFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault tests start processes and take seconds")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	cases := []struct {
 		name  string
 		fault func(t *testing.T, f *fixture)
@@ -244,6 +245,7 @@ func TestFailover(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and replicas, and mostly waits
 			f := newFixture(t)
 			f.run(t, 2000, 2*time.Millisecond, c.fault)
 		})

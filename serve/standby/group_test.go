@@ -277,6 +277,7 @@ func TestGroupFullOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an outage longer than the lease TTL takes seconds")
 	}
+	t.Parallel() // waits for most of its time; independent of the other tests
 	for _, c := range []struct {
 		name   string
 		outage time.Duration
@@ -285,6 +286,7 @@ func TestGroupFullOutage(t *testing.T) {
 		{"longer than the lease TTL", testTTL + 500*time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and group, and mostly waits
 			dir := t.TempDir()
 			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 // holder's state; a restart every replica sees (the device's own) raises
 // nothing.
 func TestGroupOwnRestart(t *testing.T) {
+	t.Parallel() // waits for most of its time; independent of the other tests
 	for _, c := range []struct {
 		name string
 		// after feeds the holder a and the standby b after both saw frames
@@ -36,6 +37,7 @@ func TestGroupOwnRestart(t *testing.T) {
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and group, and mostly waits
 			a, b := syncedPair(t)
 			waitGroup(t, "b compared the first stream event", func() bool { return b.r.Checked() >= 1 })
 			next := c.after(t, a, b)
