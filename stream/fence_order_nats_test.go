@@ -55,6 +55,11 @@ func TestSubscribeDecisionsCellOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// A round trip makes the server hold the subscriptions before the
+	// group publishes on its own connection.
+	if err := dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	send := func(bin int64, rev uint64, copy bool, cells ...int32) {
 		t.Helper()
 		d := &Decisions{}
@@ -105,6 +110,9 @@ func TestSubscribeDecisionsCellOrder(t *testing.T) {
 	}
 	t.Cleanup(s.Shutdown)
 	waitFor("both reconnected", func() bool { return dev.IsConnected() && group.IsConnected() && pub.reconnects() > 0 })
+	if err := dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	// No holder answers the resend requests; the hold runs out.
 	time.Sleep(ResendHold + 200*time.Millisecond)
 	send(747858, 9, false, 35)
