@@ -1,0 +1,376 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/stream"
+)
+
+// FillSubject is the subject on which a device's missing messages are
+// stored again (Filler): the recording stream captures it, no daemon or
+// device subscribes to it, and a reader (StreamSource) puts each message
+// back in its place.
+func FillSubject(device string) string { return "rgcrec." + device + ".fill" }
+
+// Headers of a filled message. Its payload and other headers are the
+// original's.
+const (
+	// FillSubjectHeader is the subject the original was published on.
+	FillSubjectHeader = "Rgc-Fill-Subject"
+	// FillAfterHeader is the stream sequence number of the recorded
+	// message the original follows (0: before every message).
+	FillAfterHeader = "Rgc-Fill-After"
+	// FillOrderHeader orders the messages filled after one recorded
+	// message: "FRAME.RANK.N", a frames message's first frame with rank 0,
+	// or for another message the last frame received before it with rank
+	// 1; N is its number in the filler's log.
+	FillOrderHeader = "Rgc-Fill-Order"
+	// FillTimeHeader is when the filling instance received the original
+	// (Unix ns): the time an audit replays it at.
+	FillTimeHeader = "Rgc-Fill-Time"
+)
+
+// Fill defaults (FillConfig).
+const (
+	// FillEvery is how often a filler compares the recording with its log.
+	FillEvery = time.Second
+	// FillSettle is how old a logged message must be before it is looked
+	// for in the recording: the stream stores a message within
+	// milliseconds of its publication when it has a leader.
+	FillSettle = 2 * time.Second
+	// FillRetry bounds how long one filled message is published again
+	// until the stream acknowledges it; the next round tries again.
+	FillRetry = 10 * time.Second
+)
+
+// FillConfig configures a Filler.
+type FillConfig struct {
+	// Stream is the recording stream, Device the device filled.
+	Stream, Device string
+	// Log holds what this instance received on the device's subjects.
+	Log *Log
+	// Active reports whether this instance fills (a hot-standby group's
+	// lease holder); nil: always.
+	Active func() bool
+	// Every, Settle and Retry default to FillEvery, FillSettle, FillRetry.
+	Every, Settle, Retry time.Duration
+	// Warn receives errors of a round (nil: none).
+	Warn func(error)
+}
+
+// FillStats counts a filler's work. Every field only grows.
+type FillStats struct {
+	// Rounds counts the rounds that read the recording.
+	Rounds uint64
+	// Filled counts the messages stored again, acknowledged by the stream.
+	Filled uint64
+	// Lost counts logged messages that left the log before they were
+	// checked (a hole older than the log's span, LogKeep): if the
+	// recording lacks them, the hole stays.
+	Lost uint64
+}
+
+// Filler stores again, with acknowledged JetStream publishes on
+// FillSubject, the messages of a device that this instance received but
+// the recording lacks: a stream electing a leader, or cut off from every
+// server, stores nothing of the core NATS messages that pass meanwhile,
+// and nobody publishes them again.
+//
+// Each round (Every) it reads what the stream stored since the last round
+// through an ordered consumer on the device's subjects (its first round
+// reads from the log's oldest message's time, so a standby that takes
+// over fills what its predecessor left), then looks up in it every logged
+// message older than Settle by its subject and payload, and fills the
+// missing ones, each placed after the recorded message it follows
+// (FillAfterHeader, FillOrderHeader). Reading back is cheap next to the
+// messages themselves (one more copy of small payloads, once) and finds
+// holes of any cause, which a position check per subject would not.
+type Filler struct {
+	js  jetstream.JetStream
+	cfg FillConfig
+
+	was    bool   // active in the last round
+	cursor uint64 // the next log entry to check
+	next   uint64 // the next stream sequence number to read (0: by time)
+	round  uint32
+	stored map[uint64]storedAt
+	spans  []span // the frames messages recorded or filled, in stream order
+	ents   []entry
+
+	mu    sync.Mutex
+	stats FillStats
+}
+
+// storedAt is where a message is in the recording and the round that
+// found it.
+type storedAt struct {
+	seq   uint64
+	round uint32
+}
+
+// span is a recorded or filled frames message: its frames and the
+// stream sequence number a message filled after it is placed after.
+type span struct {
+	first, last int64
+	anchor      uint64
+}
+
+// NewFiller returns a filler of cfg over js.
+func NewFiller(js jetstream.JetStream, cfg FillConfig) *Filler {
+	if cfg.Every <= 0 {
+		cfg.Every = FillEvery
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = FillSettle
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = FillRetry
+	}
+	return &Filler{js: js, cfg: cfg}
+}
+
+// Stats returns the counters.
+func (f *Filler) Stats() FillStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// Run fills until ctx ends.
+func (f *Filler) Run(ctx context.Context) {
+	t := time.NewTicker(f.cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := f.Round(ctx); err != nil && ctx.Err() == nil && f.cfg.Warn != nil {
+			f.cfg.Warn(err)
+		}
+	}
+}
+
+// keepRounds is how many rounds a recorded message's identity is kept:
+// longer than the log's span at FillEvery.
+const keepRounds = 120
+
+// maxSpans bounds the frames messages remembered for placing fills.
+const maxSpans = LogKeep
+
+// Round runs one round: read, compare, fill. An instance that is not
+// active forgets what it read; it starts again from its log's oldest
+// message once active.
+func (f *Filler) Round(ctx context.Context) error {
+	if f.cfg.Active != nil && !f.cfg.Active() {
+		f.was = false
+		return nil
+	}
+	if !f.was {
+		oldest, _ := f.cfg.Log.oldest()
+		f.cursor = max(f.cursor, oldest)
+		f.next, f.stored, f.spans = 0, map[uint64]storedAt{}, nil
+		f.was = true
+	}
+	start := time.Now()
+	if err := f.read(ctx); err != nil {
+		return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
+	}
+	f.round++
+	f.count(func(s *FillStats) { s.Rounds++ })
+	var lost uint64
+	f.ents, _, lost = f.cfg.Log.since(f.ents[:0], f.cursor, start.Add(-f.cfg.Settle).UnixNano())
+	if lost > 0 {
+		f.cursor += lost
+		f.count(func(s *FillStats) { s.Lost += lost })
+	}
+	for i := range f.ents {
+		e := &f.ents[i]
+		if _, ok := f.stored[identity(e.subject, e.m.Data)]; !ok {
+			if err := f.fill(ctx, e); err != nil {
+				f.release()
+				return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
+			}
+		}
+		f.cursor++
+	}
+	f.release()
+	f.prune()
+	return nil
+}
+
+// release drops the references to the logged messages checked.
+func (f *Filler) release() {
+	clear(f.ents)
+	f.ents = f.ents[:0]
+}
+
+func (f *Filler) count(fn func(*FillStats)) {
+	f.mu.Lock()
+	fn(&f.stats)
+	f.mu.Unlock()
+}
+
+// read reads what the stream stored since the last round (from the log's
+// oldest message's time, less a margin, in a first round).
+func (f *Filler) read(ctx context.Context) error {
+	s, err := f.js.Stream(ctx, f.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 || last < f.next {
+		return nil
+	}
+	cc := jetstream.OrderedConsumerConfig{FilterSubjects: []string{DeviceFilter(f.cfg.Device)},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.next}
+	if f.next == 0 {
+		_, at := f.cfg.Log.oldest()
+		if at == 0 {
+			at = time.Now().UnixNano()
+		}
+		from := time.Unix(0, at).Add(-readBack)
+		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &from
+	}
+	err = readStream(ctx, s, cc, last, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		f.stored1(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	f.next = last + 1
+	return nil
+}
+
+// readBack is how long before a log's oldest message a first read starts:
+// the server's clock and the instance's may differ a little, and a message
+// is stored before the instance receives it.
+const readBack = 10 * time.Second
+
+// stored1 notes one recorded message.
+func (f *Filler) stored1(subject string, h nats.Header, data []byte, seq uint64) {
+	anchor := seq
+	if subject == FillSubject(f.cfg.Device) {
+		subject = h.Get(FillSubjectHeader)
+		a, err := strconv.ParseUint(h.Get(FillAfterHeader), 10, 64)
+		if err != nil {
+			return
+		}
+		anchor = a
+	}
+	f.stored[identity(subject, data)] = storedAt{seq: seq, round: f.round}
+	if isFrames(subject) {
+		if first, n, err := stream.PeekFrames(data); err == nil {
+			f.spans = append(f.spans, span{first: first, last: first + int64(n) - 1, anchor: anchor})
+		}
+	}
+}
+
+// place returns the stream sequence number a missing message goes after:
+// that of the last recorded frames message before its frames (a frames
+// message), or holding the last frame received before it (another).
+func (f *Filler) place(o fillOrder) uint64 {
+	for i := len(f.spans) - 1; i >= 0; i-- {
+		s := f.spans[i]
+		if (o.rank == 0 && s.last < o.frame) || (o.rank != 0 && s.first <= o.frame) {
+			return s.anchor
+		}
+	}
+	return 0
+}
+
+// fill stores e again on the fill subject, publishing it until the stream
+// acknowledges it (at most Retry).
+func (f *Filler) fill(ctx context.Context, e *entry) error {
+	anchor := f.place(e.order)
+	m := nats.NewMsg(FillSubject(f.cfg.Device))
+	for k, v := range e.m.Header {
+		m.Header[k] = v
+	}
+	m.Data = e.m.Data
+	m.Header.Set(FillSubjectHeader, e.subject)
+	m.Header.Set(FillAfterHeader, strconv.FormatUint(anchor, 10))
+	m.Header.Set(FillOrderHeader, fmt.Sprintf("%d.%d.%d", e.order.frame, e.order.rank, e.order.n))
+	m.Header.Set(FillTimeHeader, strconv.FormatInt(e.at, 10))
+	deadline := time.Now().Add(f.cfg.Retry)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ack, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
+		cancel()
+		if err == nil {
+			f.stored[identity(e.subject, e.m.Data)] = storedAt{seq: ack.Sequence, round: f.round}
+			if e.order.rank == 0 {
+				if first, n, err := stream.PeekFrames(e.m.Data); err == nil {
+					f.insertSpan(span{first: first, last: first + int64(n) - 1, anchor: anchor})
+				}
+			}
+			f.count(func(s *FillStats) { s.Filled++ })
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("store %s again: %w", e.subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store %s again: %w", e.subject, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// insertSpan puts a filled frames message after the spans before it, so
+// that the next missing frames find it.
+func (f *Filler) insertSpan(s span) {
+	i := len(f.spans)
+	for i > 0 && f.spans[i-1].first > s.last {
+		i--
+	}
+	f.spans = append(f.spans, span{})
+	copy(f.spans[i+1:], f.spans[i:])
+	f.spans[i] = s
+}
+
+// prune forgets the identities found more than keepRounds rounds ago and
+// the oldest frames messages beyond maxSpans.
+func (f *Filler) prune() {
+	if f.round%16 == 0 {
+		for k, v := range f.stored {
+			if f.round-v.round > keepRounds {
+				delete(f.stored, k)
+			}
+		}
+	}
+	if len(f.spans) > maxSpans {
+		f.spans = append(f.spans[:0], f.spans[len(f.spans)-maxSpans/2:]...)
+	}
+}
+
+// parseOrder reads a FillOrderHeader value.
+func parseOrder(v string) (fillOrder, error) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return fillOrder{}, errors.New("malformed " + FillOrderHeader)
+	}
+	frame, err1 := strconv.ParseInt(parts[0], 10, 64)
+	rank, err2 := strconv.ParseUint(parts[1], 10, 8)
+	n, err3 := strconv.ParseUint(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fillOrder{}, fmt.Errorf("malformed %s: %w", FillOrderHeader, err)
+	}
+	return fillOrder{frame: frame, rank: uint8(rank), n: n}, nil
+}
