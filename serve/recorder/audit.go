@@ -385,7 +385,7 @@ type audit struct {
 	starts map[place]start
 	cuts   []cut
 
-	guard *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
+	guard  *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
 	frames stream.Frames
 	ctl    stream.Control
 	ds     stream.Decisions

@@ -101,6 +101,11 @@ type Filler struct {
 	was    bool   // active in the last round
 	cursor uint64 // the next log entry to check
 	next   uint64 // the next stream sequence number to read (0: by time)
+	stream jetstream.Stream
+	cons   jetstream.Consumer // reads the recording, kept while active
+	// after is the furthest place in the recording of the log entries
+	// checked (storedAt.anchor).
+	after uint64
 	round  uint32
 	stored map[uint64]storedAt
 	spans  []span // the frames messages recorded or filled, in stream order
@@ -110,11 +115,12 @@ type Filler struct {
 	stats FillStats
 }
 
-// storedAt is where a message is in the recording and the round that
-// found it.
+// storedAt is where a message is in the recording (the sequence number of
+// the recorded message it is placed after: its own, or a filled one's
+// FillAfterHeader) and the round that found it.
 type storedAt struct {
-	seq   uint64
-	round uint32
+	anchor uint64
+	round  uint32
 }
 
 // span is a recorded or filled frames message: its frames and the
@@ -149,6 +155,7 @@ func (f *Filler) Stats() FillStats {
 func (f *Filler) Run(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Every)
 	defer t.Stop()
+	defer f.drop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -174,12 +181,14 @@ const maxSpans = LogKeep
 func (f *Filler) Round(ctx context.Context) error {
 	if f.cfg.Active != nil && !f.cfg.Active() {
 		f.was = false
+		f.drop()
 		return nil
 	}
 	if !f.was {
 		oldest, _ := f.cfg.Log.oldest()
 		f.cursor = max(f.cursor, oldest)
-		f.next, f.stored, f.spans = 0, map[uint64]storedAt{}, nil
+		f.next, f.stored, f.spans, f.after = 0, map[uint64]storedAt{}, nil, 0
+		f.drop()
 		f.was = true
 	}
 	start := time.Now()
@@ -196,11 +205,12 @@ func (f *Filler) Round(ctx context.Context) error {
 	}
 	for i := range f.ents {
 		e := &f.ents[i]
-		if _, ok := f.stored[identity(e.subject, e.m.Data)]; !ok {
-			if err := f.fill(ctx, e); err != nil {
-				f.release()
-				return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
-			}
+		st, ok := f.stored[identity(e.subject, e.m.Data)]
+		if ok {
+			f.after = max(f.after, st.anchor)
+		} else if err := f.fill(ctx, e); err != nil {
+			f.release()
+			return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
 		}
 		f.cursor++
 	}
@@ -222,39 +232,87 @@ func (f *Filler) count(fn func(*FillStats)) {
 }
 
 // read reads what the stream stored since the last round (from the log's
-// oldest message's time, less a margin, in a first round).
+// oldest message's time, less a margin, in a first round) through one
+// ordered consumer kept from round to round; a consumer that fails is
+// created again from the next sequence number.
 func (f *Filler) read(ctx context.Context) error {
-	s, err := f.js.Stream(ctx, f.cfg.Stream)
-	if err != nil {
-		return err
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return err
-	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 || last < f.next {
-		return nil
-	}
-	cc := jetstream.OrderedConsumerConfig{FilterSubjects: []string{DeviceFilter(f.cfg.Device)},
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.next}
-	if f.next == 0 {
-		_, at := f.cfg.Log.oldest()
-		if at == 0 {
-			at = time.Now().UnixNano()
+	if f.cons == nil {
+		s, err := f.js.Stream(ctx, f.cfg.Stream)
+		if err != nil {
+			return err
 		}
-		from := time.Unix(0, at).Add(-readBack)
-		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &from
+		cc := jetstream.OrderedConsumerConfig{FilterSubjects: []string{DeviceFilter(f.cfg.Device)},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.next, InactiveThreshold: time.Minute}
+		if f.next == 0 {
+			_, at := f.cfg.Log.oldest()
+			if at == 0 {
+				at = time.Now().UnixNano()
+			}
+			from := time.Unix(0, at).Add(-readBack)
+			cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &from
+		}
+		if f.cons, err = s.OrderedConsumer(ctx, cc); err != nil {
+			return err
+		}
+		f.stream = s
 	}
-	err = readStream(ctx, s, cc, last, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-		f.stored1(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream)
-		return nil
-	})
-	if err != nil {
-		return err
+	deadline := time.Now().Add(readWait)
+	for {
+		batch, err := f.cons.FetchNoWait(512)
+		if err != nil {
+			f.drop()
+			return err
+		}
+		n, done := 0, false
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				f.drop()
+				return err
+			}
+			n++
+			f.stored1(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream)
+			f.next, done = md.Sequence.Stream+1, md.NumPending == 0
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			f.drop()
+			return err
+		}
+		if done {
+			return nil
+		}
+		if n > 0 {
+			continue
+		}
+		ci, err := f.cons.Info(ctx)
+		if err != nil {
+			f.drop()
+			return err
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the recording read up to %d, %d messages pending", f.next-1, ci.NumPending)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	f.next = last + 1
-	return nil
+}
+
+// readWait bounds how long a round waits for the stream's messages
+// stored before it began.
+const readWait = 5 * time.Second
+
+// drop deletes the filler's consumer (best effort).
+func (f *Filler) drop() {
+	if f.cons != nil {
+		deleteConsumer(f.stream, f.cons)
+	}
+	f.cons, f.stream = nil, nil
 }
 
 // readBack is how long before a log's oldest message a first read starts:
@@ -273,7 +331,7 @@ func (f *Filler) stored1(subject string, h nats.Header, data []byte, seq uint64)
 		}
 		anchor = a
 	}
-	f.stored[identity(subject, data)] = storedAt{seq: seq, round: f.round}
+	f.stored[identity(subject, data)] = storedAt{anchor: anchor, round: f.round}
 	if isFrames(subject) {
 		if first, n, err := stream.PeekFrames(data); err == nil {
 			f.spans = append(f.spans, span{first: first, last: first + int64(n) - 1, anchor: anchor})
@@ -281,10 +339,19 @@ func (f *Filler) stored1(subject string, h nats.Header, data []byte, seq uint64)
 	}
 }
 
-// place returns the stream sequence number a missing message goes after:
-// that of the last recorded frames message before its frames (a frames
-// message), or holding the last frame received before it (another).
-func (f *Filler) place(o fillOrder) uint64 {
+// place returns the stream sequence number a missing message goes after.
+// A frames or control message goes after the last recorded frames message
+// before its frames (a frames message), or holding the last frame received
+// before it (a control message), so that it takes its place among the
+// frames whichever way it reached this instance (a resend answer comes
+// late); a decisions message or stream event goes after the furthest
+// place of the logged messages before it (after), so that it stays after
+// its stream's start.
+func (f *Filler) place(e *entry) uint64 {
+	if !isFrames(e.subject) && !strings.HasSuffix(e.subject, ".ctl") && f.after > 0 {
+		return f.after
+	}
+	o := e.order
 	for i := len(f.spans) - 1; i >= 0; i-- {
 		s := f.spans[i]
 		if (o.rank == 0 && s.last < o.frame) || (o.rank != 0 && s.first <= o.frame) {
@@ -297,7 +364,7 @@ func (f *Filler) place(o fillOrder) uint64 {
 // fill stores e again on the fill subject, publishing it until the stream
 // acknowledges it (at most Retry).
 func (f *Filler) fill(ctx context.Context, e *entry) error {
-	anchor := f.place(e.order)
+	anchor := f.place(e)
 	m := nats.NewMsg(FillSubject(f.cfg.Device))
 	for k, v := range e.m.Header {
 		m.Header[k] = v
@@ -310,10 +377,11 @@ func (f *Filler) fill(ctx context.Context, e *entry) error {
 	deadline := time.Now().Add(f.cfg.Retry)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ack, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
+		_, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
 		cancel()
 		if err == nil {
-			f.stored[identity(e.subject, e.m.Data)] = storedAt{seq: ack.Sequence, round: f.round}
+			f.stored[identity(e.subject, e.m.Data)] = storedAt{anchor: anchor, round: f.round}
+			f.after = max(f.after, anchor)
 			if e.order.rank == 0 {
 				if first, n, err := stream.PeekFrames(e.m.Data); err == nil {
 					f.insertSpan(span{first: first, last: first + int64(n) - 1, anchor: anchor})

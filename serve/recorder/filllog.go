@@ -69,15 +69,18 @@ func NewLog(capacity int) *Log {
 }
 
 // Add logs a message received live on subject (a recorded subject of the
-// device: Subjects).
+// device: Subjects). A nil log does nothing.
 func (l *Log) Add(m *nats.Msg, subject string) { l.add(m, subject, true) }
 
 // AddResent logs a frames message the device sent again for a gap (a
 // resend answer): it is recorded on the device's frames subject, and
-// placed by its own frames, not where it arrived.
+// placed by its own frames, not where it arrived. A nil log does nothing.
 func (l *Log) AddResent(m *nats.Msg, subject string) { l.add(m, subject, false) }
 
 func (l *Log) add(m *nats.Msg, subject string, live bool) {
+	if l == nil {
+		return
+	}
 	at := time.Now().UnixNano()
 	first, n, ferr := int64(0), 0, error(nil)
 	frames := subject != "" && isFrames(subject)

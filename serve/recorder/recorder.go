@@ -36,6 +36,9 @@ type Config struct {
 	MaxAge time.Duration
 	// Memory keeps the stream in memory instead of files.
 	Memory bool
+	// FillEvery and FillSettle are a recording daemon's Filler settings
+	// (0: FillEvery, FillSettle).
+	FillEvery, FillSettle time.Duration
 }
 
 // SessionSubject is the subject of a device's session header, a JSON

@@ -126,6 +126,7 @@ func readStream(ctx context.Context, s jetstream.Stream, cc jetstream.OrderedCon
 	if err != nil {
 		return err
 	}
+	defer deleteConsumer(s, c)
 	for {
 		batch, err := c.FetchNoWait(512)
 		if err != nil {
@@ -163,6 +164,17 @@ func readStream(ctx context.Context, s jetstream.Stream, cc jetstream.OrderedCon
 				return nil
 			}
 		}
+	}
+}
+
+// deleteConsumer deletes an ordered consumer once read (best effort: the
+// server removes an idle one after its inactivity threshold anyway), so
+// that repeated reads do not pile consumers up to the account's limit.
+func deleteConsumer(s jetstream.Stream, c jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if name := c.CachedInfo().Name; name != "" {
+		_ = s.DeleteConsumer(ctx, name)
 	}
 }
 
