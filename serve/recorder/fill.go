@@ -105,7 +105,7 @@ type Filler struct {
 	cons   jetstream.Consumer // reads the recording, kept while active
 	// after is the furthest place in the recording of the log entries
 	// checked (storedAt.anchor).
-	after uint64
+	after  uint64
 	round  uint32
 	stored map[uint64]storedAt
 	spans  []span // the frames messages recorded or filled, in stream order
