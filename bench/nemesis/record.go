@@ -41,8 +41,8 @@ type Recording struct {
 	Err string `json:"error,omitempty"`
 }
 
-// OK reports whether the audit ran and the recorded decisions equal the
-// replayed ones.
+// OK reports whether the audit ran, the recording is complete (its
+// holes filled) and the recorded decisions equal the replayed ones.
 func (r *Recording) OK() bool { return r.Err == "" && r.Audit != nil && r.Audit.OK() }
 
 // String summarises the audit in a few lines.
@@ -117,13 +117,16 @@ func watchFrames(src recorder.Source, first, last, start int64) (recorder.Source
 }
 
 // auditTimeout bounds how long audit waits for the recording's stream to
-// answer: a node killed at the replay's end restarts after it, and the
-// stream's leader is elected again.
+// answer and be filled: a node killed at the replay's end restarts after
+// it, the stream's leader is elected again, and the holder's filler
+// (recorder.Filler, a round a second) stores what the stream lacks.
 const auditTimeout = 30 * time.Second
 
 // audit re-runs the recording of the schedule that just ended, once every
 // node is healthy; a read the stream does not answer yet (no leader, no
-// responders) is tried again every 500 ms up to auditTimeout.
+// responders) is tried again every 500 ms, and a recording with holes
+// every second (its holder may still be filling them), up to
+// auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
 	first, last := int64(t.cfg.From), int64(t.cfg.To-1)
 	out := &Recording{Sent: last - first + 1}
@@ -134,8 +137,12 @@ func (t *topology) audit(ctx context.Context) *Recording {
 	}
 	for {
 		err := t.auditOnce(ctx, out, first, last)
-		if err == nil {
+		if err == nil && (out.Audit.Complete() || time.Now().After(deadline) || ctx.Err() != nil) {
 			return out
+		}
+		if err == nil {
+			sleep(ctx, time.Second)
+			continue
 		}
 		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
 			out.Err = err.Error()

@@ -91,7 +91,8 @@ type FillStats struct {
 // over fills what its predecessor left), then looks up in it every logged
 // message older than Settle by its subject and payload, and fills the
 // missing ones, each placed after the recorded message it follows
-// (FillAfterHeader, FillOrderHeader). Reading back is cheap next to the
+// (FillAfterHeader, FillOrderHeader), a window of acknowledged publishes
+// at a time (a hole of seconds is thousands of messages). Reading back is cheap next to the
 // messages themselves (one more copy of small payloads, once) and finds
 // holes of any cause, which a position check per subject would not.
 type Filler struct {
@@ -110,6 +111,7 @@ type Filler struct {
 	stored map[uint64]storedAt
 	spans  []span // the frames messages recorded or filled, in stream order
 	ents   []entry
+	plan   []planned
 
 	mu    sync.Mutex
 	stats FillStats
@@ -203,17 +205,28 @@ func (f *Filler) Round(ctx context.Context) error {
 		f.cursor += lost
 		f.count(func(s *FillStats) { s.Lost += lost })
 	}
+	f.plan = f.plan[:0]
 	for i := range f.ents {
 		e := &f.ents[i]
-		st, ok := f.stored[identity(e.subject, e.m.Data)]
-		if ok {
+		if st, ok := f.stored[identity(e.subject, e.m.Data)]; ok {
 			f.after = max(f.after, st.anchor)
-		} else if err := f.fill(ctx, e); err != nil {
-			f.release()
-			return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
+			continue
 		}
-		f.cursor++
+		anchor := f.place(e)
+		f.after = max(f.after, anchor)
+		if e.order.rank == 0 {
+			if first, n, err := stream.PeekFrames(e.m.Data); err == nil {
+				f.insertSpan(span{first: first, last: first + int64(n) - 1, anchor: anchor})
+			}
+		}
+		f.plan = append(f.plan, planned{e: e, at: f.cursor + uint64(i), anchor: anchor})
 	}
+	if failed, err := f.fillAll(ctx); err != nil {
+		f.cursor = failed
+		f.release()
+		return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
+	}
+	f.cursor += uint64(len(f.ents))
 	f.release()
 	f.prune()
 	return nil
@@ -223,6 +236,8 @@ func (f *Filler) Round(ctx context.Context) error {
 func (f *Filler) release() {
 	clear(f.ents)
 	f.ents = f.ents[:0]
+	clear(f.plan)
+	f.plan = f.plan[:0]
 }
 
 func (f *Filler) count(fn func(*FillStats)) {
@@ -361,41 +376,96 @@ func (f *Filler) place(e *entry) uint64 {
 	return 0
 }
 
-// fill stores e again on the fill subject, publishing it until the stream
-// acknowledges it (at most Retry).
-func (f *Filler) fill(ctx context.Context, e *entry) error {
-	anchor := f.place(e)
+// planned is a missing message to fill: its log entry and number, and
+// the stream sequence number it goes after.
+type planned struct {
+	e      *entry
+	at     uint64
+	anchor uint64
+}
+
+// fillWindow is how many filled messages are published before their
+// acknowledgements are awaited.
+const fillWindow = 256
+
+// fillAll stores the planned messages again on the fill subject, a window
+// at a time without waiting for each acknowledgement; one not
+// acknowledged is published again until it is (at most Retry). It returns
+// the log number of the first message not stored on an error.
+func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
+	futs := make([]jetstream.PubAckFuture, 0, fillWindow)
+	for lo := 0; lo < len(f.plan); lo += fillWindow {
+		win := f.plan[lo:min(lo+fillWindow, len(f.plan))]
+		futs = futs[:0]
+		for i := range win {
+			fut, err := f.js.PublishMsgAsync(f.msg(&win[i]), jetstream.WithExpectStream(f.cfg.Stream))
+			if err != nil {
+				fut = nil
+			}
+			futs = append(futs, fut)
+		}
+		for i := range win {
+			if !acked(ctx, futs[i]) {
+				if err := f.fillOne(ctx, &win[i]); err != nil {
+					return win[i].at, err
+				}
+			}
+			f.stored[identity(win[i].e.subject, win[i].e.m.Data)] = storedAt{anchor: win[i].anchor, round: f.round}
+			f.count(func(s *FillStats) { s.Filled++ })
+		}
+	}
+	return 0, nil
+}
+
+// acked waits for an asynchronous publish's acknowledgement.
+func acked(ctx context.Context, fut jetstream.PubAckFuture) bool {
+	if fut == nil {
+		return false
+	}
+	select {
+	case <-fut.Ok():
+		return true
+	case <-fut.Err():
+		return false
+	case <-ctx.Done():
+		return false
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// msg is p's message on the fill subject.
+func (f *Filler) msg(p *planned) *nats.Msg {
+	e := p.e
 	m := nats.NewMsg(FillSubject(f.cfg.Device))
 	for k, v := range e.m.Header {
 		m.Header[k] = v
 	}
 	m.Data = e.m.Data
 	m.Header.Set(FillSubjectHeader, e.subject)
-	m.Header.Set(FillAfterHeader, strconv.FormatUint(anchor, 10))
+	m.Header.Set(FillAfterHeader, strconv.FormatUint(p.anchor, 10))
 	m.Header.Set(FillOrderHeader, fmt.Sprintf("%d.%d.%d", e.order.frame, e.order.rank, e.order.n))
 	m.Header.Set(FillTimeHeader, strconv.FormatInt(e.at, 10))
+	return m
+}
+
+// fillOne publishes p until the stream acknowledges it, at most Retry.
+func (f *Filler) fillOne(ctx context.Context, p *planned) error {
+	m := f.msg(p)
 	deadline := time.Now().Add(f.cfg.Retry)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
 		cancel()
 		if err == nil {
-			f.stored[identity(e.subject, e.m.Data)] = storedAt{anchor: anchor, round: f.round}
-			f.after = max(f.after, anchor)
-			if e.order.rank == 0 {
-				if first, n, err := stream.PeekFrames(e.m.Data); err == nil {
-					f.insertSpan(span{first: first, last: first + int64(n) - 1, anchor: anchor})
-				}
-			}
-			f.count(func(s *FillStats) { s.Filled++ })
 			return nil
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("store %s again: %w", e.subject, err)
+			return fmt.Errorf("store %s again: %w", p.e.subject, err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("store %s again: %w", e.subject, ctx.Err())
+			return fmt.Errorf("store %s again: %w", p.e.subject, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
