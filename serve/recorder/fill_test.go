@@ -271,3 +271,23 @@ func TestFiller(t *testing.T) {
 		t.Fatalf("read frames %v and %d decisions messages, want %v and 1", firsts, decisions, want)
 	}
 }
+
+// TestLogAddAllocates: logging a received message (the processor's hot
+// path) allocates nothing, and the log keeps the last messages only,
+// counting those that left it before they were checked.
+func TestLogAddAllocates(t *testing.T) {
+	l := NewLog(4)
+	b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: 7, Frames: make([]stream.Frame, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nats.Msg{Subject: stream.StimSubject(dev), Data: b}
+	subj := m.Subject
+	if n := testing.AllocsPerRun(100, func() { l.Add(m, subj) }); n != 0 {
+		t.Fatalf("Log.Add allocates %v per message", n)
+	}
+	ents, next, lost := l.since(nil, 0, 1<<62)
+	if len(ents) != 4 || next != l.n || lost != l.n-4 || ents[3].order.frame != 7 || ents[3].order.rank != 0 {
+		t.Fatalf("kept %d entries up to %d, %d lost (of %d added), last order %+v", len(ents), next, lost, l.n, ents[3].order)
+	}
+}
