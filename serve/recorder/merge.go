@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -107,7 +108,7 @@ func (mg *merger) sort() {
 	slices.SortStableFunc(mg.fills, func(a, b filled) int {
 		switch {
 		case a.anchor != b.anchor:
-			return cmpU64(a.anchor, b.anchor)
+			return cmp.Compare(a.anchor, b.anchor)
 		case a.order.less(b.order):
 			return -1
 		case b.order.less(a.order):
@@ -115,16 +116,6 @@ func (mg *merger) sort() {
 		}
 		return 0
 	})
-}
-
-func cmpU64(a, b uint64) int {
-	if a < b {
-		return -1
-	}
-	if a > b {
-		return 1
-	}
-	return 0
 }
 
 // recorded passes on a recorded message, after the fills placed before it

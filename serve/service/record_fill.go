@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,7 @@ type fills struct {
 func (r *recording) logFills(nc *nats.Conn) error {
 	r.fills = &fills{fillers: map[string]*recorder.Filler{}}
 	for _, d := range r.s.devices {
-		if !containsDevice(r.devices, d.name) {
+		if !slices.Contains(r.devices, d.name) {
 			continue
 		}
 		d.fill = recorder.NewLog(recorder.LogKeep)
@@ -44,15 +45,6 @@ func (r *recording) logFills(nc *nats.Conn) error {
 		}
 	}
 	return nil
-}
-
-func containsDevice(devices []string, name string) bool {
-	for _, d := range devices {
-		if d == name {
-			return true
-		}
-	}
-	return false
 }
 
 // startFills runs a filler per logged device until ctx ends; done is
