@@ -83,7 +83,11 @@ func (l *lines) frames(at place, first, last int64) {
 		l.ok, l.last = true, last
 		return
 	case first <= l.last+1 && last > l.last && first >= l.last-int64(stream.MaxFramesPerMsg):
-		l.last, l.cand = last, nil
+		l.last = last
+		if c := l.cand; c != nil && c.first <= l.last+1 && c.last > l.last {
+			l.last = c.last // a message recorded just before the one it follows
+		}
+		l.cand = nil
 		return
 	}
 	if c := l.cand; c != nil && first == c.last+1 {

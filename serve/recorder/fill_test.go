@@ -291,3 +291,37 @@ func TestLogAddAllocates(t *testing.T) {
 		t.Fatalf("kept %d entries up to %d, %d lost (of %d added), last order %+v", len(ents), next, lost, l.n, ents[3].order)
 	}
 }
+
+// TestLinesHoles: the frames numbering the audit follows: a message ahead
+// of its turn, a stale copy and a message injected far ahead leave no
+// hole; frames that stop and go on further (two messages and 16 frames
+// at least) do.
+func TestLinesHoles(t *testing.T) {
+	type msg struct{ first, last int64 }
+	for _, tc := range []struct {
+		name string
+		msgs []msg
+		gaps []Hole
+	}{
+		{"in order", []msg{{0, 7}, {8, 15}, {16, 23}}, nil},
+		{"one ahead of its turn", []msg{{0, 7}, {16, 23}, {8, 15}, {24, 31}, {32, 39}, {40, 47}}, nil},
+		{"a stale copy", []msg{{0, 7}, {8, 15}, {0, 7}, {16, 23}}, nil},
+		{"injected far ahead", []msg{{0, 7}, {1000, 1015}, {8, 15}, {16, 23}}, nil},
+		{"a hole", []msg{{0, 7}, {40, 47}, {48, 55}, {56, 63}}, []Hole{{From: 8, To: 39, Seq: 2}}},
+		{"a jump back", []msg{{0, 7}, {8, 15}, {0, 7}, {8, 15}, {16, 23}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l lines
+			for i, m := range tc.msgs {
+				l.frames(place{seq: uint64(i + 1)}, m.first, m.last)
+			}
+			var got []Hole
+			for _, g := range l.gaps {
+				got = append(got, g.Hole)
+			}
+			if !slices.Equal(got, tc.gaps) {
+				t.Fatalf("gaps %v, want %v", got, tc.gaps)
+			}
+		})
+	}
+}
