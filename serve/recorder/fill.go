@@ -63,8 +63,10 @@ type FillConfig struct {
 	Active func() bool
 	// Every, Settle and Retry default to FillEvery, FillSettle, FillRetry.
 	Every, Settle, Retry time.Duration
-	// Warn receives errors of a round (nil: none).
-	Warn func(error)
+	// Warn receives errors of a round (nil: none); Filled, the number of
+	// messages a round stored again when it stored some (nil: none).
+	Warn   func(error)
+	Filled func(n int)
 }
 
 // FillStats counts a filler's work. Every field only grows.
@@ -86,7 +88,7 @@ type FillStats struct {
 // and nobody publishes them again.
 //
 // Each round (Every) it reads what the stream stored since the last round
-// through an ordered consumer on the device's subjects (its first round
+// through a consumer on the device's subjects (its first round
 // reads from the log's oldest message's time, so a standby that takes
 // over fills what its predecessor left), then looks up in it every logged
 // message older than Settle by its subject and payload, and fills the
@@ -99,11 +101,10 @@ type Filler struct {
 	js  jetstream.JetStream
 	cfg FillConfig
 
-	was    bool   // active in the last round
-	cursor uint64 // the next log entry to check
-	next   uint64 // the next stream sequence number to read (0: by time)
-	stream jetstream.Stream
-	cons   jetstream.Consumer // reads the recording, kept while active
+	was    bool    // active in the last round
+	cursor uint64  // the next log entry to check
+	next   uint64  // the next stream sequence number to read (0: by time)
+	rd     *reader // reads the recording, kept while active
 	// after is the furthest place in the recording of the log entries
 	// checked (storedAt.anchor).
 	after  uint64
@@ -226,6 +227,9 @@ func (f *Filler) Round(ctx context.Context) error {
 		f.release()
 		return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
 	}
+	if len(f.plan) > 0 && f.cfg.Filled != nil {
+		f.cfg.Filled(len(f.plan))
+	}
 	f.cursor += uint64(len(f.ents))
 	f.release()
 	f.prune()
@@ -248,16 +252,16 @@ func (f *Filler) count(fn func(*FillStats)) {
 
 // read reads what the stream stored since the last round (from the log's
 // oldest message's time, less a margin, in a first round) through one
-// ordered consumer kept from round to round; a consumer that fails is
-// created again from the next sequence number.
+// consumer kept from round to round; a consumer that fails is created
+// again from the next sequence number.
 func (f *Filler) read(ctx context.Context) error {
-	if f.cons == nil {
+	if f.rd == nil {
 		s, err := f.js.Stream(ctx, f.cfg.Stream)
 		if err != nil {
 			return err
 		}
-		cc := jetstream.OrderedConsumerConfig{FilterSubjects: []string{DeviceFilter(f.cfg.Device)},
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.next, InactiveThreshold: time.Minute}
+		cc := jetstream.ConsumerConfig{FilterSubject: DeviceFilter(f.cfg.Device),
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: f.next}
 		if f.next == 0 {
 			_, at := f.cfg.Log.oldest()
 			if at == 0 {
@@ -266,30 +270,18 @@ func (f *Filler) read(ctx context.Context) error {
 			from := time.Unix(0, at).Add(-readBack)
 			cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &from
 		}
-		if f.cons, err = s.OrderedConsumer(ctx, cc); err != nil {
+		if f.rd, err = openReader(ctx, s, cc); err != nil {
 			return err
 		}
-		f.stream = s
 	}
 	deadline := time.Now().Add(readWait)
 	for {
-		batch, err := f.cons.FetchNoWait(512)
-		if err != nil {
-			f.drop()
-			return err
-		}
-		n, done := 0, false
-		for m := range batch.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				f.drop()
-				return err
-			}
-			n++
+		n, done, err := f.rd.fetch(ctx, func(m jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 			f.stored1(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream)
-			f.next, done = md.Sequence.Stream+1, md.NumPending == 0
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			f.next = md.Sequence.Stream + 1
+			return false, nil
+		})
+		if err != nil {
 			f.drop()
 			return err
 		}
@@ -299,7 +291,7 @@ func (f *Filler) read(ctx context.Context) error {
 		if n > 0 {
 			continue
 		}
-		ci, err := f.cons.Info(ctx)
+		ci, err := f.rd.c.Info(ctx)
 		if err != nil {
 			f.drop()
 			return err
@@ -324,10 +316,10 @@ const readWait = 5 * time.Second
 
 // drop deletes the filler's consumer (best effort).
 func (f *Filler) drop() {
-	if f.cons != nil {
-		deleteConsumer(f.stream, f.cons)
+	if f.rd != nil {
+		f.rd.close()
 	}
-	f.cons, f.stream = nil, nil
+	f.rd = nil
 }
 
 // readBack is how long before a log's oldest message a first read starts:

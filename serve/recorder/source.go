@@ -51,7 +51,7 @@ type Msg struct {
 type Source func(ctx context.Context, fn func(Msg) error) error
 
 // StreamSource returns the Source of device's messages in the recording
-// stream name: an ordered consumer over the device's subjects reading the
+// stream name: a consumer over the device's subjects reading the
 // messages stored when the call began, with the messages a Filler stored
 // again put back in their place (Merge; a first consumer reads those on
 // FillSubject). Each consumer has one filter subject, so it works on
@@ -73,7 +73,7 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 			return nil
 		}
 		mg := newMerger(device)
-		err = readStream(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{fillSubj}}, last,
+		err = readStream(ctx, s, fillSubj, last,
 			func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 				mg.add(Msg{Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data(), Subject: m.Subject(), Header: m.Headers()})
 				return nil
@@ -82,7 +82,7 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 			return fmt.Errorf("recorder: read %s: %w", name, err)
 		}
 		mg.sort()
-		err = readStream(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{DeviceFilter(device)}}, last,
+		err = readStream(ctx, s, DeviceFilter(device), last,
 			func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 				if k, ok := kinds[m.Subject()]; ok {
 					return mg.recorded(Msg{Kind: k, Seq: md.Sequence.Stream, Time: md.Timestamp, Data: m.Data(), Subject: m.Subject(), Header: m.Headers()}, fn)
@@ -117,39 +117,27 @@ type fnError struct{ err error }
 
 func (e fnError) Error() string { return e.err.Error() }
 
-// readStream reads s through an ordered consumer of cc up to stream
-// sequence number last (stored when the read began), calling fn for each
-// message.
-func readStream(ctx context.Context, s jetstream.Stream, cc jetstream.OrderedConsumerConfig, last uint64,
+// readStream reads s, from its first message, through a consumer of
+// filter (reader) up to stream sequence number last (stored when the read
+// began), calling fn for each message.
+func readStream(ctx context.Context, s jetstream.Stream, filter string, last uint64,
 	fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	c, err := s.OrderedConsumer(ctx, cc)
+	r, err := openReader(ctx, s, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return err
 	}
-	defer deleteConsumer(s, c)
+	defer r.close()
 	for {
-		batch, err := c.FetchNoWait(512)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
+		n, done, err := r.fetch(ctx, func(m jetstream.Msg, md *jetstream.MsgMetadata) (bool, error) {
 			if md.Sequence.Stream > last {
-				return nil
+				return true, nil
 			}
 			if err := fn(m, md); err != nil {
-				return fnError{err}
+				return true, fnError{err}
 			}
-			if md.Sequence.Stream == last || md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return md.Sequence.Stream == last, nil
+		})
+		if err != nil || done {
 			return err
 		}
 		if n == 0 {
@@ -160,22 +148,87 @@ func readStream(ctx context.Context, s jetstream.Stream, cc jetstream.OrderedCon
 				return ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 			}
-			if ci, err := c.Info(ctx); err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
+			if ci, err := r.c.Info(ctx); err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
 				return nil
 			}
 		}
 	}
 }
 
-// deleteConsumer deletes an ordered consumer once read (best effort: the
-// server removes an idle one after its inactivity threshold anyway), so
-// that repeated reads do not pile consumers up to the account's limit.
-func deleteConsumer(s jetstream.Stream, c jetstream.Consumer) {
+// reader reads a stream through one ephemeral pull consumer without
+// acknowledgements, in memory, on one server: cheap to create, and every
+// fetch goes on where the last one stopped (an ordered consumer would be
+// created again at each fetch).
+type reader struct {
+	s jetstream.Stream
+	c jetstream.Consumer
+}
+
+// readerIdle is how long an abandoned reader's consumer outlives its last
+// fetch on the server.
+const readerIdle = time.Minute
+
+func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (*reader, error) {
+	cfg.AckPolicy, cfg.InactiveThreshold, cfg.MemoryStorage, cfg.Replicas = jetstream.AckNonePolicy, readerIdle, true, 1
+	c, err := s.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &reader{s: s, c: c}, nil
+}
+
+// noResponderTries bounds the fetches a reader tries again when nobody
+// answers yet: a consumer just created on a cluster may not be known on
+// the reader's server yet.
+const noResponderTries = 40
+
+// fetch passes the messages available now, up to 512, to fn until fn says
+// stop, and returns how many it passed, whether fn stopped it or the last
+// one passed had none pending after it, and an error.
+func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.MsgMetadata) (stop bool, err error)) (n int, done bool, err error) {
+	var batch jetstream.MessageBatch
+	for try := 1; ; try++ {
+		batch, err = r.c.FetchNoWait(512)
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || try == noResponderTries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	for m := range batch.Messages() {
+		if done {
+			continue // drain the batch
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return n, false, err
+		}
+		n++
+		stop, err := fn(m, md)
+		if err != nil {
+			return n, true, err
+		}
+		done = stop || md.NumPending == 0
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrNoResponders) {
+		return n, done, err
+	}
+	return n, done, nil
+}
+
+// close deletes the reader's consumer (best effort: the server removes an
+// idle one after readerIdle anyway), so that repeated reads do not pile
+// consumers up to the account's limit.
+func (r *reader) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if name := c.CachedInfo().Name; name != "" {
-		_ = s.DeleteConsumer(ctx, name)
-	}
+	_ = r.s.DeleteConsumer(ctx, r.c.CachedInfo().Name)
 }
 
 // DeviceFilter is the one subject filter that selects a device's recorded

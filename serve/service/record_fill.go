@@ -61,6 +61,10 @@ func (r *recording) startFills(ctx context.Context, js jetstream.JetStream, cfg 
 			Active: func() bool { return d.sb == nil || d.sb.Gate().Active() },
 			Warn: func(err error) {
 				r.s.limiter.warn(&r.s.log, d.name+"/record_fill", 1, "flight recorder: "+err.Error(), devField(d.name))
+			},
+			Filled: func(n int) {
+				r.s.limiter.info(&r.s.log, d.name+"/record_filled", uint64(n),
+					"flight recorder: messages the stream did not store stored again (rgcrec.DEVICE.fill)", devField(d.name))
 			}})
 		r.fills.fillers[d.name] = f
 		wg.Add(1)
