@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,7 +112,7 @@ type Filler struct {
 	after  uint64
 	round  uint32
 	stored map[uint64]storedAt
-	spans  []span // the frames messages recorded or filled, in stream order
+	spans  []span // the recorded frames messages, by first frame
 	ents   []entry
 	plan   []planned
 
@@ -215,11 +217,6 @@ func (f *Filler) Round(ctx context.Context) error {
 		}
 		anchor := f.place(e)
 		f.after = max(f.after, anchor)
-		if e.order.rank == 0 {
-			if first, n, err := stream.PeekFrames(e.m.Data); err == nil {
-				f.insertSpan(span{first: first, last: first + int64(n) - 1, anchor: anchor})
-			}
-		}
 		f.plan = append(f.plan, planned{e: e, at: f.cursor + uint64(i), anchor: anchor})
 	}
 	if failed, err := f.fillAll(ctx); err != nil {
@@ -339,19 +336,21 @@ func (f *Filler) stored1(subject string, h nats.Header, data []byte, seq uint64)
 		anchor = a
 	}
 	f.stored[identity(subject, data)] = storedAt{anchor: anchor, round: f.round}
-	if isFrames(subject) {
+	if anchor == seq && isFrames(subject) {
 		if first, n, err := stream.PeekFrames(data); err == nil {
-			f.spans = append(f.spans, span{first: first, last: first + int64(n) - 1, anchor: anchor})
+			f.addSpan(span{first: first, last: first + int64(n) - 1, anchor: seq})
 		}
 	}
 }
 
 // place returns the stream sequence number a missing message goes after.
-// A frames or control message goes after the last recorded frames message
+// A frames or control message goes after the recorded frames message
 // before its frames (a frames message), or holding the last frame received
-// before it (a control message), so that it takes its place among the
-// frames whichever way it reached this instance (a resend answer comes
-// late); a decisions message or stream event goes after the furthest
+// before it (a control message), by frame number, so that it takes its
+// place among the frames whichever way it reached this instance (a resend
+// answer comes late; those missing after one recorded message are ordered
+// by their frames, FillOrderHeader); a frame numbering that went back
+// within the log's span may misplace it; a decisions message or stream event goes after the furthest
 // place of the logged messages before it (after), so that it stays after
 // its stream's start.
 func (f *Filler) place(e *entry) uint64 {
@@ -359,13 +358,18 @@ func (f *Filler) place(e *entry) uint64 {
 		return f.after
 	}
 	o := e.order
-	for i := len(f.spans) - 1; i >= 0; i-- {
-		s := f.spans[i]
-		if (o.rank == 0 && s.last < o.frame) || (o.rank != 0 && s.first <= o.frame) {
-			return s.anchor
+	// The first recorded frames message starting after the frame (a
+	// frames message: at or after its first), then the one before it.
+	i := sort.Search(len(f.spans), func(i int) bool {
+		if o.rank == 0 {
+			return f.spans[i].first >= o.frame
 		}
+		return f.spans[i].first > o.frame
+	})
+	if i == 0 {
+		return 0
 	}
-	return 0
+	return f.spans[i-1].anchor
 }
 
 // planned is a missing message to fill: its log entry and number, and
@@ -463,16 +467,15 @@ func (f *Filler) fillOne(ctx context.Context, p *planned) error {
 	}
 }
 
-// insertSpan puts a filled frames message after the spans before it, so
-// that the next missing frames find it.
-func (f *Filler) insertSpan(s span) {
+// addSpan notes a recorded frames message, keeping the spans sorted by
+// their first frame (the device's order: an append, but for a numbering
+// that went back).
+func (f *Filler) addSpan(s span) {
 	i := len(f.spans)
-	for i > 0 && f.spans[i-1].first > s.last {
-		i--
+	if i > 0 && f.spans[i-1].first > s.first {
+		i = sort.Search(len(f.spans), func(j int) bool { return f.spans[j].first > s.first })
 	}
-	f.spans = append(f.spans, span{})
-	copy(f.spans[i+1:], f.spans[i:])
-	f.spans[i] = s
+	f.spans = slices.Insert(f.spans, i, s)
 }
 
 // prune forgets the identities found more than keepRounds rounds ago and
