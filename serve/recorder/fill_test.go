@@ -177,7 +177,9 @@ func setSubjects(t *testing.T, js jetstream.JetStream, on bool) {
 // (frames, a decisions message, and frames it got from a resend answer,
 // placed by their frames), and nothing else; it does nothing while not
 // active, and a second filler over the same log (a standby taking over)
-// finds nothing more to fill. The reader yields one complete session.
+// finds nothing more to fill; a second hole, after the filler was
+// inactive, is filled in its place too. The reader yields one complete
+// session.
 func TestFiller(t *testing.T) {
 	_, nc, js := jsConn(t)
 	ctx := ctxT(t)
@@ -246,6 +248,37 @@ func TestFiller(t *testing.T) {
 	if err := g.Round(ctx); err != nil || g.Stats().Filled != 0 {
 		t.Fatalf("a second filler over the same log: %v, %+v", err, g.Stats())
 	}
+	// A second hole, filled after the filler was inactive a while (a
+	// holder that lost and took the lease again reads back the fills of
+	// the first): each fill still goes to its own place.
+	setSubjects(t, js, false)
+	for i := 30; i < 50; i++ {
+		if i == 40 {
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			setSubjects(t, js, true)
+		}
+		if err := nc.Publish(stream.StimSubject(dev), framesMsg(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	active = false
+	if err := f.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	active = true
+	if err := f.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.Stats(); st.Filled != 22 {
+		t.Fatalf("filled %+v, want 10 more frames messages", st)
+	}
 	var firsts []int64
 	var decisions int
 	for _, m := range readAll(t, StreamSource(js, "REC", dev)) {
@@ -263,7 +296,7 @@ func TestFiller(t *testing.T) {
 			decisions++
 		}
 	}
-	want := make([]int64, 30)
+	want := make([]int64, 50)
 	for i := range want {
 		want[i] = int64(8 * i)
 	}
