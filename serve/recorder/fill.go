@@ -253,7 +253,9 @@ func (f *Filler) count(fn func(*FillStats)) {
 // again from the next sequence number.
 func (f *Filler) read(ctx context.Context) error {
 	if f.rd == nil {
-		s, err := f.js.Stream(ctx, f.cfg.Stream)
+		sctx, cancel := context.WithTimeout(ctx, apiWait)
+		s, err := f.js.Stream(sctx, f.cfg.Stream)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -288,7 +290,7 @@ func (f *Filler) read(ctx context.Context) error {
 		if n > 0 {
 			continue
 		}
-		ci, err := f.rd.c.Info(ctx)
+		ci, err := f.rd.info(ctx)
 		if err != nil {
 			f.drop()
 			return err

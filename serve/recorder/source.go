@@ -60,11 +60,13 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 	kinds := kindsOf(device)
 	fillSubj := FillSubject(device)
 	return func(ctx context.Context, fn func(Msg) error) error {
-		s, err := js.Stream(ctx, name)
+		ictx, cancel := context.WithTimeout(ctx, apiWait)
+		defer cancel()
+		s, err := js.Stream(ictx, name)
 		if err != nil {
 			return fmt.Errorf("recorder: stream %s: %w", name, err)
 		}
-		info, err := s.Info(ctx)
+		info, err := s.Info(ictx)
 		if err != nil {
 			return fmt.Errorf("recorder: stream %s: %w", name, err)
 		}
@@ -148,7 +150,7 @@ func readStream(ctx context.Context, s jetstream.Stream, filter string, last uin
 				return ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 			}
-			if ci, err := r.c.Info(ctx); err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
+			if ci, err := r.info(ctx); err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
 				return nil
 			}
 		}
@@ -168,8 +170,15 @@ type reader struct {
 // fetch on the server.
 const readerIdle = time.Minute
 
+// apiWait bounds one JetStream API request of a reader: a request lost
+// with a connection that died fails after it rather than after the
+// caller's whole deadline.
+const apiWait = 10 * time.Second
+
 func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (*reader, error) {
 	cfg.AckPolicy, cfg.InactiveThreshold, cfg.MemoryStorage, cfg.Replicas = jetstream.AckNonePolicy, readerIdle, true, 1
+	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	defer cancel()
 	c, err := s.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -220,6 +229,13 @@ func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.Ms
 		return n, done, err
 	}
 	return n, done, nil
+}
+
+// info returns the reader's consumer's state.
+func (r *reader) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	defer cancel()
+	return r.c.Info(ctx)
 }
 
 // close deletes the reader's consumer (best effort: the server removes an
