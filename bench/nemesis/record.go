@@ -124,9 +124,9 @@ const auditTimeout = 30 * time.Second
 
 // audit re-runs the recording of the schedule that just ended, once every
 // node is healthy; a read the stream does not answer yet (no leader, no
-// responders) is tried again every 500 ms, and a recording with holes
-// every second (its holder may still be filling them), up to
-// auditTimeout.
+// responders) is tried again every 500 ms, and a recording that does not
+// pass (holes, decisions missing) every second: its holder may still be
+// filling what the stream did not store, up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
 	first, last := int64(t.cfg.From), int64(t.cfg.To-1)
 	out := &Recording{Sent: last - first + 1}
@@ -137,7 +137,7 @@ func (t *topology) audit(ctx context.Context) *Recording {
 	}
 	for {
 		err := t.auditOnce(ctx, out, first, last)
-		if err == nil && (out.Audit.Complete() || time.Now().After(deadline) || ctx.Err() != nil) {
+		if err == nil && (out.Audit.OK() || time.Now().After(deadline) || ctx.Err() != nil) {
 			return out
 		}
 		if err == nil {
