@@ -61,6 +61,15 @@ func fillsOf(gone []Msg, after, seq uint64) []Msg {
 	return out
 }
 
+// relabel returns msgs with sequence numbers from seq on: stored later.
+func relabel(msgs []Msg, seq uint64) []Msg {
+	out := slices.Clone(msgs)
+	for i := range out {
+		out[i].Seq = seq + uint64(i)
+	}
+	return out
+}
+
 // alterFirstDecision changes the kind of the first decision recorded
 // that which selects.
 func alterFirstDecision(t *testing.T, msgs []Msg, which func(d stream.Decision) bool) []Msg {
@@ -130,6 +139,8 @@ func TestAuditHoles(t *testing.T) {
 		}},
 		{"filled twice", slices.Concat(kept, fills, fillsOf(gone, after, last+1+uint64(len(gone)))), "PASS", nil, 1, len(gone),
 			func(r *Report) bool { return r.Recorded == full.Recorded }},
+		{"filled, then stored late", slices.Concat(kept, fills, relabel(gone, last+1+uint64(len(gone)))), "PASS", nil, 1, len(gone),
+			func(r *Report) bool { return r.Recorded == full.Recorded && r.Refusals() == 0 }},
 		{"filled in part", slices.Concat(kept, fills[:half]), "INCOMPLETE", hole(2500, 2899), 2, half, func(r *Report) bool {
 			return r.Unjudged > 0 && r.InHole+r.Matched >= r.Replayed
 		}},

@@ -13,7 +13,8 @@ import (
 // it follows, in their order, as a message of its original subject,
 // headers and payload, dated when the filler received it. A filled
 // message whose subject and payload were already recorded or filled is
-// left out (at most dedupKeep messages back). src is read twice per call.
+// left out, and so is a recorded one a fill stood in for (stored late,
+// after it was filled), at most dedupKeep messages back. src is read twice per call.
 func Merge(src Source, device string) Source {
 	return func(ctx context.Context, fn func(Msg) error) error {
 		mg := newMerger(device)
@@ -49,7 +50,7 @@ type merger struct {
 	kinds    map[string]Kind
 	fills    []filled // sorted by anchor, then order
 	next     int      // the first fill not yet passed on
-	seen     map[uint64]struct{}
+	seen     map[uint64]bool
 	fifo     []uint64 // seen's keys in order, at most dedupKeep
 	head     int
 }
@@ -62,7 +63,7 @@ type filled struct {
 }
 
 func newMerger(device string) *merger {
-	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device), seen: map[uint64]struct{}{}}
+	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device), seen: map[uint64]bool{}}
 }
 
 // add takes a message of the fill subject; one with malformed fill
@@ -124,7 +125,13 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 	if err := mg.flush(m.Seq, false, fn); err != nil {
 		return err
 	}
-	mg.note(identity(m.Subject, m.Data))
+	k := identity(m.Subject, m.Data)
+	if filled, ok := mg.seen[k]; ok && filled {
+		// Stored after all (late: a device's link that came back), once
+		// its fill stood in for it.
+		return mg.flush(m.Seq, true, fn)
+	}
+	mg.note(k, false)
 	if err := fn(m); err != nil {
 		return err
 	}
@@ -153,7 +160,7 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 		if _, dup := mg.seen[k]; dup {
 			continue
 		}
-		mg.note(k)
+		mg.note(k, true)
 		fill++
 		m := f.m
 		m.Fill = fill
@@ -165,8 +172,9 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 	return nil
 }
 
-// note remembers an identity for dedupKeep messages.
-func (mg *merger) note(k uint64) {
+// note remembers an identity for dedupKeep messages, and whether it was
+// a filled message's.
+func (mg *merger) note(k uint64, filled bool) {
 	if len(mg.fifo) < dedupKeep {
 		mg.fifo = append(mg.fifo, k)
 	} else {
@@ -174,5 +182,5 @@ func (mg *merger) note(k uint64) {
 		mg.fifo[mg.head] = k
 		mg.head = (mg.head + 1) % dedupKeep
 	}
-	mg.seen[k] = struct{}{}
+	mg.seen[k] = filled
 }
