@@ -49,8 +49,8 @@ const (
 	// for in the recording: the stream stores a message within
 	// milliseconds of its publication when it has a leader.
 	FillSettle = 2 * time.Second
-	// FillRetry bounds how long one filled message is published again
-	// until the stream acknowledges it; the next round tries again.
+	// FillRetry bounds how long a round publishes its filled messages
+	// until the stream acknowledges them; the next round tries again.
 	FillRetry = 10 * time.Second
 )
 
@@ -388,9 +388,12 @@ const fillWindow = 256
 
 // fillAll stores the planned messages again on the fill subject, a window
 // at a time without waiting for each acknowledgement; one not
-// acknowledged is published again until it is (at most Retry). It returns
-// the log number of the first message not stored on an error.
+// acknowledged is published again until it is. The round gives up after
+// Retry (a stream electing a leader acknowledges nothing meanwhile) and
+// returns the log number of the first message not stored: the next round
+// reads the recording again and goes on from there.
 func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
+	deadline := time.Now().Add(f.cfg.Retry)
 	futs := make([]jetstream.PubAckFuture, 0, fillWindow)
 	for lo := 0; lo < len(f.plan); lo += fillWindow {
 		win := f.plan[lo:min(lo+fillWindow, len(f.plan))]
@@ -403,8 +406,8 @@ func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
 			futs = append(futs, fut)
 		}
 		for i := range win {
-			if !acked(ctx, futs[i]) {
-				if err := f.fillOne(ctx, &win[i]); err != nil {
+			if !acked(ctx, futs[i], deadline) {
+				if err := f.fillOne(ctx, &win[i], deadline); err != nil {
 					return win[i].at, err
 				}
 			}
@@ -415,11 +418,14 @@ func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
 	return 0, nil
 }
 
-// acked waits for an asynchronous publish's acknowledgement.
-func acked(ctx context.Context, fut jetstream.PubAckFuture) bool {
+// acked waits for an asynchronous publish's acknowledgement until
+// deadline.
+func acked(ctx context.Context, fut jetstream.PubAckFuture, deadline time.Time) bool {
 	if fut == nil {
 		return false
 	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
 	select {
 	case <-fut.Ok():
 		return true
@@ -427,7 +433,7 @@ func acked(ctx context.Context, fut jetstream.PubAckFuture) bool {
 		return false
 	case <-ctx.Done():
 		return false
-	case <-time.After(5 * time.Second):
+	case <-t.C:
 		return false
 	}
 }
@@ -447,10 +453,9 @@ func (f *Filler) msg(p *planned) *nats.Msg {
 	return m
 }
 
-// fillOne publishes p until the stream acknowledges it, at most Retry.
-func (f *Filler) fillOne(ctx context.Context, p *planned) error {
+// fillOne publishes p until the stream acknowledges it, until deadline.
+func (f *Filler) fillOne(ctx context.Context, p *planned, deadline time.Time) error {
 	m := f.msg(p)
-	deadline := time.Now().Add(f.cfg.Retry)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
