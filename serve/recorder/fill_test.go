@@ -116,6 +116,12 @@ func TestAuditHoles(t *testing.T) {
 		return m.Kind == KindFrames && err == nil && first == 2500
 	})
 	late, lateGone := cutFrames(all, 5400, 5799)
+	goneFrames := 0 // of a message filled and recorded too, a frames message's fill stays, another's recorded copy
+	for _, m := range gone {
+		if m.Kind == KindFrames {
+			goneFrames++
+		}
+	}
 	full, err := Audit(ctxT(t), MemorySource(all), AuditConfig{Predictor: fakepred.New(testCells)})
 	if err != nil || !full.OK() {
 		t.Fatalf("the whole recording: %v %+v", err, full)
@@ -139,7 +145,7 @@ func TestAuditHoles(t *testing.T) {
 		}},
 		{"filled twice", slices.Concat(kept, fills, fillsOf(gone, after, last+1+uint64(len(gone)))), "PASS", nil, 1, len(gone),
 			func(r *Report) bool { return r.Recorded == full.Recorded }},
-		{"filled, then stored late", slices.Concat(kept, fills, relabel(gone, last+1+uint64(len(gone)))), "PASS", nil, 1, len(gone),
+		{"filled, then stored late", slices.Concat(kept, fills, relabel(gone, last+1+uint64(len(gone)))), "PASS", nil, 1, goneFrames,
 			func(r *Report) bool { return r.Recorded == full.Recorded && r.Refusals() == 0 }},
 		{"filled in part", slices.Concat(kept, fills[:half]), "INCOMPLETE", hole(2500, 2899), 2, half, func(r *Report) bool {
 			return r.Unjudged > 0 && r.InHole+r.Matched >= r.Replayed

@@ -11,10 +11,12 @@ import (
 // Merge returns src with the messages a Filler stored again (on
 // FillSubject) put back in their place: each after the recorded message
 // it follows, in their order, as a message of its original subject,
-// headers and payload, dated when the filler received it. A filled
-// message whose subject and payload were already recorded or filled is
-// left out, and so is a recorded one a fill stood in for (stored late,
-// after it was filled), at most dedupKeep messages back. src is read twice per call.
+// headers and payload, dated when the filler received it. Of a message
+// both filled and recorded (stored late: a link that came back), the
+// recorded one stays, but for a frames message, whose fill is placed by
+// its frames; a filled message an earlier one carries is left out (at
+// most dedupKeep messages back). src is read twice per call, three
+// times when it holds filled messages.
 func Merge(src Source, device string) Source {
 	return func(ctx context.Context, fn func(Msg) error) error {
 		mg := newMerger(device)
@@ -28,6 +30,16 @@ func Merge(src Source, device string) Source {
 			return err
 		}
 		mg.sort()
+		if len(mg.fills) > 0 {
+			if err := src(ctx, func(m Msg) error {
+				if m.Subject != mg.fillSubj {
+					mg.mark(m)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
 		if err := src(ctx, func(m Msg) error {
 			if m.Subject == mg.fillSubj {
 				return nil
@@ -51,8 +63,11 @@ type merger struct {
 	fills    []filled // sorted by anchor, then order
 	next     int      // the first fill not yet passed on
 	seen     map[uint64]bool
-	fifo     []uint64 // seen's keys in order, at most dedupKeep
-	head     int
+	// filledKeys are the filled messages' identities, stored those of
+	// them recorded too (mark).
+	filledKeys, stored map[uint64]bool
+	fifo               []uint64 // seen's keys in order, at most dedupKeep
+	head               int
 }
 
 // filled is a message stored again, decoded.
@@ -63,7 +78,8 @@ type filled struct {
 }
 
 func newMerger(device string) *merger {
-	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device), seen: map[uint64]bool{}}
+	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device), seen: map[uint64]bool{},
+		filledKeys: map[uint64]bool{}, stored: map[uint64]bool{}}
 }
 
 // add takes a message of the fill subject; one with malformed fill
@@ -101,6 +117,7 @@ func (mg *merger) add(m Msg) {
 			orig = nil
 		}
 	}
+	mg.filledKeys[identity(subj, m.Data)] = true
 	mg.fills = append(mg.fills, filled{m: Msg{Kind: k, Seq: anchor, Time: time.Unix(0, at).UTC(), Data: slices.Clone(m.Data), Subject: subj, Header: orig},
 		anchor: anchor, order: o})
 }
@@ -127,8 +144,8 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 	}
 	k := identity(m.Subject, m.Data)
 	if filled, ok := mg.seen[k]; ok && filled {
-		// Stored after all (late: a device's link that came back), once
-		// its fill stood in for it.
+		// A frames message stored late (a link that came back), after
+		// its fill took its place.
 		return mg.flush(m.Seq, true, fn)
 	}
 	mg.note(k, false)
@@ -157,7 +174,7 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 			at, fill = f.anchor, 0
 		}
 		k := identity(f.m.Subject, f.m.Data)
-		if _, dup := mg.seen[k]; dup {
+		if _, dup := mg.seen[k]; dup || mg.stored[k] {
 			continue
 		}
 		mg.note(k, true)
@@ -172,8 +189,8 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 	return nil
 }
 
-// note remembers an identity for dedupKeep messages, and whether it was
-// a filled message's.
+// note remembers an identity for dedupKeep messages, and whether a
+// filled message's.
 func (mg *merger) note(k uint64, filled bool) {
 	if len(mg.fifo) < dedupKeep {
 		mg.fifo = append(mg.fifo, k)
@@ -183,4 +200,15 @@ func (mg *merger) note(k uint64, filled bool) {
 		mg.head = (mg.head + 1) % dedupKeep
 	}
 	mg.seen[k] = filled
+}
+
+// mark notes a recorded message other than frames whose subject and
+// payload a filled message carries (stored after all, late: a link that
+// came back): the recorded one stays in its place, the filled one is left
+// out. A frames message's fill keeps its place by frame number, and the
+// recorded copy that comes after it is left out (recorded).
+func (mg *merger) mark(m Msg) {
+	if k := identity(m.Subject, m.Data); mg.filledKeys[k] && !isFrames(m.Subject) {
+		mg.stored[k] = true
+	}
 }

@@ -84,6 +84,17 @@ func StreamSource(js jetstream.JetStream, name, device string) Source {
 			return fmt.Errorf("recorder: read %s: %w", name, err)
 		}
 		mg.sort()
+		if len(mg.fills) > 0 {
+			err = readStream(ctx, s, DeviceFilter(device), last, func(m jetstream.Msg, _ *jetstream.MsgMetadata) error {
+				if m.Subject() != fillSubj {
+					mg.mark(Msg{Subject: m.Subject(), Data: m.Data()})
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("recorder: read %s: %w", name, err)
+			}
+		}
 		err = readStream(ctx, s, DeviceFilter(device), last,
 			func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 				if k, ok := kinds[m.Subject()]; ok {
