@@ -49,6 +49,9 @@ const (
 	// for in the recording: the stream stores a message within
 	// milliseconds of its publication when it has a leader.
 	FillSettle = 2 * time.Second
+	// FillStandbySettle is how old a logged message must be before a
+	// standby looks for it in the recording.
+	FillStandbySettle = 10 * time.Second
 	// FillRetry bounds how long a round publishes its filled messages
 	// until the stream acknowledges them; the next round tries again.
 	FillRetry = 10 * time.Second
@@ -60,11 +63,17 @@ type FillConfig struct {
 	Stream, Device string
 	// Log holds what this instance received on the device's subjects.
 	Log *Log
-	// Active reports whether this instance fills (a hot-standby group's
-	// lease holder); nil: always.
+	// Active reports whether this instance fills; nil: always.
 	Active func() bool
-	// Every, Settle and Retry default to FillEvery, FillSettle, FillRetry.
-	Every, Settle, Retry time.Duration
+	// Holder reports whether this instance publishes (a hot-standby
+	// group's lease holder; nil: always): a standby fills too, but only
+	// what is older than StandbySettle, so that the holder's fills come
+	// first and a standby's only when the holder could not (it lost the
+	// lease first, or started after the hole).
+	Holder func() bool
+	// Every, Settle, StandbySettle and Retry default to FillEvery,
+	// FillSettle, FillStandbySettle, FillRetry.
+	Every, Settle, StandbySettle, Retry time.Duration
 	// Warn receives errors of a round (nil: none); Filled, the number of
 	// messages a round stored again when it stored some (nil: none).
 	Warn   func(error)
@@ -146,6 +155,9 @@ func NewFiller(js jetstream.JetStream, cfg FillConfig) *Filler {
 	if cfg.Retry <= 0 {
 		cfg.Retry = FillRetry
 	}
+	if cfg.StandbySettle <= 0 {
+		cfg.StandbySettle = max(FillStandbySettle, cfg.Settle)
+	}
 	return &Filler{js: js, cfg: cfg}
 }
 
@@ -203,7 +215,11 @@ func (f *Filler) Round(ctx context.Context) error {
 	f.round++
 	f.count(func(s *FillStats) { s.Rounds++ })
 	var lost uint64
-	f.ents, _, lost = f.cfg.Log.since(f.ents[:0], f.cursor, start.Add(-f.cfg.Settle).UnixNano())
+	settle := f.cfg.Settle
+	if f.cfg.Holder != nil && !f.cfg.Holder() {
+		settle = f.cfg.StandbySettle
+	}
+	f.ents, _, lost = f.cfg.Log.since(f.ents[:0], f.cursor, start.Add(-settle).UnixNano())
 	if lost > 0 {
 		f.cursor += lost
 		f.count(func(s *FillStats) { s.Lost += lost })

@@ -193,7 +193,7 @@ func setSubjects(t *testing.T, js jetstream.JetStream, on bool) {
 // TestFiller: a filler stores again what the recording lacks of its log
 // (frames, a decisions message, and frames it got from a resend answer,
 // placed by their frames), and nothing else; it does nothing while not
-// active, and a second filler over the same log (a standby taking over)
+// active, nor as a standby for what is younger than StandbySettle, and a second filler over the same log (a standby taking over)
 // finds nothing more to fill; a second hole, after the filler was
 // inactive, is filled in its place too. The reader yields one complete
 // session.
@@ -251,6 +251,11 @@ func TestFiller(t *testing.T) {
 	f := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Active: func() bool { return active }, Settle: time.Nanosecond})
 	if err := f.Round(ctx); err != nil || f.Stats().Filled != 0 {
 		t.Fatalf("inactive round: %v, %+v", err, f.Stats())
+	}
+	standby := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Holder: func() bool { return false },
+		Settle: time.Nanosecond, StandbySettle: time.Hour})
+	if err := standby.Round(ctx); err != nil || standby.Stats().Filled != 0 {
+		t.Fatalf("a standby filled what is younger than its settle: %v, %+v", err, standby.Stats())
 	}
 	active = true
 	for range 2 {

@@ -17,9 +17,9 @@ import (
 // fills runs the flight recorder's fillers (recorder.Filler): each served
 // and recorded device logs what its subjects carry (frames and control
 // messages as the processor handles them, resend answers, the decisions
-// and events coming back from the server), and the instance that
-// publishes (a group's lease holder; a single instance always) stores
-// again what the recording lacks.
+// and events coming back from the server), and stores again what the
+// recording lacks: the instance that publishes (a group's lease holder; a
+// single instance) after 2 s, a standby after 10 s (recorder.FillConfig).
 type fills struct {
 	subs    []*nats.Subscription
 	fillers map[string]*recorder.Filler
@@ -49,7 +49,7 @@ func (r *recording) logFills(nc *nats.Conn) error {
 
 // startFills runs a filler per logged device until ctx ends; done is
 // closed once they returned. Call it after the standby group is on: a
-// group's instance fills only while it publishes.
+// group's standby fills later than its holder.
 func (r *recording) startFills(ctx context.Context, js jetstream.JetStream, cfg recorder.Config) (done <-chan struct{}, err error) {
 	var wg sync.WaitGroup
 	for _, d := range r.s.devices {
@@ -58,7 +58,7 @@ func (r *recording) startFills(ctx context.Context, js jetstream.JetStream, cfg 
 		}
 		d := d
 		f := recorder.NewFiller(js, recorder.FillConfig{Stream: cfg.Stream, Device: d.name, Log: d.fill, Every: cfg.FillEvery, Settle: cfg.FillSettle,
-			Active: func() bool { return d.sb == nil || d.sb.Gate().Active() },
+			Holder: func() bool { return d.sb == nil || d.sb.Gate().Active() },
 			Warn: func(err error) {
 				r.s.limiter.warn(&r.s.log, d.name+"/record_fill", 1, "flight recorder: "+err.Error(), devField(d.name))
 			},
