@@ -99,15 +99,15 @@ type FillStats struct {
 // and nobody publishes them again.
 //
 // Each round (Every) it reads what the stream stored since the last round
-// through a consumer on the device's subjects (its first round
-// reads from the log's oldest message's time, so a standby that takes
-// over fills what its predecessor left), then looks up in it every logged
-// message older than Settle by its subject and payload, and fills the
-// missing ones, each placed after the recorded message it follows
-// (FillAfterHeader, FillOrderHeader), a window of acknowledged publishes
-// at a time (a hole of seconds is thousands of messages). Reading back is cheap next to the
-// messages themselves (one more copy of small payloads, once) and finds
-// holes of any cause, which a position check per subject would not.
+// through a consumer on the device's subjects (its first round reads from
+// the log's oldest message's time), then looks up in it every logged
+// message older than Settle (StandbySettle on a standby) by its subject
+// and payload, and fills the missing ones, each placed after the recorded
+// message it follows (FillAfterHeader, FillOrderHeader), a window of
+// acknowledged publishes at a time (a hole of seconds is thousands of
+// messages). Reading back is cheap next to the messages themselves (one
+// more copy of small payloads, once) and finds holes of any cause, which
+// a position check per subject would not.
 type Filler struct {
 	js  jetstream.JetStream
 	cfg FillConfig

@@ -164,7 +164,7 @@ func TestAuditHoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := rep.String(); !strings.HasPrefix(got, "audit "+tc.verdict) {
-				t.Fatalf("verdict %q, want %s", strings.SplitN(got, "\n", 2)[0], tc.verdict)
+				t.Fatalf("verdict %q, want %s:\n%s", strings.SplitN(got, "\n", 2)[0], tc.verdict, got)
 			}
 			if !slices.Equal(rep.Holes, tc.holes) || rep.Segments != tc.segments || rep.Filled != uint64(tc.filled) || !tc.check(rep) {
 				t.Fatalf("holes %v (want %v), %d stretches (want %d), %d filled (want %d):\n%s", rep.Holes, tc.holes, rep.Segments, tc.segments,

@@ -173,8 +173,15 @@ func readStream(ctx context.Context, s jetstream.Stream, filter string, last uin
 // fetch goes on where the last one stopped (an ordered consumer would be
 // created again at each fetch).
 type reader struct {
-	s jetstream.Stream
-	c jetstream.Consumer
+	s   jetstream.Stream
+	c   jetstream.Consumer
+	cfg jetstream.ConsumerConfig
+	// cseq is the consumer sequence number of the last message passed,
+	// sseq its stream sequence number: a message delivered to a fetch
+	// that gave up waiting is never delivered again, and the gap in
+	// consumer sequence numbers that follows makes the reader start a
+	// consumer again after sseq.
+	cseq, sseq uint64
 }
 
 // readerIdle is how long an abandoned reader's consumer outlives its last
@@ -194,7 +201,23 @@ func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerC
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, c: c}, nil
+	return &reader{s: s, c: c, cfg: cfg}, nil
+}
+
+// restart replaces the reader's consumer by one that starts after the last
+// message passed.
+func (r *reader) restart(ctx context.Context) error {
+	r.close()
+	cfg := r.cfg
+	cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = jetstream.DeliverByStartSequencePolicy, r.sseq+1, nil
+	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	defer cancel()
+	c, err := r.s.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	r.c, r.cseq = c, 0
+	return nil
 }
 
 // noResponderTries bounds the fetches a reader tries again when nobody
@@ -221,20 +244,29 @@ func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.Ms
 	if err != nil {
 		return 0, false, err
 	}
+	gap := false
 	for m := range batch.Messages() {
-		if done {
+		if done || gap {
 			continue // drain the batch
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			return n, false, err
 		}
+		if md.Sequence.Consumer != r.cseq+1 {
+			gap = true
+			continue
+		}
+		r.cseq, r.sseq = md.Sequence.Consumer, md.Sequence.Stream
 		n++
 		stop, err := fn(m, md)
 		if err != nil {
 			return n, true, err
 		}
 		done = stop || md.NumPending == 0
+	}
+	if gap {
+		return n, false, r.restart(ctx)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrNoResponders) {
 		return n, done, err
