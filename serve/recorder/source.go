@@ -161,8 +161,8 @@ func readStream(ctx context.Context, s jetstream.Stream, filter string, last uin
 				return ctx.Err()
 			case <-time.After(10 * time.Millisecond):
 			}
-			if ci, err := r.info(ctx); err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
-				return nil
+			if end, err := r.ended(ctx); err != nil || end {
+				return err
 			}
 		}
 	}
@@ -274,11 +274,21 @@ func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.Ms
 	return n, done, nil
 }
 
-// info returns the reader's consumer's state.
-func (r *reader) info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
-	defer cancel()
-	return r.c.Info(ctx)
+// ended reports whether the reader passed every message of its consumer:
+// none pending, and none delivered that it did not pass (to a fetch that
+// gave up waiting: the reader then starts a consumer again after the last
+// message passed).
+func (r *reader) ended(ctx context.Context) (bool, error) {
+	ictx, cancel := context.WithTimeout(ctx, apiWait)
+	ci, err := r.c.Info(ictx)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if ci.Delivered.Consumer > r.cseq {
+		return false, r.restart(ctx)
+	}
+	return ci.NumPending == 0 && ci.NumAckPending == 0, nil
 }
 
 // close deletes the reader's consumer (best effort: the server removes an
