@@ -41,9 +41,12 @@ type Recording struct {
 	Err string `json:"error,omitempty"`
 }
 
-// OK reports whether the audit ran, the recording is complete (its
-// holes filled) and the recorded decisions equal the replayed ones.
-func (r *Recording) OK() bool { return r.Err == "" && r.Audit != nil && r.Audit.OK() }
+// OK reports whether the audit ran, the recording holds every frame the
+// device sent (the audit cannot see a span lost at the recording's end:
+// nothing follows it) and the recorded decisions equal the replayed ones.
+func (r *Recording) OK() bool {
+	return r.Err == "" && r.Audit != nil && r.Audit.OK() && len(r.Holes) == 0
+}
 
 // String summarises the audit in a few lines.
 func (r *Recording) String() string {
@@ -137,7 +140,7 @@ func (t *topology) audit(ctx context.Context) *Recording {
 	}
 	for {
 		err := t.auditOnce(ctx, out, first, last)
-		if err == nil && (out.Audit.OK() || time.Now().After(deadline) || ctx.Err() != nil) {
+		if err == nil && (out.OK() || time.Now().After(deadline) || ctx.Err() != nil) {
 			return out
 		}
 		if err == nil {
