@@ -41,9 +41,12 @@ type Recording struct {
 	Err string `json:"error,omitempty"`
 }
 
-// OK reports whether the audit ran and the recorded decisions equal the
-// replayed ones.
-func (r *Recording) OK() bool { return r.Err == "" && r.Audit != nil && r.Audit.OK() }
+// OK reports whether the audit ran, the recording holds every frame the
+// device sent (the audit cannot see a span lost at the recording's end:
+// nothing follows it) and the recorded decisions equal the replayed ones.
+func (r *Recording) OK() bool {
+	return r.Err == "" && r.Audit != nil && r.Audit.OK() && len(r.Holes) == 0
+}
 
 // String summarises the audit in a few lines.
 func (r *Recording) String() string {
@@ -117,13 +120,16 @@ func watchFrames(src recorder.Source, first, last, start int64) (recorder.Source
 }
 
 // auditTimeout bounds how long audit waits for the recording's stream to
-// answer: a node killed at the replay's end restarts after it, and the
-// stream's leader is elected again.
+// answer and be filled: a node killed at the replay's end restarts after
+// it, the stream's leader is elected again, and the holder's filler
+// (recorder.Filler, a round a second) stores what the stream lacks.
 const auditTimeout = 30 * time.Second
 
 // audit re-runs the recording of the schedule that just ended, once every
 // node is healthy; a read the stream does not answer yet (no leader, no
-// responders) is tried again every 500 ms up to auditTimeout.
+// responders) is tried again every 500 ms, and a recording that does not
+// pass (holes, decisions missing) every second: its holder may still be
+// filling what the stream did not store, up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
 	first, last := int64(t.cfg.From), int64(t.cfg.To-1)
 	out := &Recording{Sent: last - first + 1}
@@ -134,8 +140,12 @@ func (t *topology) audit(ctx context.Context) *Recording {
 	}
 	for {
 		err := t.auditOnce(ctx, out, first, last)
-		if err == nil {
+		if err == nil && (out.OK() || time.Now().After(deadline) || ctx.Err() != nil) {
 			return out
+		}
+		if err == nil {
+			sleep(ctx, time.Second)
+			continue
 		}
 		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
 			out.Err = err.Error()

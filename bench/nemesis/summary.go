@@ -22,8 +22,12 @@ type Summary struct {
 	Checked, Matched, Lost, LostInOutage, Duplicated, Wrong, Late int64
 	Unsettled, StatesDiffer, Errors                               int
 	// Audited counts the schedules whose recording was audited (the
-	// flight recorder on), AuditPassed those whose audit passed.
-	Audited, AuditPassed int
+	// flight recorder on), AuditPassed those whose audit passed,
+	// AuditIncomplete those whose recording kept holes while every
+	// decision judged matched; Filled counts the messages the holders
+	// stored again that the audits read.
+	Audited, AuditPassed, AuditIncomplete int
+	Filled                                uint64
 	// Failed lists the seeds of the failed schedules.
 	Failed []uint64
 }
@@ -65,6 +69,12 @@ func Summarise(vs []*Verdict) *Summary {
 			if v.Recording.OK() {
 				s.AuditPassed++
 			}
+			if a := v.Recording.Audit; a != nil {
+				s.Filled += a.Filled
+				if a.Judged() && !a.Complete() {
+					s.AuditIncomplete++
+				}
+			}
 		}
 		switch {
 		case v.Err != "":
@@ -104,7 +114,8 @@ func (s *Summary) WriteTable(w io.Writer) {
 			100*float64(s.NodeKills)/float64(s.Schedules))
 	}
 	if s.Audited > 0 {
-		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings.\n", s.AuditPassed, s.Audited)
+		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings (%d incomplete: holes left, every decision judged equal; %d messages filled).\n",
+			s.AuditPassed, s.Audited, s.AuditIncomplete, s.Filled)
 	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))

@@ -94,8 +94,11 @@ func fromStream(ctx context.Context, o *options, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, rep.String())
-	if !rep.OK() {
+	switch {
+	case !rep.Judged():
 		return errors.New("replay: the replayed decisions differ from the recorded ones")
+	case !rep.Complete():
+		return errors.New("replay: the recording is incomplete: it lacks spans of frames (holes)")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -90,6 +89,28 @@ type Report struct {
 	Events uint64
 	// Missing, Extra, Differ and EventDiffs count the differences.
 	Missing, Extra, Differ, EventDiffs uint64
+	// Holes lists the spans of frames the recording lacks from its first
+	// stream start on, after the messages stored again were put back
+	// (Filler): frames whose numbering stops and goes on further, with
+	// no recorded stream start at the frame it goes on at (a device's
+	// jump is one). A gap the daemon filled itself (decisions flagged
+	// stream.FlagFilled) reads as a hole too: the recording cannot tell.
+	Holes []Hole
+	// Segments counts the stretches judged: from the first stream start,
+	// and from each recorded stream start after a hole.
+	Segments int
+	// Unjudged counts recorded decisions not judged: of windows ending at
+	// or after a hole's first frame, up to the next recorded stream start
+	// (the cells' states there depend on the frames lost).
+	Unjudged uint64
+	// InHole counts replayed decisions (of windows ending less than a
+	// window before a hole) and stream events not recorded, which the
+	// daemon would have published while the recording lacked its
+	// messages; they are not judged.
+	InHole uint64
+	// Filled counts the messages a Filler stored again that the replay
+	// read (put back in their place).
+	Filled uint64
 	// Mismatches lists the first differences (AuditConfig.MaxMismatches).
 	Mismatches []Mismatch
 	// Told counts, by reason, the device messages the daemon refused and
@@ -118,10 +139,31 @@ func (r *Report) Refusals() uint64 {
 	return n
 }
 
-// OK reports whether the replay took exactly the recorded decisions.
-func (r *Report) OK() bool {
-	return r.Missing+r.Extra+r.Differ+r.EventDiffs == 0 && r.Recorded == r.Matched
+// Hole is a span of frames a recording lacks: From to To (sequence
+// numbers, inclusive); Seq is the stream sequence number of the recorded
+// frames message after it.
+type Hole struct {
+	From, To int64
+	Seq      uint64
 }
+
+// String describes the hole in a few words.
+func (h Hole) String() string {
+	return fmt.Sprintf("%d frames from %d (before stream message %d)", h.To-h.From+1, h.From, h.Seq)
+}
+
+// Judged reports whether every decision and stream event judged equals
+// its replay.
+func (r *Report) Judged() bool {
+	return r.Missing+r.Extra+r.Differ+r.EventDiffs == 0 && r.Recorded == r.Matched+r.Unjudged
+}
+
+// Complete reports whether the recording lacks no frames.
+func (r *Report) Complete() bool { return len(r.Holes) == 0 }
+
+// OK reports whether the recording is complete and the replay took
+// exactly the recorded decisions.
+func (r *Report) OK() bool { return r.Judged() && r.Complete() }
 
 // String summarises the report in a few lines: the verdict, the counts
 // and the first differences.
@@ -129,8 +171,10 @@ func (r *Report) String() string {
 	var b strings.Builder
 	verdict := "PASS: the replayed decisions equal the recorded ones"
 	switch {
-	case !r.OK():
+	case !r.Judged():
 		verdict = "FAIL: the replay differs from the recording"
+	case !r.Complete():
+		verdict = fmt.Sprintf("INCOMPLETE: the recording lacks %d spans of frames; the decisions judged equal the recorded ones", len(r.Holes))
 	case r.Refusals() > 0:
 		verdict = "PASS, but messages were refused (an attack or a faulty publisher): the replayed decisions equal the recorded ones"
 	}
@@ -149,6 +193,24 @@ func (r *Report) String() string {
 		r.Recorded, r.Replayed, r.Matched, r.Differ, r.Missing, r.Extra, r.Skipped)
 	if r.Copies > 0 {
 		fmt.Fprintf(&b, "decisions recorded again (a group's copies, not compared): %d\n", r.Copies)
+	}
+	if r.Filled > 0 {
+		fmt.Fprintf(&b, "messages stored again after the recording lacked them (filled): %d\n", r.Filled)
+	}
+	if len(r.Holes) > 0 {
+		var frames int64
+		for _, h := range r.Holes {
+			frames += h.To - h.From + 1
+		}
+		fmt.Fprintf(&b, "holes: %d, %d frames; %d stretches judged; not judged: %d recorded decisions after a hole, %d replayed decisions and events the holes could hold\n",
+			len(r.Holes), frames, r.Segments, r.Unjudged, r.InHole)
+		for i, h := range r.Holes {
+			if i == 8 {
+				fmt.Fprintf(&b, "  ...\n")
+				break
+			}
+			fmt.Fprintf(&b, "  hole: %s\n", h)
+		}
 	}
 	fmt.Fprintf(&b, "stream events: %d compared, %d differ; audit took %v\n", r.Events, r.EventDiffs, r.Elapsed.Round(time.Millisecond))
 	if r.Refusals() > 0 {
@@ -187,14 +249,23 @@ type key struct {
 func keyOf(d *stream.Decision) key { return key{epoch: d.Epoch, cell: d.Cell, end: d.End} }
 
 // Audit replays a recorded session: it reads src twice (a scan for the
-// session header, the first stream start and the skipped decisions, then
-// the replay), feeds the frames and control messages from the first
-// recorded stream start on to a fresh core with cfg's predictor, and
-// compares the decisions and stream events the core takes with the
-// recorded ones. Recorded epochs are matched to the replay's by their order
-// from that start.
+// session header, the stream starts, the holes and the skipped
+// decisions, then the replay), feeds the frames and control messages from
+// the first recorded stream start on to a fresh core with cfg's
+// predictor, and compares the decisions and stream events the core takes
+// with the recorded ones. Recorded epochs are matched to the replay's by
+// their order from that start.
+//
+// At a hole (Report.Holes) the replay stops judging: the decisions of
+// windows ending before the hole's first frame are judged, the recorded
+// ones after it are not (Unjudged), and the replayed ones of windows
+// ending less than a window before it, which the daemon published while
+// the recording lacked its messages, are not either (InHole). It judges
+// again from the next recorded stream start, with a fresh core, as at
+// the first: a stream start clears every cell's state, so what follows
+// does not depend on the frames lost.
 func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
-	start := time.Now()
+	begin := time.Now()
 	if cfg.Predictor == nil {
 		return nil, errors.New("recorder: audit without a predictor")
 	}
@@ -217,7 +288,17 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 		}
 	}
 	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped)), Told: map[string]uint64{}, Refused: map[string]uint64{}},
-		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}, taken: map[key]struct{}{}}
+		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}, taken: map[key]struct{}{},
+		holes: map[place]Hole{}, starts: map[place]start{}}
+	for _, h := range sc.holes {
+		a.holes[h.at] = h.Hole
+		a.rep.Holes = append(a.rep.Holes, h.Hole)
+	}
+	for _, st := range sc.starts {
+		if _, ok := a.starts[st.frames]; !ok {
+			a.starts[st.frames] = st
+		}
+	}
 	if cfg.UpKey != nil {
 		up, err := stream.NewAuth(cfg.UpKey)
 		if err != nil {
@@ -234,102 +315,18 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 	} else if sc.session != nil && sc.session.Authenticated {
 		return nil, errors.New("recorder: audit: the session ran with message authentication: give the device's keys")
 	}
-	fp := &forced{p: cfg.Predictor, skip: sc.skipped, a: a}
-	cc := cfg.Core
-	cc.MaxLag, cc.Backlog = 0, nil
-	if a.core, err = daemon.New(fp, a, cc); err != nil {
-		return nil, fmt.Errorf("recorder: audit: %w", err)
+	a.fp = &forced{p: cfg.Predictor, skip: sc.skipped, a: a}
+	a.seg = sc.starts[0]
+	if err := a.newCore(); err != nil {
+		return nil, err
 	}
 	if err := src(ctx, a.msg); err != nil {
 		return nil, fmt.Errorf("recorder: audit: %w", err)
 	}
+	a.countRefused()
 	a.finish()
-	for reason, n := range map[string]uint64{"out_of_stream": a.core.Stats().OutOfStream, "stale": a.core.Stats().Stale} {
-		if n > 0 {
-			a.rep.Refused[reason] += n
-		}
-	}
-	a.rep.Elapsed = time.Since(start)
+	a.rep.Elapsed = time.Since(begin)
 	return a.rep, nil
-}
-
-// scanned is what the first pass finds.
-type scanned struct {
-	session *Session
-	// first is the first recorded stream event whose first frame is
-	// recorded; startSeq is the event's stream sequence number, frameSeq
-	// that of the frames message holding its first frame.
-	first    stream.Event
-	startSeq uint64
-	frameSeq uint64
-	// skipped holds the recorded KindSkipped decisions from the start on.
-	skipped map[key]bool
-}
-
-func scan(ctx context.Context, src Source) (*scanned, error) {
-	sc := &scanned{skipped: map[key]bool{}}
-	var ev stream.Event
-	var ds stream.Decisions
-	found := false
-	// The frames messages before the stream start, newest last: the
-	// daemon announces a start after receiving its first frame.
-	type span struct {
-		seq         uint64
-		first, last int64
-	}
-	var head []span
-	err := src(ctx, func(m Msg) error {
-		switch m.Kind {
-		case KindSession:
-			var s Session
-			if err := json.Unmarshal(m.Data, &s); err != nil {
-				return fmt.Errorf("recorder: session header at %d: %w", m.Seq, err)
-			}
-			sc.session = &s
-		case KindFrames:
-			if !found {
-				first, n, err := stream.PeekFrames(m.Data)
-				if err != nil {
-					return nil // refused by the daemon too; the replay counts it
-				}
-				head = append(head, span{seq: m.Seq, first: first, last: first + int64(n) - 1})
-			}
-		case KindEvent:
-			if found || stream.PayloadType(m.Data) == stream.TypeDrop {
-				return nil
-			}
-			if err := stream.DecodeEvent(m.Data, &ev); err != nil {
-				return fmt.Errorf("recorder: event at %d: %w", m.Seq, err)
-			}
-			for i := len(head) - 1; i >= 0; i-- {
-				if h := head[i]; h.first <= ev.First && ev.First <= h.last {
-					sc.first, sc.startSeq, sc.frameSeq, found = ev, m.Seq, h.seq, true
-					head = nil
-					break
-				}
-			}
-		case KindDecisions:
-			if !found {
-				return nil
-			}
-			if err := stream.DecodeDecisions(m.Data, &ds); err != nil {
-				return fmt.Errorf("recorder: decisions at %d: %w", m.Seq, err)
-			}
-			for i := range ds.Decisions {
-				if d := &ds.Decisions[i]; d.Kind == stream.KindSkipped {
-					sc.skipped[keyOf(d)] = true
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recorder: audit scan: %w", err)
-	}
-	if !found {
-		return nil, fmt.Errorf("recorder: audit: %w", ErrEmpty)
-	}
-	return sc, nil
 }
 
 // coreConfig completes c from the session header and checks that they
@@ -372,14 +369,27 @@ type audit struct {
 	cfg  AuditConfig
 	rep  *Report
 	scan *scanned
-	core *daemon.Core
+	fp   *forced
+	// core replays the current stretch, running from seg (not before the
+	// first start, nor after a hole until the next start, when a fresh
+	// core waits).
+	core    *daemon.Core
+	running bool
+	seg     start
+	// trim: the next frames message is the stretch's first, cut to begin
+	// at its start's first frame.
+	trim bool
+	// holes and starts by the place of their frames message; cuts are the
+	// stretches ended at a hole.
+	holes  map[place]Hole
+	starts map[place]start
+	cuts   []cut
 
-	guard   *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
-	started bool          // the first stream start has been reached
-	frames  stream.Frames
-	ctl     stream.Control
-	ds      stream.Decisions
-	ev      stream.Event
+	guard  *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
+	frames stream.Frames
+	ctl    stream.Control
+	ds     stream.Decisions
+	ev     stream.Event
 
 	recorded, replayed map[key]stream.Decision
 	taken              map[key]struct{} // every recorded decision's window, for Copies
@@ -387,19 +397,72 @@ type audit struct {
 	recEvents, repEvents []stream.Event
 }
 
-// replayEpoch turns a recorded epoch into the replay's numbering: 0, which
-// no running stream has, for an epoch before the replay's first.
+// cut is a stretch judged from a recorded start's epoch to a hole: in its
+// last epoch, windows ending at or after from are not judged.
+type cut struct {
+	last   uint16
+	from   int64
+	resume uint16 // the recorded epoch the next stretch begins at (0: none)
+}
+
+// replayEpoch turns a recorded epoch into the current stretch's numbering:
+// 0, which no running stream has, for an epoch before the stretch's first.
 func (a *audit) replayEpoch(e uint32) uint32 {
-	if e < a.scan.first.Epoch {
+	if e < a.seg.ev.Epoch {
 		return 0
 	}
-	return e - a.scan.first.Epoch + 1
+	return e - a.seg.ev.Epoch + 1
 }
 
 // offset turns a replay epoch into the recorded numbering.
-func (a *audit) offset(e uint32) uint16 { return uint16(e + a.scan.first.Epoch - 1) }
+func (a *audit) offset(e uint32) uint16 { return uint16(e + a.seg.ev.Epoch - 1) }
+
+// newCore gives the replay a fresh core, waiting for its stretch's start:
+// it takes the control messages (histories) recorded before.
+func (a *audit) newCore() error {
+	cc := a.cfg.Core
+	cc.MaxLag, cc.Backlog = 0, nil
+	core, err := daemon.New(a.fp, a, cc)
+	if err != nil {
+		return fmt.Errorf("recorder: audit: %w", err)
+	}
+	a.core, a.running = core, false
+	return nil
+}
+
+// begin starts judging a stretch at st.
+func (a *audit) begin(st start) {
+	a.seg, a.running, a.trim = st, true, true
+	a.rep.Segments++
+	if n := len(a.cuts); n > 0 && a.cuts[n-1].resume == 0 {
+		a.cuts[n-1].resume = uint16(st.ev.Epoch)
+	}
+}
+
+// countRefused counts the frames the current core refused.
+func (a *audit) countRefused() {
+	st := a.core.Stats()
+	for reason, n := range map[string]uint64{"out_of_stream": st.OutOfStream, "stale": st.Stale} {
+		if n > 0 {
+			a.rep.Refused[reason] += n
+		}
+	}
+}
+
+// hole ends the current stretch at h: the stream events the core took
+// and the recording does not hold may have been lost with it.
+func (a *audit) hole(h Hole) error {
+	a.cuts = append(a.cuts, cut{last: a.offset(a.core.Epoch()), from: h.From})
+	a.rep.InHole += uint64(len(a.repEvents))
+	a.repEvents = a.repEvents[:0]
+	a.countRefused()
+	return a.newCore()
+}
 
 func (a *audit) msg(m Msg) error {
+	if m.Fill > 0 {
+		a.rep.Filled++
+	}
 	if m.Kind == KindEvent && stream.PayloadType(m.Data) == stream.TypeDrop {
 		var d stream.Drop
 		if err := stream.DecodeDrop(m.Data, &d); err != nil {
@@ -408,11 +471,20 @@ func (a *audit) msg(m Msg) error {
 		a.rep.Told[d.Reason] += d.Count // wherever it is: refusals belong to no stream
 		return nil
 	}
-	if m.Seq < a.scan.startSeq && (m.Kind == KindDecisions || m.Kind == KindEvent) {
+	at := placeOf(m)
+	if at.less(a.scan.starts[0].at) && (m.Kind == KindDecisions || m.Kind == KindEvent) {
 		return nil // decisions and events of the streams before the start
 	}
 	switch m.Kind {
 	case KindFrames:
+		if h, ok := a.holes[at]; ok && a.running {
+			if err := a.hole(h); err != nil {
+				return err
+			}
+		}
+		if st, ok := a.starts[at]; ok && !a.running && !at.less(a.scan.starts[0].frames) {
+			a.begin(st)
+		}
 		if a.refused(m, false) {
 			return nil
 		}
@@ -420,16 +492,18 @@ func (a *audit) msg(m Msg) error {
 			a.rep.Refused[stream.Reason(err)]++
 			return nil
 		}
-		f := &a.frames
-		if !a.started {
-			if m.Seq < a.scan.frameSeq {
+		if !a.running {
+			if a.rep.Segments == 0 {
 				a.rep.SkippedHead++
-				return nil
 			}
-			first := a.scan.first.First
+			return nil
+		}
+		f := &a.frames
+		if a.trim {
+			first := a.seg.ev.First
 			f.Frames = f.Frames[first-f.FirstSeq:]
 			f.FirstSeq = first
-			a.started = true
+			a.trim = false
 		}
 		a.rep.FramesMsgs++
 		a.rep.Frames += uint64(len(f.Frames))
@@ -441,6 +515,9 @@ func (a *audit) msg(m Msg) error {
 		if err := stream.DecodeControl(m.Data, &a.ctl); err != nil {
 			a.rep.Refused[stream.Reason(err)]++
 			return nil
+		}
+		if a.ctl.Op == stream.OpResetAt && !a.running {
+			return nil // a group's reset of a stream not judged
 		}
 		a.rep.Controls++
 		if a.ctl.Op == stream.OpResetAt {
@@ -472,6 +549,10 @@ func (a *audit) msg(m Msg) error {
 	case KindEvent:
 		if err := stream.DecodeEvent(m.Data, &a.ev); err != nil {
 			return fmt.Errorf("event at %d: %w", m.Seq, err)
+		}
+		if !a.running {
+			a.rep.Unjudged++ // a stream event after a hole, before the next start
+			return nil
 		}
 		a.recEvents = append(a.recEvents, a.ev)
 		a.compareEvents()
@@ -510,13 +591,14 @@ func (a *audit) Decisions(_ int64, ds []stream.Decision) {
 // Batch implements daemon.Sink.
 func (a *audit) Batch(int, time.Duration) {}
 
-// Stream implements daemon.Sink. The replay's first stream has no
-// predecessor: its reason and previous last frame are the recorded ones.
+// Stream implements daemon.Sink. A stretch's first stream has no
+// predecessor in the replay: its reason and previous last frame are the
+// recorded ones.
 func (a *audit) Stream(ev stream.Event) {
 	if ev.Epoch == 1 {
-		ev.Reason, ev.PrevLast = a.scan.first.Reason, a.scan.first.PrevLast
+		ev.Reason, ev.PrevLast = a.seg.ev.Reason, a.seg.ev.PrevLast
 	}
-	ev.Epoch += a.scan.first.Epoch - 1
+	ev.Epoch += a.seg.ev.Epoch - 1
 	a.repEvents = append(a.repEvents, ev)
 	a.compareEvents()
 }
@@ -558,13 +640,23 @@ func (a *audit) compare(rec, rep stream.Decision) {
 	a.note(Mismatch{What: "differs", Recorded: rec, Replayed: rep, Detail: detail})
 }
 
-// finish counts what one side has and the other has not.
+// finish counts what one side has and the other has not: a recorded
+// decision the replay did not take is missing where it was judged, a
+// replayed one not recorded is extra unless a hole could hold it.
 func (a *audit) finish() {
 	for _, k := range sortedKeys(a.recorded) {
+		if !a.judged(k) {
+			a.rep.Unjudged++
+			continue
+		}
 		a.rep.Missing++
 		a.note(Mismatch{What: "missing", Recorded: a.recorded[k], Detail: "recorded, not replayed"})
 	}
 	for _, k := range sortedKeys(a.replayed) {
+		if a.inHole(k) {
+			a.rep.InHole++
+			continue
+		}
 		a.rep.Extra++
 		a.note(Mismatch{What: "extra", Replayed: a.replayed[k], Detail: "replayed, not recorded"})
 	}
@@ -572,6 +664,33 @@ func (a *audit) finish() {
 		a.rep.EventDiffs += uint64(n)
 		a.note(Mismatch{What: "event", Detail: fmt.Sprintf("%d recorded and %d replayed stream events unmatched", len(a.recEvents), len(a.repEvents))})
 	}
+}
+
+// judged reports whether a recorded decision lies in a stretch the replay
+// judged: not in a stretch's last epoch at or after the hole that ended
+// it, nor in the epochs between that hole and the next start.
+func (a *audit) judged(k key) bool {
+	for _, c := range a.cuts {
+		if k.epoch == c.last && k.end >= c.from {
+			return false
+		}
+		if k.epoch > c.last && (c.resume == 0 || k.epoch < c.resume) {
+			return false
+		}
+	}
+	return true
+}
+
+// inHole reports whether a replayed decision not recorded belongs to a
+// stretch's last window before its hole: the daemon published it while
+// the recording lacked its messages.
+func (a *audit) inHole(k key) bool {
+	for _, c := range a.cuts {
+		if k.epoch == c.last && k.end >= c.from-rgc.WindowBins {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys(m map[key]stream.Decision) []key {

@@ -36,6 +36,9 @@ type Config struct {
 	MaxAge time.Duration
 	// Memory keeps the stream in memory instead of files.
 	Memory bool
+	// FillEvery and FillSettle are a recording daemon's Filler settings
+	// (0: FillEvery, FillSettle).
+	FillEvery, FillSettle time.Duration
 }
 
 // SessionSubject is the subject of a device's session header, a JSON
@@ -43,10 +46,11 @@ type Config struct {
 func SessionSubject(device string) string { return "rgcrec." + device + ".session" }
 
 // Subjects returns the subjects recorded for a device: frames, control,
-// decisions, stream events and the session header.
+// decisions, stream events, the session header and the messages stored
+// again (FillSubject).
 func Subjects(device string) []string {
 	return []string{stream.StimSubject(device), stream.ControlSubject(device), stream.SpikesSubject(device),
-		stream.EventsSubject(device), SessionSubject(device)}
+		stream.EventsSubject(device), SessionSubject(device), FillSubject(device)}
 }
 
 // Ensure creates the recording stream of cfg, or updates its subjects and

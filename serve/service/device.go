@@ -14,6 +14,7 @@ import (
 	"rgcpred/base/msgauth"
 	"rgcpred/rgc"
 	"rgcpred/serve/daemon"
+	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
@@ -95,6 +96,9 @@ type device struct {
 	// lastFrame is the arrival time (Unix ns) of the last frames message
 	// the core accepted, 0 before the first.
 	lastFrame atomic.Int64
+	// fill logs what the device's subjects carried, for the flight
+	// recorder's filler (nil with the recorder off).
+	fill *recorder.Log
 	// progress is when the processor began its message or last finished
 	// a model call within it: a hot-standby holder renews its lease only
 	// while no device's processor stalls (progressing).
@@ -596,6 +600,7 @@ func (d *device) handle(it item) {
 	}()
 	switch it.m.Subject {
 	case d.stimSubj:
+		d.fill.Add(it.m, d.stimSubj)
 		if err := stream.DecodeFrames(it.m.Data, &d.frames); err != nil {
 			d.refuse(it.m.Subject, stream.Reason(err), "frames message rejected: "+err.Error())
 			return
@@ -613,6 +618,7 @@ func (d *device) handle(it item) {
 		d.asked(time.Now())
 		d.afterFrames()
 	case d.ctlSubj:
+		d.fill.Add(it.m, d.ctlSubj)
 		if err := stream.DecodeControl(it.m.Data, &d.ctl); err != nil {
 			d.refuse(it.m.Subject, stream.Reason(err), "control message rejected: "+err.Error())
 			return
@@ -633,6 +639,9 @@ func (d *device) handle(it item) {
 		case it.state:
 			d.standbyMsg(it.m)
 		case it.resend:
+			if len(it.m.Data) > 0 {
+				d.fill.AddResent(it.m, d.stimSubj) // frames the recording may lack too
+			}
 			d.handleAnswer(it.m, it.at)
 		default:
 			d.reject("unknown_subject", 1, "message on unexpected subject "+it.m.Subject)

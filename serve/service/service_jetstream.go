@@ -47,6 +47,13 @@ func (s *Service) EnableJetStream(ctx context.Context, nc *nats.Conn, f JetStrea
 			return nil, jetStreamHint(err)
 		}
 	}
+	if s.rec != nil {
+		if err := s.rec.fill(); err != nil {
+			stopStandby()
+			stopRec()
+			return nil, err
+		}
+	}
 	return func() { stopStandby(); stopRec() }, nil
 }
 
@@ -94,11 +101,30 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	}
 	s.log.Info().Str("stream", cfg.Stream).Strs("devices", cfg.Devices).Int64("max_bytes", cfg.MaxBytes).
 		Dur("max_age", cfg.MaxAge).Int("replicas", replicas).Msg("flight recorder on: frames, control, decisions and events go to the stream, replicated on as many nodes as the cluster allows (up to 3)")
+	if err := r.logFills(nc); err != nil {
+		return nil, err
+	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.ctx, r.cfg = rctx, cfg
 	done := make(chan struct{})
 	go func() { defer close(done); r.run(rctx) }()
 	s.rec = r
-	return func() { cancel(); <-done }, nil
+	return func() {
+		cancel()
+		<-done
+		if r.filling != nil {
+			<-r.filling
+		}
+		r.stopFills()
+	}, nil
+}
+
+// fill starts the fillers (recording.startFills) on the recording's
+// context.
+func (r *recording) fill() error {
+	var err error
+	r.filling, err = r.startFills(r.ctx, r.js, r.cfg)
+	return err
 }
 
 // recording re-publishes the session headers of the recorded devices, so
@@ -109,6 +135,13 @@ type recording struct {
 	js      jetstream.JetStream
 	devices []string
 	started time.Time
+	// ctx ends with the recording; cfg configures it. fills logs the
+	// devices' messages and stores again what the stream lacks; filling
+	// is closed once its fillers returned (nil before they started).
+	ctx     context.Context
+	cfg     recorder.Config
+	fills   *fills
+	filling <-chan struct{}
 	// mu guards dueSet; pending wakes run.
 	mu      sync.Mutex
 	dueSet  map[string]bool
