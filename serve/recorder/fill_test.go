@@ -61,6 +61,47 @@ func fillsOf(gone []Msg, after, seq uint64) []Msg {
 	return out
 }
 
+// rebatch returns msgs with each run of frames messages packed again,
+// per frames to a message (as a resend answer packs them), the other
+// messages after the frames they followed.
+func rebatch(t *testing.T, msgs []Msg, per int) []Msg {
+	t.Helper()
+	var out []Msg
+	var run []stream.Frame
+	var first int64
+	var at Msg
+	flush := func() {
+		for len(run) > 0 {
+			n := min(per, len(run))
+			b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: first, Frames: run[:n]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := at
+			m.Data = b
+			out = append(out, m)
+			run, first = run[n:], first+int64(n)
+		}
+	}
+	for _, m := range msgs {
+		if m.Kind != KindFrames {
+			flush()
+			out = append(out, m)
+			continue
+		}
+		var f stream.Frames
+		if err := stream.DecodeFrames(m.Data, &f); err != nil {
+			t.Fatal(err)
+		}
+		if len(run) == 0 {
+			first, at = f.FirstSeq, m
+		}
+		run = append(run, f.Frames...)
+	}
+	flush()
+	return out
+}
+
 // relabel returns msgs with sequence numbers from seq on: stored later.
 func relabel(msgs []Msg, seq uint64) []Msg {
 	out := slices.Clone(msgs)
@@ -116,6 +157,11 @@ func TestAuditHoles(t *testing.T) {
 		return m.Kind == KindFrames && err == nil && first == 2500
 	})
 	late, lateGone := cutFrames(all, 5400, 5799)
+	rebatched := rebatch(t, gone, 13)
+	again := rebatch(t, all[framesAt(all, 1000):framesAt(all, 1500)], 13)
+	framesMsgs := func(msgs []Msg) int {
+		return len(slices.DeleteFunc(slices.Clone(msgs), func(m Msg) bool { return m.Kind != KindFrames }))
+	}
 	goneFrames := 0 // of a message filled and recorded too, a frames message's fill stays, another's recorded copy
 	for _, m := range gone {
 		if m.Kind == KindFrames {
@@ -147,6 +193,10 @@ func TestAuditHoles(t *testing.T) {
 			func(r *Report) bool { return r.Recorded == full.Recorded }},
 		{"filled, then stored late", slices.Concat(kept, fills, relabel(gone, last+1+uint64(len(gone)))), "PASS", nil, 1, goneFrames,
 			func(r *Report) bool { return r.Recorded == full.Recorded && r.Refusals() == 0 }},
+		{"filled in other batches, then stored late", slices.Concat(kept, fillsOf(rebatched, after, last+1), relabel(gone, last+1+uint64(len(rebatched)))),
+			"PASS", nil, 1, framesMsgs(rebatched), func(r *Report) bool { return r.Recorded == full.Recorded && r.Refusals() == 0 }},
+		{"recorded frames filled again in other batches", slices.Concat(all, fillsOf(again, all[framesAt(all, 1000)-1].Seq, last+1)),
+			"PASS", nil, 1, framesMsgs(again), func(r *Report) bool { return r.Recorded == full.Recorded && r.Refusals() == 0 }},
 		{"filled in part", slices.Concat(kept, fills[:half]), "INCOMPLETE", hole(2500, 2899), 2, half, func(r *Report) bool {
 			return r.Unjudged > 0 && r.InHole+r.Matched >= r.Replayed
 		}},

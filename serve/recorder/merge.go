@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"rgcpred/stream"
 )
 
 // Merge returns src with the messages a Filler stored again (on
@@ -15,7 +17,10 @@ import (
 // both filled and recorded (stored late: a link that came back), the
 // recorded one stays, but for a frames message, whose fill is placed by
 // its frames; a filled message an earlier one carries is left out (at
-// most dedupKeep messages back). src is read twice per call, three
+// most dedupKeep messages back). Frames messages are compared by their
+// frames too: a fill whose frames were all passed on is left out, and so
+// is a recorded frames message whose frames fills all passed on (at most
+// dedupKeep frames back). src is read twice per call, three
 // times when it holds filled messages.
 func Merge(src Source, device string) Source {
 	return func(ctx context.Context, fn func(Msg) error) error {
@@ -68,6 +73,60 @@ type merger struct {
 	filledKeys, stored map[uint64]bool
 	fifo               []uint64 // seen's keys in order, at most dedupKeep
 	head               int
+	frames             frameSet // the frame numbers passed on, and which from fills
+}
+
+// frameSet remembers the last dedupKeep frame numbers passed on, and
+// whether a fill passed each: a frames message is compared by its frames,
+// since a fill of frames a resend answer brought batches them otherwise
+// than the messages recorded live.
+type frameSet struct {
+	byFill map[int64]bool
+	fifo   []int64
+	head   int
+}
+
+// covered reports whether every frame of the frames message data was
+// passed on, and whether a fill passed each of them.
+func (fs *frameSet) covered(data []byte) (all, allByFill bool) {
+	first, n, err := stream.PeekFrames(data)
+	if err != nil || fs.byFill == nil {
+		return false, false
+	}
+	allByFill = true
+	for f := first; f < first+int64(n); f++ {
+		byFill, ok := fs.byFill[f]
+		if !ok {
+			return false, false
+		}
+		allByFill = allByFill && byFill
+	}
+	return true, allByFill
+}
+
+// pass notes the frames of the frames message data as passed on.
+func (fs *frameSet) pass(data []byte, byFill bool) {
+	first, n, err := stream.PeekFrames(data)
+	if err != nil {
+		return
+	}
+	if fs.byFill == nil {
+		fs.byFill = map[int64]bool{}
+	}
+	for f := first; f < first+int64(n); f++ {
+		if _, ok := fs.byFill[f]; ok {
+			fs.byFill[f] = fs.byFill[f] || byFill
+			continue
+		}
+		if len(fs.fifo) < dedupKeep {
+			fs.fifo = append(fs.fifo, f)
+		} else {
+			delete(fs.byFill, fs.fifo[fs.head])
+			fs.fifo[fs.head] = f
+			fs.head = (fs.head + 1) % dedupKeep
+		}
+		fs.byFill[f] = byFill
+	}
 }
 
 // filled is a message stored again, decoded.
@@ -148,6 +207,13 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 		// its fill took its place.
 		return mg.flush(m.Seq, true, fn)
 	}
+	if isFrames(m.Subject) {
+		if _, byFill := mg.frames.covered(m.Data); byFill {
+			// The same, its frames filled in other messages.
+			return mg.flush(m.Seq, true, fn)
+		}
+		mg.frames.pass(m.Data, false)
+	}
 	mg.note(k, false)
 	if err := fn(m); err != nil {
 		return err
@@ -176,6 +242,12 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 		k := identity(f.m.Subject, f.m.Data)
 		if _, dup := mg.seen[k]; dup || mg.stored[k] {
 			continue
+		}
+		if isFrames(f.m.Subject) {
+			if all, _ := mg.frames.covered(f.m.Data); all {
+				continue // frames passed on already, batched otherwise
+			}
+			mg.frames.pass(f.m.Data, true)
 		}
 		mg.note(k, true)
 		fill++
