@@ -430,3 +430,45 @@ func TestLinesHoles(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeFramesOverlap: the reader passes each frame once when fills
+// and recorded messages batch the same frames otherwise: a message wholly
+// passed on is left out, one passed on at its head is cut.
+func TestMergeFramesOverlap(t *testing.T) {
+	frames := func(seq uint64, first, last int64) Msg {
+		b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: first, Frames: make([]stream.Frame, last-first+1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Msg{Kind: KindFrames, Seq: seq, Subject: stream.StimSubject(dev), Data: b, Time: time.Unix(1, 0)}
+	}
+	rec := []Msg{frames(1, 0, 7), frames(2, 8, 15)}
+	for _, tc := range []struct {
+		name  string
+		msgs  []Msg
+		spans [][2]int64
+	}{
+		{"a fill at a recorded message's head cuts it", append(slices.Clone(rec), fillsOf([]Msg{frames(0, 8, 11)}, 1, 10)...),
+			[][2]int64{{0, 7}, {8, 11}, {12, 15}}},
+		{"a fill of frames passed on is left out", append(slices.Clone(rec), fillsOf([]Msg{frames(0, 4, 11)}, 2, 10)...),
+			[][2]int64{{0, 7}, {8, 15}}},
+		{"a fill passed on at its head is cut", append(slices.Clone(rec), fillsOf([]Msg{frames(0, 12, 19)}, 2, 10)...),
+			[][2]int64{{0, 7}, {8, 15}, {16, 19}}},
+		{"a recorded message a fill carries wholly is left out", append(slices.Clone(rec), fillsOf([]Msg{frames(0, 8, 15)}, 1, 10)...),
+			[][2]int64{{0, 7}, {8, 15}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spans [][2]int64
+			for _, m := range readAll(t, Merge(MemorySource(tc.msgs), dev)) {
+				first, n, err := stream.PeekFrames(m.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				spans = append(spans, [2]int64{first, first + int64(n) - 1})
+			}
+			if !slices.Equal(spans, tc.spans) {
+				t.Fatalf("frames read %v, want %v", spans, tc.spans)
+			}
+		})
+	}
+}

@@ -19,8 +19,9 @@ import (
 // its frames; a filled message an earlier one carries is left out (at
 // most dedupKeep messages back). Frames messages are compared by their
 // frames too: a fill whose frames were all passed on is left out, and so
-// is a recorded frames message whose frames fills all passed on (at most
-// dedupKeep frames back). src is read twice per call, three
+// is a recorded frames message whose frames fills all passed on; the
+// frames passed on at the head of one are cut from it (at most dedupKeep
+// frames back). src is read twice per call, three
 // times when it holds filled messages.
 func Merge(src Source, device string) Source {
 	return func(ctx context.Context, fn func(Msg) error) error {
@@ -86,22 +87,34 @@ type frameSet struct {
 	head   int
 }
 
-// covered reports whether every frame of the frames message data was
-// passed on, and whether a fill passed each of them.
-func (fs *frameSet) covered(data []byte) (all, allByFill bool) {
+// passed returns how many of the frames message data's first frames were
+// passed on (by a fill only, with byFill), and its frame count; ok is
+// false for data that is no frames message (the audit refuses it).
+func (fs *frameSet) passed(data []byte, byFill bool) (k, n int, ok bool) {
 	first, n, err := stream.PeekFrames(data)
-	if err != nil || fs.byFill == nil {
-		return false, false
+	if err != nil {
+		return 0, 0, false
 	}
-	allByFill = true
-	for f := first; f < first+int64(n); f++ {
-		byFill, ok := fs.byFill[f]
-		if !ok {
-			return false, false
+	for ; k < n && fs.byFill != nil; k++ {
+		fill, ok := fs.byFill[first+int64(k)]
+		if !ok || (byFill && !fill) {
+			break
 		}
-		allByFill = allByFill && byFill
 	}
-	return true, allByFill
+	return k, n, true
+}
+
+// trim returns the frames message data without its first k frames.
+func trim(data []byte, k int) []byte {
+	var f stream.Frames
+	if err := stream.DecodeFrames(data, &f); err != nil {
+		return data
+	}
+	b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: f.FirstSeq + int64(k), Frames: f.Frames[k:]})
+	if err != nil {
+		return data
+	}
+	return b
 }
 
 // pass notes the frames of the frames message data as passed on.
@@ -208,9 +221,14 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 		return mg.flush(m.Seq, true, fn)
 	}
 	if isFrames(m.Subject) {
-		if _, byFill := mg.frames.covered(m.Data); byFill {
-			// The same, its frames filled in other messages.
+		// The same, its frames filled in other messages: left out, or
+		// the frames fills passed on cut from its head.
+		switch k, n, ok := mg.frames.passed(m.Data, true); {
+		case !ok:
+		case k == n:
 			return mg.flush(m.Seq, true, fn)
+		case k > 0:
+			m.Data = trim(m.Data, k)
 		}
 		mg.frames.pass(m.Data, false)
 	}
@@ -244,8 +262,14 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 			continue
 		}
 		if isFrames(f.m.Subject) {
-			if all, _ := mg.frames.covered(f.m.Data); all {
-				continue // frames passed on already, batched otherwise
+			// Frames passed on already, batched otherwise: left out, or
+			// cut from its head.
+			switch k, n, ok := mg.frames.passed(f.m.Data, false); {
+			case !ok:
+			case k == n:
+				continue
+			case k > 0:
+				f.m.Data = trim(f.m.Data, k)
 			}
 			mg.frames.pass(f.m.Data, true)
 		}
