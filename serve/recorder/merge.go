@@ -66,26 +66,53 @@ const dedupKeep = 1 << 18
 type merger struct {
 	fillSubj string
 	kinds    map[string]Kind
-	fills    []filled // sorted by anchor, then order
-	next     int      // the first fill not yet passed on
-	seen     map[uint64]bool
+	fills    []filled       // sorted by anchor, then order
+	next     int            // the first fill not yet passed on
+	seen     recent[uint64] // the identities passed on, and which were fills
 	// filledKeys are the filled messages' identities, stored those of
 	// them recorded too (mark).
 	filledKeys, stored map[uint64]bool
-	fifo               []uint64 // seen's keys in order, at most dedupKeep
-	head               int
 	frames             frameSet // the frame numbers passed on, and which from fills
+}
+
+// recent remembers the last dedupKeep keys put, each with whether a fill
+// passed it on.
+type recent[K comparable] struct {
+	byFill map[K]bool
+	fifo   []K
+	head   int
+}
+
+// get returns whether k was put, and its byFill.
+func (r *recent[K]) get(k K) (byFill, ok bool) {
+	byFill, ok = r.byFill[k]
+	return byFill, ok
+}
+
+// put remembers k; a key put again keeps a fill's mark.
+func (r *recent[K]) put(k K, byFill bool) {
+	if r.byFill == nil {
+		r.byFill = map[K]bool{}
+	}
+	if was, ok := r.byFill[k]; ok {
+		r.byFill[k] = was || byFill
+		return
+	}
+	if len(r.fifo) < dedupKeep {
+		r.fifo = append(r.fifo, k)
+	} else {
+		delete(r.byFill, r.fifo[r.head])
+		r.fifo[r.head] = k
+		r.head = (r.head + 1) % dedupKeep
+	}
+	r.byFill[k] = byFill
 }
 
 // frameSet remembers the last dedupKeep frame numbers passed on, and
 // whether a fill passed each: a frames message is compared by its frames,
 // since a fill of frames a resend answer brought batches them otherwise
 // than the messages recorded live.
-type frameSet struct {
-	byFill map[int64]bool
-	fifo   []int64
-	head   int
-}
+type frameSet struct{ recent[int64] }
 
 // passed returns how many of the frames message data's first frames were
 // passed on (by a fill only, with byFill), and its frame count; ok is
@@ -95,8 +122,8 @@ func (fs *frameSet) passed(data []byte, byFill bool) (k, n int, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	for ; k < n && fs.byFill != nil; k++ {
-		fill, ok := fs.byFill[first+int64(k)]
+	for ; k < n; k++ {
+		fill, ok := fs.get(first + int64(k))
 		if !ok || (byFill && !fill) {
 			break
 		}
@@ -123,22 +150,8 @@ func (fs *frameSet) pass(data []byte, byFill bool) {
 	if err != nil {
 		return
 	}
-	if fs.byFill == nil {
-		fs.byFill = map[int64]bool{}
-	}
 	for f := first; f < first+int64(n); f++ {
-		if _, ok := fs.byFill[f]; ok {
-			fs.byFill[f] = fs.byFill[f] || byFill
-			continue
-		}
-		if len(fs.fifo) < dedupKeep {
-			fs.fifo = append(fs.fifo, f)
-		} else {
-			delete(fs.byFill, fs.fifo[fs.head])
-			fs.fifo[fs.head] = f
-			fs.head = (fs.head + 1) % dedupKeep
-		}
-		fs.byFill[f] = byFill
+		fs.put(f, byFill)
 	}
 }
 
@@ -150,7 +163,7 @@ type filled struct {
 }
 
 func newMerger(device string) *merger {
-	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device), seen: map[uint64]bool{},
+	return &merger{fillSubj: FillSubject(device), kinds: kindsOf(device),
 		filledKeys: map[uint64]bool{}, stored: map[uint64]bool{}}
 }
 
@@ -215,7 +228,7 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 		return err
 	}
 	k := identity(m.Subject, m.Data)
-	if filled, ok := mg.seen[k]; ok && filled {
+	if filled, _ := mg.seen.get(k); filled {
 		// A frames message stored late (a link that came back), after
 		// its fill took its place.
 		return mg.flush(m.Seq, true, fn)
@@ -258,7 +271,7 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 			at, fill = f.anchor, 0
 		}
 		k := identity(f.m.Subject, f.m.Data)
-		if _, dup := mg.seen[k]; dup || mg.stored[k] {
+		if _, dup := mg.seen.get(k); dup || mg.stored[k] {
 			continue
 		}
 		if isFrames(f.m.Subject) {
@@ -287,16 +300,7 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 
 // note remembers an identity for dedupKeep messages, and whether a
 // filled message's.
-func (mg *merger) note(k uint64, filled bool) {
-	if len(mg.fifo) < dedupKeep {
-		mg.fifo = append(mg.fifo, k)
-	} else {
-		delete(mg.seen, mg.fifo[mg.head])
-		mg.fifo[mg.head] = k
-		mg.head = (mg.head + 1) % dedupKeep
-	}
-	mg.seen[k] = filled
-}
+func (mg *merger) note(k uint64, filled bool) { mg.seen.put(k, filled) }
 
 // mark notes a recorded message other than frames whose subject and
 // payload a filled message carries (stored after all, late: a link that
