@@ -61,6 +61,24 @@ func startCluster(t *testing.T, n int) []*server.Server {
 		_, err := js.AccountInfo(ctx)
 		return err == nil
 	})
+	// The meta leader places replicas only on peers it knows current: a
+	// bucket created before then gets fewer than the cluster allows.
+	waitGroup(t, "every node current in the meta group", func() bool {
+		for _, s := range srvs {
+			jsz, err := s.Jsz(nil)
+			if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
+				continue
+			}
+			current := 0
+			for _, p := range jsz.Meta.Replicas {
+				if p.Current && !p.Offline {
+					current++
+				}
+			}
+			return current == n-1
+		}
+		return false
+	})
 	return srvs
 }
 
