@@ -57,8 +57,13 @@ func leaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 }
 
 // bucketReplicas returns the replicas of a key-value bucket's stream, 0
-// when there is no such bucket.
+// when there is no such bucket. The account's information comes first: a
+// server without JetStream answers it at once (ErrJetStreamNotEnabled),
+// the stream's not.
 func bucketReplicas(ctx context.Context, js jetstream.JetStream, bucket string) (int, error) {
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return 0, err
+	}
 	s, err := js.Stream(ctx, "KV_"+bucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
