@@ -216,7 +216,7 @@ func logPlacement(cfg GroupConfig, p jsreplicas.Placement) {
 	}
 	cfg.Log.Warn().Str("bucket", cfg.Bucket).Int("replicas", p.Have).Int("wanted", p.Want).Str("reason", p.Reason()).AnErr("answer", p.Short).
 		Msgf("standby: lease bucket ready with fewer replicas than wanted: the cluster did not place %d within %v "+
-			"(fewer nodes than that, or not all current; set the count the cluster has with --standby-replicas)", p.Want, cfg.StartWait)
+			"(fewer nodes than that, or not all current; a smaller cluster: set its size, predictord --standby-replicas)", p.Want, cfg.StartWait)
 }
 
 // Late reports whether another holder, or an instance with the group's

@@ -31,9 +31,10 @@ const startTryLimit = 5 * time.Second
 // transient reports whether err says JetStream cannot answer yet (no
 // responder to a lease read, a timeout, a 503 "temporarily unavailable"
 // from a cluster without a meta leader) or cannot place the replicas yet
-// (jsreplicas.Forming) rather than that the request is wrong. A server without JetStream (ErrJetStreamNotEnabled: no
-// responder to the bucket's creation) is not transient: it fails at once
-// with its hint. ctx is the caller's: its own end is not transient.
+// (jsreplicas.Forming) rather than that the request is wrong. A server
+// without JetStream (ErrJetStreamNotEnabled: no responder to the
+// bucket's creation) is not transient: it fails at once with its hint.
+// ctx is the caller's: its own end is not transient.
 func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 		return false
