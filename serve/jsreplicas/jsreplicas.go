@@ -75,7 +75,7 @@ func (p Placement) Reason() string {
 // cannot place them, down to max(lowest, have, 1). It returns the count
 // that worked, and the server's answer to the first count in Short when
 // that is below want. Another error is returned as is, with Have the
-// count it answered.
+// count tried.
 func Raise(have, want, lowest int, apply func(replicas int) error) (Placement, error) {
 	p := Placement{Want: want, Have: have}
 	var err error
@@ -106,8 +106,8 @@ func Unplaceable(err error) bool {
 }
 
 // Forming reports whether err says the cluster cannot place the replicas
-// yet: too few peers current in its meta group, as while it forms or a
-// node restarts. A single server never places more than one.
+// yet: its meta group knows too few peers, as while it forms (a node
+// joining). A single server never places more than one.
 func Forming(err error) bool {
 	var api *jetstream.APIError
 	return errors.As(err, &api) && (api.ErrorCode == errNoPeers || api.ErrorCode == errInsufficient)
