@@ -344,12 +344,18 @@ func TestRunCountsSkippedAndLost(t *testing.T) {
 	defer srv.Shutdown()
 	ids := []int{3, 8, 21}
 	rec := testRecording(6_000, ids, 7)
+	// Every decision arrives in the first case: the drain ends with the
+	// last one, and the decision timeout only bounds a pause of the daemon
+	// (one longer than it, on a loaded machine, would end the drain early
+	// and count decisions still to come as lost). In the second the drain
+	// waits the timeout for the cells whose last decision was dropped.
 	for _, tc := range []struct {
 		name                 string
 		skipEvery, dropEvery int
+		timeout              time.Duration
 	}{
-		{"skipped decisions published", 7, 0},
-		{"decisions never sent", 0, 9},
+		{"skipped decisions published", 7, 0, 10 * time.Second},
+		{"decisions never sent", 0, 9, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := fmt.Sprintf("dev%d%d", tc.skipEvery, tc.dropEvery)
@@ -358,7 +364,7 @@ func TestRunCountsSkippedAndLost(t *testing.T) {
 			pub := newPublisher(t, srv.ClientURL(), dev)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			res, err := Run(ctx, pub, Config{Rec: rec, From: 1000, To: 4000, Cells: ids, Speed: 8, DecisionTimeout: 300 * time.Millisecond})
+			res, err := Run(ctx, pub, Config{Rec: rec, From: 1000, To: 4000, Cells: ids, Speed: 8, DecisionTimeout: tc.timeout})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -143,6 +143,9 @@ type options struct {
 	standbyID string
 	// standbyTTL is the hot-standby lease TTL.
 	standbyTTL time.Duration
+	// standbyReplicas is the lease bucket's intended replicas (0: 3 on a
+	// cluster, else 1).
+	standbyReplicas int
 	// record is the flight recorder's stream (empty: off).
 	record string
 	// recordMaxBytes is the size limit of the record stream.
@@ -235,6 +238,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.standbyID, "standby-id", "", "this instance's id in the replica group (default: host, pid and a random suffix)")
 	fs.DurationVar(&o.standbyTTL, "standby-ttl", standby.DefaultTTL,
 		"hot-standby lease TTL: a lost holder is replaced within about this plus a tenth")
+	fs.IntVar(&o.standbyReplicas, "standby-replicas", 0,
+		"replicas of the hot-standby lease bucket: start-up waits up to 30 s for the cluster to place them (0: 3 on a NATS cluster, else 1)")
 	fs.StringVar(&o.record, "record", "",
 		"flight recorder: record frames, control, decisions and events in this JetStream stream (empty: off)")
 	fs.Int64Var(&o.recordMaxBytes, "record-max-bytes", 1<<30, "size limit of the --record stream (the oldest messages go first; 0: none)")
@@ -261,6 +266,8 @@ func (o *options) check() error {
 		return fmt.Errorf("--nats-ping-interval %v: want > 0", o.pingInterval)
 	case o.maxPings < 1:
 		return fmt.Errorf("--nats-max-pings %d: want at least 1", o.maxPings)
+	case o.standbyReplicas < 0 || o.standbyReplicas > 5:
+		return fmt.Errorf("--standby-replicas %d: want 0 (3 on a cluster, else 1) to 5, JetStream's most", o.standbyReplicas)
 	case o.staleAfter < 0:
 		return fmt.Errorf("--stale-after %v: want >= 0", o.staleAfter)
 	case o.drainTimeout < 0:
@@ -448,7 +455,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Si
 	}
 
 	stopJS, err := svc.EnableJetStream(ctx, nc, service.JetStreamFeatures{
-		Standby: standby.GroupConfig{Group: o.standbyGroup, ID: o.standbyID, TTL: o.standbyTTL},
+		Standby: standby.GroupConfig{Group: o.standbyGroup, ID: o.standbyID, TTL: o.standbyTTL, Replicas: o.standbyReplicas},
 		Record:  recorder.Config{Stream: o.record, MaxBytes: o.recordMaxBytes, MaxAge: o.recordMaxAge}})
 	if err != nil {
 		return err

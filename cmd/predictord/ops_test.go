@@ -186,6 +186,8 @@ func TestStartupErrors(t *testing.T) {
 		{"negative drain timeout", []string{"--drain-timeout", "-1s"}, nil, "--drain-timeout"},
 		{"zero ping interval", []string{"--nats-ping-interval", "0"}, nil, "--nats-ping-interval"},
 		{"no pings outstanding", []string{"--nats-max-pings", "0"}, nil, "--nats-max-pings"},
+		{"negative lease replicas", []string{"--standby-replicas", "-1"}, nil, "--standby-replicas"},
+		{"more lease replicas than JetStream allows", []string{"--standby-replicas", "6"}, nil, "--standby-replicas"},
 		{"embedded port out of range", []string{"--embedded-addr", "127.0.0.1:70000"}, nil, "bad port"},
 	}
 	for _, c := range cases {

@@ -380,6 +380,10 @@ func TestStandbyFailover(t *testing.T) {
 			if v := gathered(t, survivor.s, "predictord_standby_holder"); v != 1 {
 				t.Fatalf("survivor's holder gauge %v, want 1", v)
 			}
+			// One server: the lease bucket has 1 replica, 1 wanted, none short.
+			if v, short := gathered(t, survivor.s, "predictord_standby_lease_replicas"), gathered(t, survivor.s, "predictord_standby_lease_replicas_short"); v != 2 || short != 0 {
+				t.Fatalf("lease replicas gauges (has + wanted) %v, short %v; want 2, 0", v, short)
+			}
 			if v := gathered(t, b.s, "predictord_standby_synced"); v != 1 {
 				t.Fatalf("b's synced gauge %v, want 1", v)
 			}

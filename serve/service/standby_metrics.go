@@ -3,11 +3,13 @@ package service
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rgcpred/serve/jsreplicas"
 	"rgcpred/serve/standby"
 )
 
 // standbyCollector exports the hot-standby state: who holds the lease,
-// each device's sync state and its gate's counters.
+// the lease bucket's replicas, each device's sync state and its gate's
+// counters.
 type standbyCollector struct {
 	s *Service
 	g *standby.Group
@@ -40,6 +42,12 @@ var (
 	standbyEchoDesc = prometheus.NewDesc("predictord_standby_echo_messages_total",
 		"Messages this instance published as holder, by what became of their echo (the message coming back from the server): echoed (it, or a later position, came back), republished (never came back, published again after a reconnect: written into a connection that died), dropped (the echo ring was full before it came; lost if the connection then died with it).",
 		[]string{"device", "fate"}, nil)
+	standbyLeaseReplicasDesc = prometheus.NewDesc("predictord_standby_lease_replicas",
+		"Replicas of the lease bucket at start-up: has (the bucket's) and wanted (--standby-replicas; by default 3 on a cluster, else 1).",
+		[]string{"group", "count"}, nil)
+	standbyLeaseShortDesc = prometheus.NewDesc("predictord_standby_lease_replicas_short",
+		"1 on the reason the lease bucket has fewer replicas than wanted, the server's answer to the count wanted at the end of the start-up wait: no_peers (fewer nodes current in the cluster), insufficient_resources, not_clustered (a single server), other; all 0 when it has them.",
+		[]string{"group", "reason"}, nil)
 	standbyRestoresDesc = prometheus.NewDesc("predictord_standby_restores_total",
 		"Times the device restored the holder's state (joining, or catching up again after a divergence).", []string{"device"}, nil)
 )
@@ -56,6 +64,8 @@ func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- standbyResendDesc
 	ch <- standbyResentDesc
 	ch <- standbyGapCopiesDesc
+	ch <- standbyLeaseReplicasDesc
+	ch <- standbyLeaseShortDesc
 }
 
 func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -67,6 +77,19 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(standbyHolderDesc, prometheus.GaugeValue, held, cfg.Group, cfg.ID)
 	ch <- prometheus.MustNewConstMetric(standbyTakeoversDesc, prometheus.CounterValue, float64(ls.Gains), cfg.Group)
+	placed := c.g.Placement()
+	ch <- prometheus.MustNewConstMetric(standbyLeaseReplicasDesc, prometheus.GaugeValue, float64(placed.Have), cfg.Group, "has")
+	ch <- prometheus.MustNewConstMetric(standbyLeaseReplicasDesc, prometheus.GaugeValue, float64(placed.Want), cfg.Group, "wanted")
+	for _, r := range jsreplicas.Reasons {
+		if r == jsreplicas.ReasonNone {
+			continue
+		}
+		short := 0.0
+		if placed.Reason() == r {
+			short = 1
+		}
+		ch <- prometheus.MustNewConstMetric(standbyLeaseShortDesc, prometheus.GaugeValue, short, cfg.Group, r)
+	}
 	alarms := c.g.Alarms()
 	for _, r := range standby.AlarmReasons {
 		ch <- prometheus.MustNewConstMetric(standbyAlarmsDesc, prometheus.CounterValue, float64(alarms[r]), cfg.Group, r)

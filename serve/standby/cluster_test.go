@@ -5,17 +5,21 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/serve/jsreplicas"
 )
 
-// startCluster starts n NATS servers with JetStream, routed to each other
-// on loopback, and waits until JetStream answers.
-func startCluster(t *testing.T, n int) []*server.Server {
+// clusterOptions returns the options of n NATS servers with JetStream,
+// routed to each other on loopback (newServer makes one).
+func clusterOptions(t *testing.T, n int) []*server.Options {
 	t.Helper()
 	// The route ports are picked first: every server names every other.
 	ports := make([]int, n)
@@ -29,23 +33,57 @@ func startCluster(t *testing.T, n int) []*server.Server {
 		_ = l.Close()
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprint("127.0.0.1:", ports[i])})
 	}
-	var srvs []*server.Server
+	var opts []*server.Options
 	for i := range n {
-		o := &server.Options{ServerName: fmt.Sprint("n", i), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: ports[i]}, Routes: routes, NoSigs: true, NoLog: true}
-		s, err := server.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		opts = append(opts, &server.Options{ServerName: fmt.Sprint("n", i), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: ports[i]}, Routes: routes, NoSigs: true, NoLog: true})
+	}
+	return opts
+}
+
+// newServer returns a server of o, not started (startServers); a node
+// stopped and made again from the same options restarts with its store.
+func newServer(t *testing.T, o *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// clusterServers returns n NATS servers with JetStream, routed to each
+// other on loopback, not started (startServers).
+func clusterServers(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	var srvs []*server.Server
+	for _, o := range clusterOptions(t, n) {
+		srvs = append(srvs, newServer(t, o))
+	}
+	return srvs
+}
+
+// startServers starts srvs, each stopped at the end of the test, and
+// waits until each accepts connections.
+func startServers(t *testing.T, srvs ...*server.Server) {
+	t.Helper()
+	for _, s := range srvs {
 		go s.Start()
 		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		srvs = append(srvs, s)
 	}
-	for i, s := range srvs {
+	for _, s := range srvs {
 		if !s.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("server %d not ready", i)
+			t.Fatalf("server %s not ready", s.Name())
 		}
 	}
+}
+
+// startCluster starts srvs (clusterServers) and waits until JetStream
+// answers and every node is current in the meta group.
+func startCluster(t *testing.T, srvs []*server.Server) []*server.Server {
+	t.Helper()
+	n := len(srvs)
+	startServers(t, srvs...)
 	nc, err := nats.Connect(srvs[0].ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -63,23 +101,27 @@ func startCluster(t *testing.T, n int) []*server.Server {
 	})
 	// The meta leader places replicas only on peers it knows current: a
 	// bucket created before then gets fewer than the cluster allows.
-	waitGroup(t, "every node current in the meta group", func() bool {
-		for _, s := range srvs {
-			jsz, err := s.Jsz(nil)
-			if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
-				continue
-			}
-			current := 0
-			for _, p := range jsz.Meta.Replicas {
-				if p.Current && !p.Offline {
-					current++
-				}
-			}
-			return current == n-1
-		}
-		return false
-	})
+	waitGroup(t, "every node current in the meta group", func() bool { return metaCurrent(srvs) == n-1 })
 	return srvs
+}
+
+// metaCurrent returns the number of peers the meta leader among srvs
+// knows current (-1: no leader among them).
+func metaCurrent(srvs []*server.Server) int {
+	for _, s := range srvs {
+		jsz, err := s.Jsz(nil)
+		if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
+			continue
+		}
+		current := 0
+		for _, p := range jsz.Meta.Replicas {
+			if p.Current && !p.Offline {
+				current++
+			}
+		}
+		return current
+	}
+	return -1
 }
 
 // TestLeaseBucketClusterReplicas: on a 3-node cluster the lease bucket has
@@ -90,7 +132,7 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 		t.Skip("a 3-node cluster elects a new leader in seconds")
 	}
 	t.Parallel() // waits for most of its time; independent of the other tests
-	srvs := startCluster(t, 3)
+	srvs := startCluster(t, clusterServers(t, 3))
 	connect := func(s *server.Server) (*nats.Conn, jetstream.KeyValue) {
 		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
 		if err != nil {
@@ -151,4 +193,152 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 		ok, _ := b.TryAcquire(ctx)
 		return ok
 	})
+}
+
+// TestGroupLeaseBucketReplicas: the daemon's bucket set-up (NewGroup, its
+// default replicas on a cluster) ends with the lease bucket on all 3
+// nodes when it starts before the cluster has formed (no meta leader yet;
+// the retries wait for it), or finds the bucket at R1, or while the meta
+// leader knows too few peers to place 3 (refuse: its first answers, as
+// while a node joins; stepping down at once left the bucket at R2).
+func TestGroupLeaseBucketReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node clusters elect their meta leaders in seconds")
+	}
+	t.Parallel() // waits for most of its time; independent of the other tests
+	for _, c := range []struct {
+		name   string
+		early  int  // nodes started before the daemon, of 3; 3: the cluster formed
+		r1     bool // a bucket made at R1 first
+		refuse int  // 3 replicas refused this often first (no peers)
+	}{
+		{"one node up", 1, false, 0},
+		{"two nodes up", 2, false, 0},
+		{"an R1 bucket in the formed cluster", 3, true, 0},
+		{"too few peers known at first", 3, false, 3},
+		{"an R1 bucket, too few peers known at first", 3, true, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srvs := clusterServers(t, 3)
+			if c.early == 3 {
+				startCluster(t, srvs)
+			} else {
+				startServers(t, srvs[:c.early]...)
+			}
+			nc, err := nats.Connect(srvs[0].ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.r1 {
+				if _, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "leases", History: 1, TTL: time.Second, Replicas: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			retried := make(chan struct{})
+			var once sync.Once
+			type result struct {
+				p        jsreplicas.Placement
+				replicas int // by default
+				err      error
+			}
+			done := make(chan result, 1)
+			warn := func(error) { once.Do(func() { close(retried) }) }
+			go func() {
+				if c.refuse > 0 {
+					// The bucket set-up of NewGroup, on a server that refuses.
+					var r refusingJS
+					r.JetStream = js
+					r.left.Store(int32(c.refuse))
+					_, p, err := openLeaseBucket(ctxT(t), &r, "leases", testTTL, 3, waitLimit, warn)
+					done <- result{p, 3, err}
+					return
+				}
+				g, err := NewGroup(ctxT(t), nc, GroupConfig{Group: "g", Bucket: "leases", TTL: testTTL, StartWait: waitLimit,
+					PeerWait: 50 * time.Millisecond, Warn: func(_ string, err error) { warn(err) }})
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				g.Close()
+				done <- result{g.Placement(), g.Config().Replicas, nil}
+			}()
+			if c.early < 3 || c.refuse > 0 {
+				select {
+				case <-retried:
+				case r := <-done:
+					t.Fatalf("the bucket set-up returned without a retry (%v, %+v) while the cluster could not place 3", r.err, r.p)
+				}
+				startServers(t, srvs[c.early:]...)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if p := r.p; r.replicas != 3 || p.Want != 3 || p.Have != 3 || p.Reason() != jsreplicas.ReasonNone {
+				t.Fatalf("%d replicas by default, placement %+v (%s); want 3 of 3", r.replicas, p, p.Reason())
+			}
+			waitGroup(t, "the bucket on 3 nodes", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				s, err := js.Stream(ctx, "KV_leases")
+				if err != nil {
+					return false
+				}
+				info := s.CachedInfo()
+				return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2
+			})
+		})
+	}
+}
+
+// TestGroupLeaseBucketReplicasSingle: on a single server the bucket has
+// one replica by default, and 3 asked for leave it at 1, saying why.
+func TestGroupLeaseBucketReplicasSingle(t *testing.T) {
+	s := jsServer(t)
+	for _, c := range []struct {
+		name       string
+		replicas   int
+		want, have int
+		reason     string
+	}{
+		{"by default", 0, 1, 1, jsreplicas.ReasonNone},
+		{"3 asked", 3, 3, 1, jsreplicas.ReasonNotClustered},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nc, err := nats.Connect(s.ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			g, err := NewGroup(ctxT(t), nc, GroupConfig{Group: "g", Bucket: "single" + fmt.Sprint(c.replicas), TTL: testTTL, Replicas: c.replicas,
+				PeerWait: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if p := g.Placement(); p.Want != c.want || p.Have != c.have || p.Reason() != c.reason {
+				t.Fatalf("placement %+v (%s); want %d of %d (%s)", p, p.Reason(), c.have, c.want, c.reason)
+			}
+		})
+	}
+}
+
+// refusingJS answers a key-value bucket of more than 2 replicas as a meta
+// leader that knows 2 peers does, while left lasts.
+type refusingJS struct {
+	jetstream.JetStream
+	left atomic.Int32
+}
+
+func (r *refusingJS) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if cfg.Replicas > 2 && r.left.Add(-1) >= 0 {
+		return nil, &jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "no suitable peers for placement"}
+	}
+	return r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 
+	"rgcpred/serve/jsreplicas"
 	"rgcpred/stream"
 )
 
@@ -68,8 +69,14 @@ type GroupConfig struct {
 	DeviceUp func(device string) *stream.Auth
 	// StartWait bounds how long NewGroup retries, with backoff, opening
 	// the lease bucket and reading the lease while JetStream cannot
-	// answer yet (default DefaultStartWait).
+	// answer yet, or the cluster cannot place Replicas yet (default
+	// DefaultStartWait).
 	StartWait time.Duration
+	// Replicas is the lease bucket's intended replica count (default
+	// jsreplicas.Max when the NATS server is one of a cluster, else 1):
+	// NewGroup creates the bucket with them, or raises an existing
+	// bucket's to them; one with more keeps its own.
+	Replicas int
 }
 
 // DefaultBucket is GroupConfig.Bucket's default.
@@ -83,6 +90,7 @@ type Group struct {
 	lease    *Lease
 	replicas []*Replica
 	late     bool
+	placed   jsreplicas.Placement
 	subs     []*nats.Subscription
 	alarms   alarms
 
@@ -132,6 +140,12 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if cfg.PeerWait <= 0 {
 		cfg.PeerWait = DefaultPeerWait
 	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+		if nc.ConnectedClusterName() != "" {
+			cfg.Replicas = jsreplicas.Max
+		}
+	}
 	if cfg.Warn == nil {
 		log := cfg.Log
 		cfg.Warn = func(_ string, err error) { log.Warn().Err(err).Send() }
@@ -141,20 +155,14 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 		return nil, fmt.Errorf("standby: %w", err)
 	}
 	warn := func(err error) {
-		cfg.Warn("start", fmt.Errorf("standby: JetStream not answering yet, retrying: %w", err))
+		cfg.Warn("start", fmt.Errorf("standby: JetStream not ready yet, retrying: %w", err))
 	}
-	var kv jetstream.KeyValue
-	if err := retryStart(ctx, cfg.StartWait, warn, func(ctx context.Context) (err error) {
-		kv, err = LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
-		return err
-	}); err != nil {
+	kv, placed, err := openLeaseBucket(ctx, js, cfg.Bucket, cfg.TTL, cfg.Replicas, cfg.StartWait, warn)
+	if err != nil {
 		return nil, err
 	}
-	if st, err := kv.Status(ctx); err == nil {
-		cfg.Log.Info().Str("bucket", cfg.Bucket).Int("replicas", st.Config().Replicas).
-			Msg("standby: lease bucket ready, replicated on as many nodes as the cluster allows (up to 3)")
-	}
-	g := &Group{cfg: cfg, nc: nc}
+	logPlacement(cfg, placed)
+	g := &Group{cfg: cfg, nc: nc, placed: placed}
 	if err := retryStart(ctx, cfg.StartWait, warn, func(ctx context.Context) error {
 		_, err := kv.Get(ctx, cfg.Group)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -169,7 +177,8 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 		Eligible: g.synced, Healthy: cfg.Healthy, Auth: cfg.Auth,
 		OnForeign: func(err error) { g.alarm(AlarmLease, "", err) },
 		Recreate: func(ctx context.Context) (jetstream.KeyValue, error) {
-			return LeaseBucket(ctx, js, cfg.Bucket, cfg.TTL)
+			kv, _, err := leaseBucket(ctx, js, cfg.Bucket, cfg.TTL, cfg.Replicas, 1)
+			return kv, err
 		},
 		OnGain: g.gain, OnLoss: g.loss, OnRenew: g.retry})
 	if err != nil {
@@ -193,6 +202,22 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 
 // Lease returns the group's lease.
 func (g *Group) Lease() *Lease { return g.lease }
+
+// Placement returns the lease bucket's replicas at start-up against
+// Config().Replicas, and why fewer, if so.
+func (g *Group) Placement() jsreplicas.Placement { return g.placed }
+
+// logPlacement states the lease bucket's replicas at start-up: a warning
+// with the server's answer when the cluster placed fewer than wanted.
+func logPlacement(cfg GroupConfig, p jsreplicas.Placement) {
+	if p.Have >= p.Want {
+		cfg.Log.Info().Str("bucket", cfg.Bucket).Int("replicas", p.Have).Int("wanted", p.Want).Msg("standby: lease bucket ready")
+		return
+	}
+	cfg.Log.Warn().Str("bucket", cfg.Bucket).Int("replicas", p.Have).Int("wanted", p.Want).Str("reason", p.Reason()).AnErr("answer", p.Short).
+		Msgf("standby: lease bucket ready with fewer replicas than wanted: the cluster did not place %d within %v "+
+			"(fewer nodes than that, or not all current; a smaller cluster: set its size, predictord --standby-replicas)", p.Want, cfg.StartWait)
+}
 
 // Late reports whether another holder, or an instance with the group's
 // state, was found at start: the replicas catch up before this instance

@@ -35,44 +35,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-
-	"rgcpred/serve/jsreplicas"
 )
 
 // DefaultTTL is predictord's lease TTL: renewals every 15 ms, a lost
 // holder replaced within about 66 ms, inside a decision's 80-ms period.
 const DefaultTTL = 60 * time.Millisecond
-
-// LeaseBucketMinTTL is the shortest expiry LeaseBucket gives its entries.
-const LeaseBucketMinTTL = time.Second
-
-// LeaseBucket creates (or updates) the key-value bucket of leases named
-// bucket: one entry per lease, kept only max(ttl, LeaseBucketMinTTL) after
-// its last renewal. File storage keeps a lease across a NATS server
-// restart; as many replicas as the cluster allows (jsreplicas) keep it
-// across the loss of a node.
-func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
-	if ttl <= 0 {
-		return nil, fmt.Errorf("standby: lease bucket %s: TTL %v not positive", bucket, ttl)
-	}
-	ttl = max(ttl, LeaseBucketMinTTL)
-	var kv jetstream.KeyValue
-	_, err := jsreplicas.Create(func(replicas int) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      bucket,
-			Description: "predictord hot-standby leases",
-			History:     1,
-			TTL:         ttl,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("standby: lease bucket %s: %w", bucket, err)
-	}
-	return kv, nil
-}
 
 // LeaseConfig configures a Lease.
 type LeaseConfig struct {
