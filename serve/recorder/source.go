@@ -135,7 +135,7 @@ func (e fnError) Error() string { return e.err.Error() }
 // began), calling fn for each message.
 func readStream(ctx context.Context, s jetstream.Stream, filter string, last uint64,
 	fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	r, err := openReader(ctx, s, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy})
+	r, err := openReader(ctx, s, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy}, apiWait)
 	if err != nil {
 		return err
 	}
@@ -176,6 +176,8 @@ type reader struct {
 	s   jetstream.Stream
 	c   jetstream.Consumer
 	cfg jetstream.ConsumerConfig
+	// wait bounds each JetStream API request (apiWait for an audit).
+	wait time.Duration
 	// cseq is the consumer sequence number of the last message passed,
 	// sseq its stream sequence number: a message delivered to a fetch
 	// that gave up waiting is never delivered again, and the gap in
@@ -193,15 +195,17 @@ const readerIdle = time.Minute
 // caller's whole deadline.
 const apiWait = 10 * time.Second
 
-func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (*reader, error) {
+// openReader creates the reader's consumer; wait bounds each of its
+// JetStream API requests.
+func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig, wait time.Duration) (*reader, error) {
 	cfg.AckPolicy, cfg.InactiveThreshold, cfg.MemoryStorage, cfg.Replicas = jetstream.AckNonePolicy, readerIdle, true, 1
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	c, err := s.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, c: c, cfg: cfg}, nil
+	return &reader{s: s, c: c, cfg: cfg, wait: wait}, nil
 }
 
 // restart replaces the reader's consumer by one that starts after the last
@@ -210,7 +214,7 @@ func (r *reader) restart(ctx context.Context) error {
 	r.close()
 	cfg := r.cfg
 	cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = jetstream.DeliverByStartSequencePolicy, r.sseq+1, nil
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
+	ctx, cancel := context.WithTimeout(ctx, r.wait)
 	defer cancel()
 	c, err := r.s.CreateConsumer(ctx, cfg)
 	if err != nil {
@@ -279,7 +283,7 @@ func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.Ms
 // gave up waiting: the reader then starts a consumer again after the last
 // message passed).
 func (r *reader) ended(ctx context.Context) (bool, error) {
-	ictx, cancel := context.WithTimeout(ctx, apiWait)
+	ictx, cancel := context.WithTimeout(ctx, r.wait)
 	ci, err := r.c.Info(ictx)
 	cancel()
 	if err != nil {
@@ -295,7 +299,7 @@ func (r *reader) ended(ctx context.Context) (bool, error) {
 // idle one after readerIdle anyway), so that repeated reads do not pile
 // consumers up to the account's limit.
 func (r *reader) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.wait, 2*time.Second))
 	defer cancel()
 	_ = r.s.DeleteConsumer(ctx, r.c.CachedInfo().Name)
 }
