@@ -39,6 +39,10 @@ const (
 	// FillTimeHeader is when the filling instance received the original
 	// (Unix ns): the time an audit replays it at.
 	FillTimeHeader = "Rgc-Fill-Time"
+	// FillAnswerHeader is, for frames a resend answer brought, the
+	// answer's subject (a daemon's reply subject): the answer's
+	// authenticator, which the fill carries, covers that subject.
+	FillAnswerHeader = "Rgc-Fill-Answer"
 )
 
 // Fill defaults (FillConfig).
@@ -509,6 +513,9 @@ func (f *Filler) msg(p *planned) *nats.Msg {
 	m.Header.Set(FillAfterHeader, strconv.FormatUint(p.anchor, 10))
 	m.Header.Set(FillOrderHeader, fmt.Sprintf("%d.%d.%d", e.order.frame, e.order.rank, e.order.n))
 	m.Header.Set(FillTimeHeader, strconv.FormatInt(e.at, 10))
+	if e.m.Subject != e.subject {
+		m.Header.Set(FillAnswerHeader, e.m.Subject)
+	}
 	return m
 }
 

@@ -43,6 +43,13 @@ type Msg struct {
 	// Header is the message's header (authenticators: stream.AuthHeader),
 	// nil for none.
 	Header nats.Header
+	// Answer is, for a filled frames message that a resend answer
+	// brought, the answer's subject, which its authenticator covers
+	// instead of Subject ("" otherwise: FillAnswerHeader).
+	Answer string
+	// Signed is the payload the authenticator covers when the frames
+	// read already were cut from Data's head (Merge), nil otherwise.
+	Signed []byte
 }
 
 // Source yields one device's recorded messages in recording order, calling
