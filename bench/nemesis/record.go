@@ -186,11 +186,15 @@ func (t *topology) auditOnce(ctx context.Context, out *Recording, first, last in
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	src, holes := watchFrames(recorder.StreamSource(t.js, rc.Stream, Device), first, last, first+rgc.WindowBins)
-	rep, err := recorder.Audit(actx, src, recorder.AuditConfig{
+	acfg := recorder.AuditConfig{
 		Predictor: rc.Predictor,
 		Core:      daemon.Config{Known: rc.Known},
 		Precision: func(p string) error { return forcePrecision(rc.Predictor, p) },
-	})
+	}
+	if k := t.cfg.Keys; k != nil {
+		acfg.UpKey, acfg.GroupKey = k.device().Up, k.Parsed.Groups[Group]
+	}
+	rep, err := recorder.Audit(actx, src, acfg)
 	if err != nil {
 		return err
 	}
