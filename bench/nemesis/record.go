@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -148,7 +147,8 @@ const auditHealthWait = 30 * time.Second
 // audit re-runs the recording of the schedule that just ended, once every
 // node is healthy (or past auditHealthWait, with the stream's leader
 // known); a read the stream does not answer yet (no leader, no
-// responders) is tried again every 500 ms, and a recording that does not
+// responders), or that found no stream start (a read through a replica
+// behind the leader), is tried again every 500 ms, and a recording that does not
 // pass (holes, decisions missing) every second: its holder may still be
 // filling what the stream did not store, up to auditTimeout.
 func (t *topology) audit(ctx context.Context) *Recording {
@@ -172,7 +172,7 @@ func (t *topology) audit(ctx context.Context) *Recording {
 			sleep(ctx, time.Second)
 			continue
 		}
-		if errors.Is(err, recorder.ErrEmpty) || time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			out.Err = err.Error()
 			return out
 		}
