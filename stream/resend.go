@@ -3,6 +3,8 @@ package stream
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -222,4 +224,33 @@ func (p *Publisher) answerResend(m *nats.Msg) {
 	}
 	rs.stats.Answered++
 	rs.stats.Frames += uint64(len(rs.out.Frames))
+}
+
+// ResendAnswerRange returns the frames a resend answer on subject may
+// carry: a request's reply subject ends in ".<first>.<n>" (docs/protocol.md
+// "Resend"), and a daemon takes the frames of [first, first+n) only.
+func ResendAnswerRange(subject string) (first int64, count int, ok bool) {
+	rest, c, found := cutLast(subject)
+	if !found {
+		return 0, 0, false
+	}
+	_, f, found := cutLast(rest)
+	if !found {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(f, 10, 64)
+	count, err2 := strconv.Atoi(c)
+	if err1 != nil || err2 != nil || count < 1 || count > MaxResendFrames || checkSeqs(first, count) != nil {
+		return 0, 0, false
+	}
+	return first, count, true
+}
+
+// cutLast splits s at its last ".".
+func cutLast(s string) (before, after string, found bool) {
+	i := strings.LastIndexByte(s, '.')
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }

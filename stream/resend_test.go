@@ -165,3 +165,28 @@ func TestServeResendRateLimited(t *testing.T) {
 		t.Fatalf("%d answers received, %d sent", m, st.None)
 	}
 }
+
+// TestResendAnswerRange: a resend answer's reply subject names the
+// frames it may carry; anything else names none.
+func TestResendAnswerRange(t *testing.T) {
+	for _, tc := range []struct {
+		subject string
+		first   int64
+		count   int
+		ok      bool
+	}{
+		{"_INBOX.abc.def.2100.800", 2100, 800, true},
+		{"_INBOX.x.0.1", 0, 1, true},
+		{"_INBOX.x.5.0", 0, 0, false},
+		{"_INBOX.x.5.1025", 0, 0, false},
+		{"_INBOX.x.-1.8", 0, 0, false},
+		{"rgc.dev0.stim", 0, 0, false},
+		{"8", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		first, count, ok := ResendAnswerRange(tc.subject)
+		if first != tc.first || count != tc.count || ok != tc.ok {
+			t.Errorf("%q: %d, %d, %v; want %d, %d, %v", tc.subject, first, count, ok, tc.first, tc.count, tc.ok)
+		}
+	}
+}

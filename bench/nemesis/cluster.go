@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -217,6 +218,14 @@ func (n *Node) get(path string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// /healthz says why in its body: which stream or consumer is
+		// not current, and why.
+		var why struct {
+			Error string `json:"error"`
+		}
+		if json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&why) == nil && why.Error != "" {
+			return fmt.Errorf("%s: %s: %s", path, resp.Status, why.Error)
+		}
 		return fmt.Errorf("%s: %s", path, resp.Status)
 	}
 	if v == nil {

@@ -3,6 +3,9 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -104,5 +107,39 @@ func waitRoutes(t *testing.T, c *Cluster, want int) {
 			t.Fatalf("routes per node %v, want %d each", rs, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHealthzReason: a node's /healthz error names what is not current,
+// from the answer's body, so that a wait for health that gives up says
+// which stream held it.
+func TestHealthzReason(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   string // "" for no error
+	}{
+		{"healthy", http.StatusOK, `{"status":"ok"}`, ""},
+		{"a stream behind", http.StatusServiceUnavailable,
+			`{"status":"unavailable","status_code":503,"error":"JetStream stream '$G > RGCREC' is not current: group node unhealthy"}`,
+			"/healthz: 503 Service Unavailable: JetStream stream '$G > RGCREC' is not current: group node unhealthy"},
+		{"no body", http.StatusServiceUnavailable, ``, "/healthz: 503 Service Unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			port := srv.Listener.Addr().(*net.TCPAddr).Port
+			err := (&Node{Monitor: port}).get("/healthz", nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

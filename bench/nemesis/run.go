@@ -64,6 +64,8 @@ type Config struct {
 	// Record, if not nil, turns the flight recorder on and audits each
 	// schedule's recording.
 	Record *Recorder
+	// Keys, if not nil, turns message authentication on.
+	Keys *Keys
 	// Dir holds each schedule's logs and stores (seed-N); a passing
 	// schedule's folder is removed.
 	Dir string
@@ -260,6 +262,11 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Keys != nil {
+		if err := pub.UseKeys(cfg.Keys.device()); err != nil {
+			return err
+		}
+	}
 	log := history.NewLog()
 	t0 := time.Now()
 	clock := newFrameClock(t0, int64(cfg.From+rgc.WindowBins), int64(cfg.To-1))
@@ -326,11 +333,14 @@ func (t *topology) startInstance(i int) error {
 		cells[k] = strconv.Itoa(c)
 	}
 	t.instances = append(t.instances, in)
-	var record []string
+	var opt []string
 	if t.cfg.Record != nil {
-		record = []string{"--record", t.cfg.Record.Stream}
+		opt = []string{"--record", t.cfg.Record.Stream}
 	}
-	in.Proc, err = StartProc(in.ID, t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"), append(record,
+	if t.cfg.Keys != nil {
+		opt = append(opt, "--auth-keys", t.cfg.Keys.File)
+	}
+	in.Proc, err = StartProc(in.ID, t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"), append(opt,
 		"--model", t.cfg.Model, "--precision", t.cfg.Precision, "--nats-url", strings.Join(urls, ","),
 		"--device", Device, "--cells", strings.Join(cells, ","), "--threads", strconv.Itoa(t.cfg.Threads),
 		"--standby-group", Group, "--standby-id", in.ID, "--standby-ttl", t.cfg.TTL.String(),

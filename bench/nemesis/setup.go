@@ -31,6 +31,9 @@ type Setup struct {
 	// Record, when not empty, is the flight recorder's stream every
 	// instance records into (Config.Record); each schedule audits it.
 	Record string
+	// AuthKeys turns message authentication on with fresh keys written
+	// to Bin (Config.Keys).
+	AuthKeys bool
 }
 
 // Build builds the nats-server of the nats-server module this module
@@ -106,6 +109,11 @@ func Prepare(ctx context.Context, s Setup) (*Config, error) {
 		From: res.From - rgc.WindowBins, To: res.To, Cells: ids, Ref: ref}
 	if s.Record != "" {
 		cfg.Record = &Recorder{Stream: s.Record, Predictor: m.Predictor, Known: m.Cells}
+	}
+	if s.AuthKeys {
+		if cfg.Keys, err = NewKeys(filepath.Join(s.Bin, "keys")); err != nil {
+			return nil, err
+		}
 	}
 	return cfg, nil
 }

@@ -561,13 +561,32 @@ func (a *audit) msg(m Msg) error {
 }
 
 // refused applies the daemon's authentication rules (stream.Guard) to a
-// recorded frames or control message, counting a refusal.
+// recorded frames or control message, counting a refusal. Frames a
+// resend answer brought (Msg.Answer) are checked as the daemon checked
+// the answer: over its subject, which must name a request whose frames
+// hold them (stream.ResendAnswerRange).
 func (a *audit) refused(m Msg, control bool) bool {
-	reason := a.guard.Admit(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header}, control)
+	subject, data := m.Subject, signed(m)
+	if m.Answer != "" && a.guard != nil {
+		if control || !answerHolds(m.Answer, data) {
+			a.rep.Refused[stream.ReasonAuthInvalid]++
+			return true
+		}
+		subject = m.Answer
+	}
+	reason := a.guard.Admit(&nats.Msg{Subject: subject, Data: data, Header: m.Header}, control)
 	if reason != "" {
 		a.rep.Refused[reason]++
 	}
 	return reason != ""
+}
+
+// answerHolds reports whether a resend answer on subject may carry the
+// frames of the frames message data.
+func answerHolds(subject string, data []byte) bool {
+	first, count, ok := stream.ResendAnswerRange(subject)
+	f, n, err := stream.PeekFrames(data)
+	return ok && err == nil && n > 0 && f >= first && f+int64(n) <= first+int64(count)
 }
 
 // Decisions implements daemon.Sink for the replay core.

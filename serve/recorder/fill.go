@@ -39,6 +39,10 @@ const (
 	// FillTimeHeader is when the filling instance received the original
 	// (Unix ns): the time an audit replays it at.
 	FillTimeHeader = "Rgc-Fill-Time"
+	// FillAnswerHeader is, for frames a resend answer brought, the
+	// answer's subject (a daemon's reply subject): the answer's
+	// authenticator, which the fill carries, covers that subject.
+	FillAnswerHeader = "Rgc-Fill-Answer"
 )
 
 // Fill defaults (FillConfig).
@@ -55,6 +59,11 @@ const (
 	// FillRetry bounds how long a round publishes its filled messages
 	// until the stream acknowledges them; the next round tries again.
 	FillRetry = 10 * time.Second
+	// FillWait bounds each JetStream request of a round (a stream's or a
+	// consumer's info, a fetch, a publish and its acknowledgement): a
+	// request to a node that died or was cut off fails after it, and the
+	// next round starts again from a fresh consumer.
+	FillWait = 3 * time.Second
 )
 
 // FillConfig configures a Filler.
@@ -71,9 +80,9 @@ type FillConfig struct {
 	// first and a standby's only when the holder could not (it lost the
 	// lease first, or started after the hole).
 	Holder func() bool
-	// Every, Settle, StandbySettle and Retry default to FillEvery,
-	// FillSettle, FillStandbySettle, FillRetry.
-	Every, Settle, StandbySettle, Retry time.Duration
+	// Every, Settle, StandbySettle, Retry and Wait default to FillEvery,
+	// FillSettle, FillStandbySettle, FillRetry, FillWait.
+	Every, Settle, StandbySettle, Retry, Wait time.Duration
 	// Warn receives errors of a round (nil: none); Filled, the number of
 	// messages a round stored again when it stored some (nil: none).
 	Warn   func(error)
@@ -109,7 +118,14 @@ type FillStats struct {
 // more copy of small payloads, once) and finds holes of any cause, which
 // a position check per subject would not.
 type Filler struct {
-	js  jetstream.JetStream
+	js jetstream.JetStream
+	// pub publishes the fills: a JetStream context of its own whose
+	// asynchronous publishes time out after Retry. nats.go keeps an
+	// asynchronous publish pending until its acknowledgement, its timeout
+	// or a reconnect, and stalls new ones once fillPending are: one whose
+	// acknowledgement never comes (a stream leader that died or was cut
+	// off with the message) would hold its place for the connection's life.
+	pub jetstream.JetStream
 	cfg FillConfig
 
 	was    bool    // active in the last round
@@ -158,8 +174,19 @@ func NewFiller(js jetstream.JetStream, cfg FillConfig) *Filler {
 	if cfg.StandbySettle <= 0 {
 		cfg.StandbySettle = max(FillStandbySettle, cfg.Settle)
 	}
-	return &Filler{js: js, cfg: cfg}
+	if cfg.Wait <= 0 {
+		cfg.Wait = FillWait
+	}
+	pub, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncTimeout(cfg.Retry), jetstream.WithPublishAsyncMaxPending(fillPending))
+	if err != nil { // only invalid options fail
+		pub = js
+	}
+	return &Filler{js: js, pub: pub, cfg: cfg}
 }
+
+// fillPending bounds a filler's asynchronous publishes awaiting their
+// acknowledgement: a window, and the last round's that may still time out.
+const fillPending = 4 * fillWindow
 
 // Stats returns the counters.
 func (f *Filler) Stats() FillStats {
@@ -236,8 +263,12 @@ func (f *Filler) Round(ctx context.Context) error {
 		f.plan = append(f.plan, planned{e: e, at: f.cursor + uint64(i), anchor: anchor})
 	}
 	if failed, err := f.fillAll(ctx); err != nil {
+		// The log's entries from the first one not stored on stay for the
+		// next round, which reads through a new consumer: the stream's
+		// leader or the consumer's node may have changed.
 		f.cursor = failed
 		f.release()
+		f.drop()
 		return fmt.Errorf("recorder: fill %s: %w", f.cfg.Device, err)
 	}
 	if len(f.plan) > 0 && f.cfg.Filled != nil {
@@ -266,10 +297,10 @@ func (f *Filler) count(fn func(*FillStats)) {
 // read reads what the stream stored since the last round (from the log's
 // oldest message's time, less a margin, in a first round) through one
 // consumer kept from round to round; a consumer that fails is created
-// again from the next sequence number.
+// again from the next sequence number. Each request waits Wait at most.
 func (f *Filler) read(ctx context.Context) error {
 	if f.rd == nil {
-		sctx, cancel := context.WithTimeout(ctx, apiWait)
+		sctx, cancel := context.WithTimeout(ctx, f.cfg.Wait)
 		s, err := f.js.Stream(sctx, f.cfg.Stream)
 		cancel()
 		if err != nil {
@@ -285,7 +316,7 @@ func (f *Filler) read(ctx context.Context) error {
 			from := time.Unix(0, at).Add(-readBack)
 			cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &from
 		}
-		if f.rd, err = openReader(ctx, s, cc); err != nil {
+		if f.rd, err = openReader(ctx, s, cc, f.cfg.Wait); err != nil {
 			return err
 		}
 	}
@@ -405,9 +436,11 @@ const fillWindow = 256
 // fillAll stores the planned messages again on the fill subject, a window
 // at a time without waiting for each acknowledgement; one not
 // acknowledged is published again until it is. The round gives up after
-// Retry (a stream electing a leader acknowledges nothing meanwhile) and
-// returns the log number of the first message not stored: the next round
-// reads the recording again and goes on from there.
+// Retry in all, publishing included (a stream electing a leader
+// acknowledges nothing meanwhile, and a publish may stall while earlier
+// ones await their acknowledgement), and returns the log number of the
+// first message not stored: the next round reads the recording again and
+// goes on from there.
 func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
 	deadline := time.Now().Add(f.cfg.Retry)
 	futs := make([]jetstream.PubAckFuture, 0, fillWindow)
@@ -415,14 +448,23 @@ func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
 		win := f.plan[lo:min(lo+fillWindow, len(f.plan))]
 		futs = futs[:0]
 		for i := range win {
-			fut, err := f.js.PublishMsgAsync(f.msg(&win[i]), jetstream.WithExpectStream(f.cfg.Stream))
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			fut, err := f.pub.PublishMsgAsync(f.msg(&win[i]), jetstream.WithExpectStream(f.cfg.Stream),
+				jetstream.WithStallWait(min(left, f.cfg.Wait)))
 			if err != nil {
 				fut = nil
 			}
 			futs = append(futs, fut)
 		}
 		for i := range win {
-			if !acked(ctx, futs[i], deadline) {
+			var fut jetstream.PubAckFuture
+			if i < len(futs) {
+				fut = futs[i]
+			}
+			if !acked(ctx, fut, deadline) {
 				if err := f.fillOne(ctx, &win[i], deadline); err != nil {
 					return win[i].at, err
 				}
@@ -435,10 +477,15 @@ func (f *Filler) fillAll(ctx context.Context) (failed uint64, err error) {
 }
 
 // acked waits for an asynchronous publish's acknowledgement until
-// deadline.
+// deadline; one already come counts after the deadline too.
 func acked(ctx context.Context, fut jetstream.PubAckFuture, deadline time.Time) bool {
 	if fut == nil {
 		return false
+	}
+	select {
+	case <-fut.Ok():
+		return true
+	default:
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -466,20 +513,28 @@ func (f *Filler) msg(p *planned) *nats.Msg {
 	m.Header.Set(FillAfterHeader, strconv.FormatUint(p.anchor, 10))
 	m.Header.Set(FillOrderHeader, fmt.Sprintf("%d.%d.%d", e.order.frame, e.order.rank, e.order.n))
 	m.Header.Set(FillTimeHeader, strconv.FormatInt(e.at, 10))
+	if e.m.Subject != e.subject {
+		m.Header.Set(FillAnswerHeader, e.m.Subject)
+	}
 	return m
 }
 
-// fillOne publishes p until the stream acknowledges it, until deadline.
+// fillOne publishes p until the stream acknowledges it, until deadline,
+// each try waiting Wait at most.
 func (f *Filler) fillOne(ctx context.Context, p *planned, deadline time.Time) error {
 	m := f.msg(p)
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := f.js.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("store %s again: not acknowledged within %v", p.e.subject, f.cfg.Retry)
+		}
+		pctx, cancel := context.WithTimeout(ctx, min(left, f.cfg.Wait))
+		_, err := f.pub.PublishMsg(pctx, m, jetstream.WithExpectStream(f.cfg.Stream))
 		cancel()
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			return fmt.Errorf("store %s again: %w", p.e.subject, err)
 		}
 		select {

@@ -246,7 +246,7 @@ func setSubjects(t *testing.T, js jetstream.JetStream, on bool) {
 // active, nor as a standby for what is younger than StandbySettle, and a second filler over the same log (a standby taking over)
 // finds nothing more to fill; a second hole, after the filler was
 // inactive, is filled in its place too. The reader yields one complete
-// session.
+// session, the resent frames naming the answer's subject.
 func TestFiller(t *testing.T) {
 	_, nc, js := jsConn(t)
 	ctx := ctxT(t)
@@ -361,6 +361,13 @@ func TestFiller(t *testing.T) {
 				t.Fatal(err)
 			}
 			firsts = append(firsts, first)
+			answer := ""
+			if first == 8*lost {
+				answer = "_INBOX.answer"
+			}
+			if m.Answer != answer {
+				t.Fatalf("frames %d: answer subject %q, want %q", first, m.Answer, answer)
+			}
 		case KindDecisions:
 			if len(firsts) < 15 || string(m.Data) != "decisions in the hole" {
 				t.Fatalf("decisions %q after %d frames messages, want it after 15", m.Data, len(firsts))

@@ -193,7 +193,7 @@ func (mg *merger) add(m Msg) {
 		orig = make(map[string][]string, len(h))
 		for key, v := range h {
 			switch key {
-			case FillSubjectHeader, FillAfterHeader, FillOrderHeader, FillTimeHeader:
+			case FillSubjectHeader, FillAfterHeader, FillOrderHeader, FillTimeHeader, FillAnswerHeader:
 			default:
 				orig[key] = v
 			}
@@ -203,7 +203,8 @@ func (mg *merger) add(m Msg) {
 		}
 	}
 	mg.filledKeys[identity(subj, m.Data)] = true
-	mg.fills = append(mg.fills, filled{m: Msg{Kind: k, Seq: anchor, Time: time.Unix(0, at).UTC(), Data: slices.Clone(m.Data), Subject: subj, Header: orig},
+	mg.fills = append(mg.fills, filled{m: Msg{Kind: k, Seq: anchor, Time: time.Unix(0, at).UTC(), Data: slices.Clone(m.Data), Subject: subj, Header: orig,
+		Answer: h.Get(FillAnswerHeader)},
 		anchor: anchor, order: o})
 }
 
@@ -241,7 +242,7 @@ func (mg *merger) recorded(m Msg, fn func(Msg) error) error {
 		case k == n:
 			return mg.flush(m.Seq, true, fn)
 		case k > 0:
-			m.Data = trim(m.Data, k)
+			m.Signed, m.Data = signed(m), trim(m.Data, k)
 		}
 		mg.frames.pass(m.Data, false)
 	}
@@ -282,7 +283,7 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 			case k == n:
 				continue
 			case k > 0:
-				f.m.Data = trim(f.m.Data, k)
+				f.m.Signed, f.m.Data = signed(f.m), trim(f.m.Data, k)
 			}
 			mg.frames.pass(f.m.Data, true)
 		}
@@ -296,6 +297,14 @@ func (mg *merger) flush(seq uint64, inclusive bool, fn func(Msg) error) error {
 		}
 	}
 	return nil
+}
+
+// signed returns the payload m's authenticator covers.
+func signed(m Msg) []byte {
+	if m.Signed != nil {
+		return m.Signed
+	}
+	return m.Data
 }
 
 // note remembers an identity for dedupKeep messages, and whether a

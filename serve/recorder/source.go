@@ -43,6 +43,13 @@ type Msg struct {
 	// Header is the message's header (authenticators: stream.AuthHeader),
 	// nil for none.
 	Header nats.Header
+	// Answer is, for a filled frames message that a resend answer
+	// brought, the answer's subject, which its authenticator covers
+	// instead of Subject ("" otherwise: FillAnswerHeader).
+	Answer string
+	// Signed is the payload the authenticator covers when the frames
+	// read already were cut from Data's head (Merge), nil otherwise.
+	Signed []byte
 }
 
 // Source yields one device's recorded messages in recording order, calling
@@ -135,7 +142,7 @@ func (e fnError) Error() string { return e.err.Error() }
 // began), calling fn for each message.
 func readStream(ctx context.Context, s jetstream.Stream, filter string, last uint64,
 	fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	r, err := openReader(ctx, s, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy})
+	r, err := openReader(ctx, s, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy}, apiWait)
 	if err != nil {
 		return err
 	}
@@ -176,6 +183,8 @@ type reader struct {
 	s   jetstream.Stream
 	c   jetstream.Consumer
 	cfg jetstream.ConsumerConfig
+	// wait bounds each JetStream API request (apiWait for an audit).
+	wait time.Duration
 	// cseq is the consumer sequence number of the last message passed,
 	// sseq its stream sequence number: a message delivered to a fetch
 	// that gave up waiting is never delivered again, and the gap in
@@ -193,15 +202,77 @@ const readerIdle = time.Minute
 // caller's whole deadline.
 const apiWait = 10 * time.Second
 
-func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (*reader, error) {
+// openReader creates the reader's consumer; wait bounds each of its
+// JetStream API requests.
+func openReader(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig, wait time.Duration) (*reader, error) {
 	cfg.AckPolicy, cfg.InactiveThreshold, cfg.MemoryStorage, cfg.Replicas = jetstream.AckNonePolicy, readerIdle, true, 1
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
-	defer cancel()
-	c, err := s.CreateConsumer(ctx, cfg)
+	r := &reader{s: s, cfg: cfg, wait: wait}
+	c, err := r.create(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, c: c, cfg: cfg}, nil
+	r.c = c
+	return r, nil
+}
+
+// placeTries bounds how often a reader creates its consumer again when
+// the server placed it on a replica behind the stream's leader.
+const placeTries = 5
+
+// create creates a consumer of cfg on a server whose copy of the stream
+// is current. A consumer of one replica reads the copy of the server it
+// is placed on, which the server picks among the stream's replicas, and a
+// replica behind the leader (restarted, or partitioned while it led the
+// stream, its catch-up waiting for the leader's next snapshot) delivers
+// only what it holds: a read through it ends early, as if complete. So a
+// consumer placed on a replica the stream's leader reports not current is
+// deleted and created again, up to placeTries times.
+func (r *reader) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	for try := 1; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, r.wait)
+		c, err := r.s.CreateConsumer(cctx, cfg)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		var host string
+		if ci := c.CachedInfo(); ci != nil && ci.Cluster != nil {
+			host = ci.Cluster.Leader
+		}
+		if host == "" {
+			return c, nil
+		}
+		ictx, cancel := context.WithTimeout(ctx, r.wait)
+		si, err := r.s.Info(ictx)
+		cancel()
+		if err == nil && currentOn(si, host) {
+			return c, nil
+		}
+		r.deleteConsumer(c)
+		if err != nil {
+			return nil, err
+		}
+		if try == placeTries {
+			return nil, fmt.Errorf("consumer placed %d times on a replica behind the stream's leader (last on %s)", try, host)
+		}
+	}
+}
+
+// currentOn reports whether server host holds a current copy of the
+// stream, as its info (from the stream's leader) says: host leads it, or
+// is a replica the leader reports current and online; a stream without
+// cluster information has one copy.
+func currentOn(si *jetstream.StreamInfo, host string) bool {
+	c := si.Cluster
+	if c == nil || c.Leader == host {
+		return true
+	}
+	for _, p := range c.Replicas {
+		if p != nil && p.Name == host {
+			return p.Current && !p.Offline
+		}
+	}
+	return false
 }
 
 // restart replaces the reader's consumer by one that starts after the last
@@ -210,9 +281,7 @@ func (r *reader) restart(ctx context.Context) error {
 	r.close()
 	cfg := r.cfg
 	cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = jetstream.DeliverByStartSequencePolicy, r.sseq+1, nil
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
-	defer cancel()
-	c, err := r.s.CreateConsumer(ctx, cfg)
+	c, err := r.create(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -279,7 +348,7 @@ func (r *reader) fetch(ctx context.Context, fn func(jetstream.Msg, *jetstream.Ms
 // gave up waiting: the reader then starts a consumer again after the last
 // message passed).
 func (r *reader) ended(ctx context.Context) (bool, error) {
-	ictx, cancel := context.WithTimeout(ctx, apiWait)
+	ictx, cancel := context.WithTimeout(ctx, r.wait)
 	ci, err := r.c.Info(ictx)
 	cancel()
 	if err != nil {
@@ -294,10 +363,13 @@ func (r *reader) ended(ctx context.Context) (bool, error) {
 // close deletes the reader's consumer (best effort: the server removes an
 // idle one after readerIdle anyway), so that repeated reads do not pile
 // consumers up to the account's limit.
-func (r *reader) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+func (r *reader) close() { r.deleteConsumer(r.c) }
+
+// deleteConsumer deletes c (best effort).
+func (r *reader) deleteConsumer(c jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.wait, 2*time.Second))
 	defer cancel()
-	_ = r.s.DeleteConsumer(ctx, r.c.CachedInfo().Name)
+	_ = r.s.DeleteConsumer(ctx, c.CachedInfo().Name)
 }
 
 // DeviceFilter is the one subject filter that selects a device's recorded

@@ -79,7 +79,9 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	if err != nil {
 		return nil, fmt.Errorf("service: record: %w", err)
 	}
-	st, err := recorder.Ensure(ctx, js, cfg)
+	st, err := ensureRecording(ctx, js, cfg, func(err error) {
+		s.limiter.warn(&s.log, "record/start", 1, "flight recorder: the stream does not answer yet, trying again: "+err.Error())
+	})
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}

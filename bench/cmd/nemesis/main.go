@@ -4,7 +4,7 @@
 // reproduces it, and a table of them all.
 //
 //	nemesis [--schedules 100 | --soak 1h] [--seed 1] [--seconds 30] [--cells 16]
-//	        [--faults all] [--instances 2] [--record STREAM] [--json FILE] [--dir DIR]
+//	        [--faults all] [--instances 2] [--record STREAM] [--auth-keys] [--json FILE] [--dir DIR]
 package main
 
 import (
@@ -54,6 +54,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "nemesis"), "work folder: binaries, and the logs of failed schedules (seed-N)")
 	fs.StringVar(&o.setup.Record, "record", "",
 		"flight recorder: every instance records into this stream (predictord --record), adds kill-record-leader, audits each recording (empty: off)")
+	fs.BoolVar(&o.setup.AuthKeys, "auth-keys", false,
+		"message authentication: fresh keys for the device and the group, every instance with predictord --auth-keys, the device signing, the audit checking")
 	fs.StringVar(&o.json, "json", "", "write every verdict and the summary to this JSON file")
 	if err := cli.NoArgs(fs, args); err != nil {
 		return nil, err

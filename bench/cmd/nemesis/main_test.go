@@ -31,8 +31,8 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		}
 	}
-	o, err := parseFlags([]string{"--schedules", "0", "--soak", "1h", "--dir", "/tmp/x"}, io.Discard)
-	if err != nil || o.soak.Hours() != 1 || o.setup.Bin != "/tmp/x/bin" {
+	o, err := parseFlags([]string{"--schedules", "0", "--soak", "1h", "--dir", "/tmp/x", "--auth-keys"}, io.Discard)
+	if err != nil || o.soak.Hours() != 1 || o.setup.Bin != "/tmp/x/bin" || !o.setup.AuthKeys {
 		t.Fatalf("%+v, %v", o, err)
 	}
 	if err := run(context.Background(), []string{"--faults", "explode"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--faults") {

@@ -1,0 +1,188 @@
+package recorder
+
+import (
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/serve/embednats"
+	"rgcpred/stream"
+)
+
+// holeLog records 30 frames messages of 8 frames into REC, the stream
+// storing none of messages 10 to 19, and returns the log an instance
+// kept of them (over nc's server, through a connection of its own).
+func holeLog(t *testing.T, nc *nats.Conn, js jetstream.JetStream) *Log {
+	t.Helper()
+	if _, err := Ensure(ctxT(t), js, Config{Stream: "REC", Devices: []string{dev}}); err != nil {
+		t.Fatal(err)
+	}
+	log := NewLog(0)
+	obs, err := nats.Connect(nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(obs.Close)
+	if _, err := obs.Subscribe("rgc."+dev+".>", func(m *nats.Msg) { log.Add(m, m.Subject) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if i == 10 || i == 20 {
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // stored and logged
+			setSubjects(t, js, i == 20)
+		}
+		b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: int64(8 * i), Frames: make([]stream.Frame, 8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(stream.StimSubject(dev), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return log
+}
+
+// checkWhole reads REC back and fails unless it holds the 30 frames
+// messages of holeLog, in order.
+func checkWhole(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	var firsts []int64
+	for _, m := range readAll(t, StreamSource(js, "REC", dev)) {
+		if m.Kind == KindFrames {
+			first, _, err := stream.PeekFrames(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			firsts = append(firsts, first)
+		}
+	}
+	want := make([]int64, 30)
+	for i := range want {
+		want[i] = int64(8 * i)
+	}
+	if !slices.Equal(firsts, want) {
+		t.Fatalf("read frames %v, want %v", firsts, want)
+	}
+}
+
+// TestFillerUnacknowledged: rounds whose fills the stream never
+// acknowledges (the fill subject taken by a subscriber that does not
+// answer, as a stream leader that died or was cut off with the messages)
+// each give up within Retry, though the JetStream context handed to the
+// filler is at its cap of asynchronous publishes awaiting an
+// acknowledgement; the filler's own publishes do not stay pending; the
+// log's entries stay, and the first round with the stream back fills the
+// hole whole.
+func TestFillerUnacknowledged(t *testing.T) {
+	_, nc, _ := jsConn(t)
+	// A context that stalls a fifth publish awaiting its acknowledgement,
+	// as nats.go's default does a 4001st.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := holeLog(t, nc, js)
+	subjects := slices.DeleteFunc(Subjects(dev), func(s string) bool { return s == FillSubject(dev) })
+	if _, err := js.UpdateStream(ctxT(t), jetstream.StreamConfig{Name: "REC", Subjects: subjects, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := nc.Subscribe(FillSubject(dev), func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const retry = 300 * time.Millisecond
+	f := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Settle: time.Nanosecond, Retry: retry, Wait: 200 * time.Millisecond})
+	for round := range 3 {
+		start := time.Now()
+		err := f.Round(ctxT(t))
+		if took := time.Since(start); err == nil || took > retry+time.Second {
+			t.Fatalf("round %d with no acknowledgement: %v after %v, want an error within %v", round, err, took, retry+time.Second)
+		}
+	}
+	time.Sleep(2 * retry)
+	if n := f.pub.PublishAsyncPending(); n != 0 || f.Stats().Filled != 0 {
+		t.Fatalf("%d publishes still pending, %+v filled: want none", n, f.Stats())
+	}
+	if err := sink.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	setSubjects(t, js, true)
+	if err := f.Round(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.Stats(); st.Filled != 10 {
+		t.Fatalf("filled %+v, want the hole's 10 frames messages", st)
+	}
+	checkWhole(t, js)
+}
+
+// TestFillerServerGone: a round whose server stops under it (the
+// filler's connection reconnecting, every request unanswered) ends within
+// a few of Wait, not Wait per request of a whole round; the rounds after
+// the server is back read through a new consumer and fill the hole.
+func TestFillerServerGone(t *testing.T) {
+	dir := t.TempDir()
+	start := func(port int) *server.Server {
+		s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := start(-1)
+	port := s.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := holeLog(t, nc, js)
+	const wait = 300 * time.Millisecond
+	f := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Settle: time.Hour, Wait: wait})
+	if err := f.Round(ctxT(t)); err != nil { // reads, fills nothing yet
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	f.cfg.Settle = time.Nanosecond
+	begin := time.Now()
+	err = f.Round(ctxT(t))
+	if took := time.Since(begin); err == nil || took > 4*wait+time.Second {
+		t.Fatalf("round with the server gone: %v after %v, want an error within %v", err, took, 4*wait+time.Second)
+	}
+	s = start(port)
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	deadline := time.Now().Add(waitLimit)
+	for f.Stats().Filled < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hole not filled with the server back: %+v", f.Stats())
+		}
+		if err := f.Round(ctxT(t)); err != nil {
+			t.Logf("round while the server comes back: %v", err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if st := f.Stats(); st.Filled != 10 {
+		t.Fatalf("filled %+v, want the hole's 10 frames messages", st)
+	}
+	checkWhole(t, js)
+}
