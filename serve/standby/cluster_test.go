@@ -3,8 +3,6 @@ package standby
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,115 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsreplicas"
 )
-
-// clusterOptions returns the options of n NATS servers with JetStream,
-// routed to each other on loopback (newServer makes one).
-func clusterOptions(t *testing.T, n int) []*server.Options {
-	t.Helper()
-	// The route ports are picked first: every server names every other.
-	ports := make([]int, n)
-	var routes []*url.URL
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprint("127.0.0.1:", ports[i])})
-	}
-	var opts []*server.Options
-	for i := range n {
-		opts = append(opts, &server.Options{ServerName: fmt.Sprint("n", i), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: ports[i]}, Routes: routes, NoSigs: true, NoLog: true})
-	}
-	return opts
-}
-
-// newServer returns a server of o, not started (startServers); a node
-// stopped and made again from the same options restarts with its store.
-func newServer(t *testing.T, o *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// clusterServers returns n NATS servers with JetStream, routed to each
-// other on loopback, not started (startServers).
-func clusterServers(t *testing.T, n int) []*server.Server {
-	t.Helper()
-	var srvs []*server.Server
-	for _, o := range clusterOptions(t, n) {
-		srvs = append(srvs, newServer(t, o))
-	}
-	return srvs
-}
-
-// startServers starts srvs, each stopped at the end of the test, and
-// waits until each accepts connections.
-func startServers(t *testing.T, srvs ...*server.Server) {
-	t.Helper()
-	for _, s := range srvs {
-		go s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	}
-	for _, s := range srvs {
-		if !s.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("server %s not ready", s.Name())
-		}
-	}
-}
-
-// startCluster starts srvs (clusterServers) and waits until JetStream
-// answers and every node is current in the meta group.
-func startCluster(t *testing.T, srvs []*server.Server) []*server.Server {
-	t.Helper()
-	n := len(srvs)
-	startServers(t, srvs...)
-	nc, err := nats.Connect(srvs[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitGroup(t, "JetStream in the cluster", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
-	// The meta leader places replicas only on peers it knows current: a
-	// bucket created before then gets fewer than the cluster allows.
-	waitGroup(t, "every node current in the meta group", func() bool { return metaCurrent(srvs) == n-1 })
-	return srvs
-}
-
-// metaCurrent returns the number of peers the meta leader among srvs
-// knows current (-1: no leader among them).
-func metaCurrent(srvs []*server.Server) int {
-	for _, s := range srvs {
-		jsz, err := s.Jsz(nil)
-		if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
-			continue
-		}
-		current := 0
-		for _, p := range jsz.Meta.Replicas {
-			if p.Current && !p.Offline {
-				current++
-			}
-		}
-		return current
-	}
-	return -1
-}
 
 // TestLeaseBucketClusterReplicas: on a 3-node cluster the lease bucket has
 // 3 replicas; with the node leading it killed, an instance on another node
@@ -132,7 +24,7 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 		t.Skip("a 3-node cluster elects a new leader in seconds")
 	}
 	t.Parallel() // waits for most of its time; independent of the other tests
-	srvs := startCluster(t, clusterServers(t, 3))
+	srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
 	connect := func(s *server.Server) (*nats.Conn, jetstream.KeyValue) {
 		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
 		if err != nil {
@@ -220,11 +112,11 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			srvs := clusterServers(t, 3)
+			srvs := embedtest.Servers(t, 3)
 			if c.early == 3 {
-				startCluster(t, srvs)
+				embedtest.StartCluster(t, srvs)
 			} else {
-				startServers(t, srvs[:c.early]...)
+				embedtest.Start(t, srvs[:c.early]...)
 			}
 			nc, err := nats.Connect(srvs[0].ClientURL())
 			if err != nil {
@@ -274,7 +166,7 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 				case r := <-done:
 					t.Fatalf("the bucket set-up returned without a retry (%v, %+v) while the cluster could not place 3", r.err, r.p)
 				}
-				startServers(t, srvs[c.early:]...)
+				embedtest.Start(t, srvs[c.early:]...)
 			}
 			r := <-done
 			if r.err != nil {

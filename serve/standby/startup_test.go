@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // TestNewGroupWithoutJetStream: a server without JetStream fails NewGroup
@@ -50,7 +51,7 @@ func TestNewGroupServerLate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			o := clusterOptions(t, 1)[0]
+			o := embedtest.Options(t, 1)[0]
 			o.Cluster, o.Routes = server.ClusterOpts{}, nil
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -85,7 +86,7 @@ func TestNewGroupServerLate(t *testing.T) {
 			case err := <-done:
 				t.Fatalf("NewGroup returned %v before the server started", err)
 			}
-			startServers(t, newServer(t, o))
+			embedtest.Start(t, embedtest.NewServer(t, o))
 			if err := <-done; err != nil {
 				t.Fatalf("NewGroup after the server started: %v", err)
 			}
