@@ -29,7 +29,7 @@ func Replicas(ctx context.Context, js jetstream.JetStream, name string) (int, er
 
 // Intended returns the replicas a daemon's stream or bucket is meant to
 // have: n when positive, else jsreplicas.Max when js's connection is to
-// a cluster, else 1.
+// a cluster, else 1 (known once connected).
 func Intended(js jetstream.JetStream, n int) int {
 	if n > 0 {
 		return n
@@ -41,7 +41,8 @@ func Intended(js jetstream.JetStream, n int) int {
 }
 
 // Open creates or updates the stream name (apply, called with a replica
-// count) at a daemon's start with want replicas, never fewer than it has
+// count) at a daemon's start with want replicas (0: Intended, once
+// JetStream answered), never fewer than it has
 // (jsreplicas.Raise). While JetStream cannot answer yet, or the cluster
 // cannot place want yet (jsreplicas.Forming: too few peers current in
 // its meta group, as while it forms or a node is down), it retries (Retry)
@@ -51,20 +52,27 @@ func Intended(js jetstream.JetStream, n int) int {
 func Open(ctx context.Context, js jetstream.JetStream, name string, want int, wait time.Duration, warn func(error),
 	apply func(ctx context.Context, replicas int) error) (jsreplicas.Placement, error) {
 	var p jsreplicas.Placement
-	open := func(ctx context.Context, lowest int) (err error) {
+	// open tries want, then, with fewer, fewer while the cluster cannot
+	// place them.
+	open := func(ctx context.Context, fewer bool) error {
 		p = jsreplicas.Placement{Want: want}
 		have, err := Replicas(ctx, js, name)
 		if err != nil {
 			return err
 		}
-		p, err = jsreplicas.Raise(have, want, lowest, func(replicas int) error { return apply(ctx, replicas) })
+		w := Intended(js, want)
+		lowest := w
+		if fewer {
+			lowest = 1
+		}
+		p, err = jsreplicas.Raise(have, w, lowest, func(replicas int) error { return apply(ctx, replicas) })
 		return err
 	}
-	err := Retry(ctx, wait, warn, func(ctx context.Context) error { return open(ctx, want) })
+	err := Retry(ctx, wait, warn, func(ctx context.Context) error { return open(ctx, false) })
 	if err == nil || !jsreplicas.Unplaceable(err) {
 		return p, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, TryLimit)
 	defer cancel()
-	return p, open(tctx, 1)
+	return p, open(tctx, true)
 }

@@ -147,12 +147,6 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if cfg.PeerWait <= 0 {
 		cfg.PeerWait = DefaultPeerWait
 	}
-	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
-		if nc.ConnectedClusterName() != "" {
-			cfg.Replicas = jsreplicas.Max
-		}
-	}
 	if cfg.Warn == nil {
 		log := cfg.Log
 		cfg.Warn = func(_ string, err error) { log.Warn().Err(err).Send() }
@@ -164,10 +158,11 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	warn := func(err error) {
 		cfg.Warn(WarnStart, fmt.Errorf("standby: JetStream not ready yet (%s), retrying: %w", jsstart.Reason(err), err))
 	}
-	kv, placed, err := openLeaseBucket(ctx, js, cfg.Bucket, cfg.TTL, cfg.Replicas, cfg.StartWait, warn)
+	kv, placed, err := openLeaseBucket(ctx, js, cfg.Bucket, cfg.TTL, max(cfg.Replicas, 0), cfg.StartWait, warn)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Replicas = placed.Want // the default known once connected (jsstart.Intended)
 	logPlacement(cfg, placed)
 	g := &Group{cfg: cfg, nc: nc, placed: placed}
 	if err := jsstart.Retry(ctx, cfg.StartWait, warn, func(ctx context.Context) error {
