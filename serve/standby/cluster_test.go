@@ -3,6 +3,7 @@ package standby
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,4 +234,96 @@ func (r *refusingJS) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.K
 		return nil, &jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "no suitable peers for placement"}
 	}
 	return r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
+}
+
+// TestNewGroupNodeKilled: an instance restarted right after a node of a
+// 3-node cluster died (the lease bucket's leader: the bucket elects
+// another; the meta leader; the node the instance is connected to, its
+// connection reconnecting without a buffer, as predictord's in a group)
+// starts: its failed tries of the bucket and the first lease read are
+// retried, not fatal.
+func TestNewGroupNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster elects a new leader in seconds")
+	}
+	t.Parallel() // waits for most of its time; independent of the other tests
+	for _, c := range []struct {
+		name string
+		kill func(srvs []*server.Server, bucketLeader string) int // the node killed; the instance connects to another first
+	}{
+		{"the bucket's leader", func(srvs []*server.Server, l string) int { return index(srvs, l) }},
+		{"the meta leader", func(srvs []*server.Server, _ string) int {
+			for i, s := range srvs {
+				if s.JetStreamIsLeader() {
+					return i
+				}
+			}
+			return 0
+		}},
+		{"the instance's own node", func([]*server.Server, string) int { return -1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
+			setup, err := nats.Connect(srvs[0].ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := jetstream.New(setup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := leaseBucket(ctxT(t), js, "leases", testTTL, 3, 3); err != nil {
+				t.Fatal(err)
+			}
+			info, err := js.Stream(ctxT(t), "KV_leases")
+			if err != nil {
+				t.Fatal(err)
+			}
+			setup.Close()
+			dead := c.kill(srvs, info.CachedInfo().Cluster.Leader)
+			own := (dead + 1) % 3 // the instance's first server
+			if dead < 0 {
+				dead, own = 0, 0
+			}
+			urls := []string{srvs[own].ClientURL()}
+			for i, s := range srvs {
+				if i != own {
+					urls = append(urls, s.ClientURL())
+				}
+			}
+			nc, err := nats.Connect(strings.Join(urls, ","), nats.DontRandomize(), nats.MaxReconnects(-1),
+				nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			srvs[dead].Shutdown()
+			var warned atomic.Int32
+			g, err := NewGroup(ctxT(t), nc, GroupConfig{Group: "g", Bucket: "leases", TTL: testTTL, StartWait: waitLimit, PeerWait: 50 * time.Millisecond,
+				Warn: func(key string, err error) {
+					if key == WarnStart {
+						warned.Add(1)
+						t.Logf("retried: %v", err)
+					}
+				}})
+			if err != nil {
+				t.Fatalf("NewGroup with %s killed: %v after %d failed tries", srvs[dead].Name(), err, warned.Load())
+			}
+			g.Close()
+			if p := g.Placement(); p.Have != 3 {
+				t.Fatalf("placement %+v with a node killed, want the bucket's 3 kept", p)
+			}
+		})
+	}
+}
+
+// index returns the index of the server named name in srvs (0 if none).
+func index(srvs []*server.Server, name string) int {
+	for i, s := range srvs {
+		if s.Name() == name {
+			return i
+		}
+	}
+	return 0
 }
