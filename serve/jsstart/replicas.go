@@ -40,39 +40,40 @@ func Intended(js jetstream.JetStream, n int) int {
 	return 1
 }
 
+// Place creates or updates the stream name (apply, called with a replica
+// count) in one try with want replicas (0: Intended), or fewer down to
+// lowest while the cluster cannot place them, never fewer than it has
+// (jsreplicas.Raise).
+func Place(ctx context.Context, js jetstream.JetStream, name string, want, lowest int,
+	apply func(ctx context.Context, replicas int) error) (jsreplicas.Placement, error) {
+	have, err := Replicas(ctx, js, name)
+	if err != nil {
+		return jsreplicas.Placement{Want: want}, err
+	}
+	want = Intended(js, want)
+	return jsreplicas.Raise(have, want, min(lowest, want), func(replicas int) error { return apply(ctx, replicas) })
+}
+
 // Open creates or updates the stream name (apply, called with a replica
 // count) at a daemon's start with want replicas (0: Intended, once
-// JetStream answered), never fewer than it has
-// (jsreplicas.Raise). While JetStream cannot answer yet, or the cluster
-// cannot place want yet (jsreplicas.Forming: too few peers current in
-// its meta group, as while it forms or a node is down), it retries (Retry)
-// for up to wait, telling warn; then it takes as many as the cluster
-// places, and the Placement's Short says why not more. A stream with
-// fewer replicas than want is raised to want.
+// JetStream answered), never fewer than it has (Place). While JetStream
+// cannot answer yet, or the cluster cannot place want yet
+// (jsreplicas.Forming: too few peers current in its meta group, as while
+// it forms or a node is down), it retries (Retry) for up to wait, telling
+// warn; then it takes as many as the cluster places, and the Placement's
+// Short says why not more. A stream with fewer replicas than want is
+// raised to want.
 func Open(ctx context.Context, js jetstream.JetStream, name string, want int, wait time.Duration, warn func(error),
 	apply func(ctx context.Context, replicas int) error) (jsreplicas.Placement, error) {
 	var p jsreplicas.Placement
-	// open tries want, then, with fewer, fewer while the cluster cannot
-	// place them.
-	open := func(ctx context.Context, fewer bool) error {
-		p = jsreplicas.Placement{Want: want}
-		have, err := Replicas(ctx, js, name)
-		if err != nil {
-			return err
-		}
-		w := Intended(js, want)
-		lowest := w
-		if fewer {
-			lowest = 1
-		}
-		p, err = jsreplicas.Raise(have, w, lowest, func(replicas int) error { return apply(ctx, replicas) })
+	err := Retry(ctx, wait, warn, func(ctx context.Context) (err error) {
+		p, err = Place(ctx, js, name, want, jsreplicas.Max, apply)
 		return err
-	}
-	err := Retry(ctx, wait, warn, func(ctx context.Context) error { return open(ctx, false) })
+	})
 	if err == nil || !jsreplicas.Unplaceable(err) {
 		return p, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, TryLimit)
 	defer cancel()
-	return p, open(tctx, true)
+	return Place(tctx, js, name, want, 1, apply)
 }

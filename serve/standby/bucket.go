@@ -25,20 +25,16 @@ func LeaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl
 	return kv, err
 }
 
-// leaseBucket creates (or updates) the lease bucket with want replicas,
-// or fewer down to lowest while the cluster cannot place them, never
-// fewer than it has (jsreplicas.Raise).
+// leaseBucket creates (or updates) the lease bucket in one try with want
+// replicas, or fewer down to lowest while the cluster cannot place them,
+// never fewer than it has (jsstart.Place).
 func leaseBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, want, lowest int) (jetstream.KeyValue, jsreplicas.Placement, error) {
 	p := jsreplicas.Placement{Want: want}
 	if ttl <= 0 {
 		return nil, p, fmt.Errorf("standby: lease bucket %s: TTL %v not positive", bucket, ttl)
 	}
-	have, err := jsstart.Replicas(ctx, js, "KV_"+bucket)
-	if err != nil {
-		return nil, p, fmt.Errorf("standby: lease bucket %s: %w", bucket, err)
-	}
 	var kv jetstream.KeyValue
-	p, err = jsreplicas.Raise(have, want, lowest, func(replicas int) (err error) {
+	p, err := jsstart.Place(ctx, js, "KV_"+bucket, want, lowest, func(ctx context.Context, replicas int) (err error) {
 		kv, err = createLeaseBucket(ctx, js, bucket, ttl, replicas)
 		return err
 	})
