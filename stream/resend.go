@@ -226,9 +226,17 @@ func (p *Publisher) answerResend(m *nats.Msg) {
 	rs.stats.Frames += uint64(len(rs.out.Frames))
 }
 
+// ResendReply returns the reply subject of a request for the frames
+// [first, first+count): prefix (ending in ".") then "<first>.<count>"
+// (docs/protocol.md "Resend"; ResendAnswerRange reads it back).
+func ResendReply(prefix string, first int64, count int) string {
+	return prefix + strconv.FormatInt(first, 10) + "." + strconv.Itoa(count)
+}
+
 // ResendAnswerRange returns the frames a resend answer on subject may
 // carry: a request's reply subject ends in ".<first>.<n>" (docs/protocol.md
-// "Resend"), and a daemon takes the frames of [first, first+n) only.
+// "Resend", ResendReply), and a daemon takes the frames of [first,
+// first+n) only.
 func ResendAnswerRange(subject string) (first int64, count int, ok bool) {
 	rest, c, found := cutLast(subject)
 	if !found {

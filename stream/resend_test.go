@@ -176,6 +176,7 @@ func TestResendAnswerRange(t *testing.T) {
 		ok      bool
 	}{
 		{"_INBOX.abc.def.2100.800", 2100, 800, true},
+		{ResendReply("_INBOX.abc.", 2100, 800), 2100, 800, true},
 		{"_INBOX.x.0.1", 0, 1, true},
 		{"_INBOX.x.5.0", 0, 0, false},
 		{"_INBOX.x.5.1025", 0, 0, false},

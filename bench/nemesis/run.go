@@ -349,9 +349,9 @@ func (t *topology) startInstance(i int) error {
 }
 
 // join waits until a started instance recovered the group; an instance
-// that exited (predictord stops when JetStream does not answer its first
-// lease read, as on a cluster that just elected its meta leader) is
-// started again, up to 3 times.
+// that exited (predictord stops when JetStream still fails after its
+// 30 s start-up wait, docs/operations.md "JetStream at start") is started
+// again, up to 3 times.
 func (t *topology) join(ctx context.Context, in *Instance) error {
 	if err := t.cluster.WaitHealthy(ctx, 20*time.Second); err != nil {
 		return err

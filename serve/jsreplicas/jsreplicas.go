@@ -32,14 +32,6 @@ const (
 // Reasons lists every value of Reason, for metrics initialised at start.
 var Reasons = []string{ReasonNone, ReasonNoPeers, ReasonInsufficient, ReasonNotClustered, ReasonOther}
 
-// Create calls create with Max replicas, then with fewer while the server
-// answers that it cannot place them, and returns the count that worked.
-// Any other error is returned as is.
-func Create(create func(replicas int) error) (int, error) {
-	p, err := Raise(0, Max, 1, create)
-	return p.Have, err
-}
-
 // Placement is the replicas a stream or bucket has against those wanted.
 type Placement struct {
 	// Want is the count asked for; Have the count it has.

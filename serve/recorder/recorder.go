@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/serve/jsreplicas"
+	"rgcpred/serve/jsstart"
 	"rgcpred/stream"
 )
 
@@ -53,20 +54,49 @@ func Subjects(device string) []string {
 		stream.EventsSubject(device), SessionSubject(device), FillSubject(device)}
 }
 
-// Ensure creates the recording stream of cfg, or updates its subjects and
-// limits, and returns it; it has as many replicas as the cluster allows
-// (jsreplicas).
+// Ensure creates the recording stream of cfg, or updates its subjects
+// and limits, and returns it, in one try (Open, without a wait).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	st, _, err := Open(ctx, js, cfg, 0, nil)
+	return st, err
+}
+
+// Open creates the recording stream of cfg, or updates its subjects and
+// limits, and returns it with its replicas against those wanted: as many
+// as the cluster places, up to jsreplicas.Max on a cluster (1 on a
+// single server), never fewer than the stream has, so a restart while a
+// node is down keeps them. While JetStream cannot answer or place them
+// yet, it tries again for up to wait, telling warn (jsstart.Open).
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config, wait time.Duration, warn func(error)) (jetstream.Stream, jsreplicas.Placement, error) {
+	sc, err := streamConfig(cfg)
+	if err != nil {
+		return nil, jsreplicas.Placement{}, err
+	}
+	var s jetstream.Stream
+	p, err := jsstart.Open(ctx, js, cfg.Stream, 0, wait, warn, func(ctx context.Context, replicas int) (err error) {
+		sc.Replicas = replicas
+		s, err = js.CreateOrUpdateStream(ctx, sc)
+		return err
+	})
+	if err != nil {
+		return nil, p, fmt.Errorf("recorder: stream %s: %w", cfg.Stream, err)
+	}
+	return s, p, nil
+}
+
+// streamConfig returns the stream configuration of cfg, without its
+// replicas.
+func streamConfig(cfg Config) (jetstream.StreamConfig, error) {
 	if cfg.Stream == "" || len(cfg.Devices) == 0 {
-		return nil, errors.New("recorder: a stream name and at least one device are needed")
+		return jetstream.StreamConfig{}, errors.New("recorder: a stream name and at least one device are needed")
 	}
 	if cfg.MaxBytes < 0 || cfg.MaxAge < 0 {
-		return nil, fmt.Errorf("recorder: stream %s: negative limit", cfg.Stream)
+		return jetstream.StreamConfig{}, fmt.Errorf("recorder: stream %s: negative limit", cfg.Stream)
 	}
 	var subjects []string
 	for _, d := range cfg.Devices {
 		if err := stream.CheckDevice(d); err != nil {
-			return nil, fmt.Errorf("recorder: stream %s: %w", cfg.Stream, err)
+			return jetstream.StreamConfig{}, fmt.Errorf("recorder: stream %s: %w", cfg.Stream, err)
 		}
 		subjects = append(subjects, Subjects(d)...)
 	}
@@ -86,16 +116,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 	if cfg.Memory {
 		sc.Storage = jetstream.MemoryStorage
 	}
-	var s jetstream.Stream
-	_, err := jsreplicas.Create(func(replicas int) (err error) {
-		sc.Replicas = replicas
-		s, err = js.CreateOrUpdateStream(ctx, sc)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recorder: stream %s: %w", cfg.Stream, err)
-	}
-	return s, nil
+	return sc, nil
 }
 
 // Session describes how a daemon takes a device's decisions, so that an

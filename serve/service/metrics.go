@@ -38,6 +38,8 @@ type metrics struct {
 	ready         prometheus.Gauge
 	// resend requests (Config.ResendWait)
 	resendRequests, resendRecovered, resendIgnored *prometheus.CounterVec
+	// JetStream features' failed tries at start-up (startRetried)
+	startRetries *prometheus.CounterVec
 }
 
 // latencyBuckets are the upper bounds (seconds) of the decision-latency and
@@ -99,6 +101,7 @@ func newMetrics(reg prometheus.Registerer, frameAges func(report func(device str
 	m.resendRequests = cv("resend_requests_total", "Requests to the device to resend frames: a gap's, by outcome (answered, partial, none, timeout), and the frames after a silent stream's last one (tail).", "device", "outcome")
 	m.resendRecovered = cv("resend_recovered_bins_total", "Bins recovered with the frames the device resent: a gap's, or a silent stream's tail.", "device")
 	m.resendIgnored = cv("resend_ignored_frames_total", "Resent frames not used: outside the gap asked for, or answering a request no longer pending.", "device")
+	m.startRetries = newStartRetries(reg)
 	for _, r := range reloadResults {
 		m.reloads.WithLabelValues(r)
 	}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -102,7 +101,7 @@ func (d *device) publishResend(first int64, count int) error {
 	}
 	r.buf = b
 	m := &r.msg
-	m.Subject, m.Reply, m.Data = stream.ResendSubject(d.name), r.prefix+strconv.FormatInt(first, 10)+"."+strconv.Itoa(count), b
+	m.Subject, m.Reply, m.Data = stream.ResendSubject(d.name), stream.ResendReply(r.prefix, first, count), b
 	if d.down != nil {
 		d.down.Sign(m)
 	}
@@ -185,15 +184,14 @@ func (r *resender) isAnswer(subject string) bool {
 	return r != nil && strings.HasPrefix(subject, r.prefix)
 }
 
-// request returns the request a reply subject answers.
+// request returns the request a reply subject answers: one of the
+// device's (its prefix, then "<first>.<count>"), read by
+// stream.ResendAnswerRange.
 func (r *resender) request(subject string) (first int64, count int, ok bool) {
-	f, c, found := strings.Cut(strings.TrimPrefix(subject, r.prefix), ".")
-	if !found {
+	if rest, found := strings.CutPrefix(subject, r.prefix); !found || strings.Count(rest, ".") != 1 {
 		return 0, 0, false
 	}
-	first, err1 := strconv.ParseInt(f, 10, 64)
-	count, err2 := strconv.Atoi(c)
-	return first, count, err1 == nil && err2 == nil
+	return stream.ResendAnswerRange(subject)
 }
 
 // noResponders reports whether m is the server's answer that no device

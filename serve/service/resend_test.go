@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -233,4 +234,31 @@ func startResendRig(t *testing.T, f *fixture, keys, serve bool) (*Service, *prom
 		}
 	}
 	return s, reg, p, collectAll(t, p)
+}
+
+// TestResenderRequest: only a reply subject of the device's own prefix
+// followed by "<first>.<count>" of a valid request names a request.
+func TestResenderRequest(t *testing.T) {
+	r := &resender{prefix: "_INBOX.abc."}
+	for _, tc := range []struct {
+		subject string
+		first   int64
+		count   int
+		ok      bool
+	}{
+		{stream.ResendReply(r.prefix, 100, 10), 100, 10, true},
+		{"_INBOX.abc.0.1", 0, 1, true},
+		{"_INBOX.abc.1.100.10", 0, 0, false},
+		{"_INBOX.other.100.10", 0, 0, false},
+		{"_INBOX.abc.100", 0, 0, false},
+		{"_INBOX.abc.5.0", 0, 0, false},
+		{"_INBOX.abc.5." + strconv.Itoa(stream.MaxResendFrames+1), 0, 0, false},
+		{"_INBOX.abc.-1.8", 0, 0, false},
+		{"_INBOX.abc.x.8", 0, 0, false},
+	} {
+		first, count, ok := r.request(tc.subject)
+		if first != tc.first || count != tc.count || ok != tc.ok {
+			t.Errorf("%q: %d, %d, %v; want %d, %d, %v", tc.subject, first, count, ok, tc.first, tc.count, tc.ok)
+		}
+	}
 }

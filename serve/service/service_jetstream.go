@@ -13,6 +13,7 @@ import (
 
 	"rgcpred/model/engine"
 	"rgcpred/rollout"
+	"rgcpred/serve/jsstart"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
 )
@@ -79,11 +80,14 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	if err != nil {
 		return nil, fmt.Errorf("service: record: %w", err)
 	}
-	st, err := ensureRecording(ctx, js, cfg, func(err error) {
-		s.limiter.warn(&s.log, "record/start", 1, "flight recorder: the stream does not answer yet, trying again: "+err.Error())
+	st, placed, err := recorder.Open(ctx, js, cfg, jsstart.DefaultWait, func(err error) {
+		s.startRetried("record", "flight recorder: the stream does not answer yet ("+jsstart.Reason(err)+"), trying again: ", err)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
+	}
+	if err := s.reg.Register(&recordReplicasCollector{stream: cfg.Stream, placed: placed}); err != nil {
+		return nil, fmt.Errorf("service: record: metrics: %w", err)
 	}
 	replicas := st.CachedInfo().Config.Replicas
 	r := &recording{s: s, js: js, pending: make(chan string, 1), started: time.Now().UTC()}
@@ -100,6 +104,11 @@ func (s *Service) startRecording(ctx context.Context, nc *nats.Conn, cfg recorde
 	if cfg.MaxBytes == 0 || cfg.MaxAge == 0 {
 		s.log.Warn().Str("stream", cfg.Stream).Int64("max_bytes", cfg.MaxBytes).Dur("max_age", cfg.MaxAge).
 			Msg("flight recorder without a size or an age limit: the stream grows until the server's storage is full (--record-max-bytes, --record-max-age)")
+	}
+	if placed.Have < placed.Want {
+		s.log.Warn().Str("stream", cfg.Stream).Int("replicas", placed.Have).Int("wanted", placed.Want).Str("reason", placed.Reason()).AnErr("answer", placed.Short).
+			Msgf("flight recorder: the stream has fewer replicas than wanted: the cluster did not place %d within %v "+
+				"(fewer nodes than that, or not all current); a later start raises them, never lowers them", placed.Want, jsstart.DefaultWait)
 	}
 	s.log.Info().Str("stream", cfg.Stream).Strs("devices", cfg.Devices).Int64("max_bytes", cfg.MaxBytes).
 		Dur("max_age", cfg.MaxAge).Int("replicas", replicas).Msg("flight recorder on: frames, control, decisions and events go to the stream, replicated on as many nodes as the cluster allows (up to 3)")

@@ -34,7 +34,13 @@ func (s *Service) EnableStandby(ctx context.Context, nc *nats.Conn, cfg standby.
 		return nil, err
 	}
 	cfg.Log = s.log
-	cfg.Warn = func(key string, err error) { s.limiter.warn(&s.log, key, 1, err.Error()) }
+	cfg.Warn = func(key string, err error) {
+		if key == standby.WarnStart {
+			s.startRetried("standby", "", err)
+			return
+		}
+		s.limiter.warn(&s.log, key, 1, err.Error())
+	}
 	var g *standby.Group
 	cfg.Healthy = func() bool { return s.progressing(g.Config().TTL) }
 	if g, err = standby.NewGroup(ctx, nc, cfg); err != nil {

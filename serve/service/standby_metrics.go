@@ -3,7 +3,6 @@ package service
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"rgcpred/serve/jsreplicas"
 	"rgcpred/serve/standby"
 )
 
@@ -77,19 +76,7 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(standbyHolderDesc, prometheus.GaugeValue, held, cfg.Group, cfg.ID)
 	ch <- prometheus.MustNewConstMetric(standbyTakeoversDesc, prometheus.CounterValue, float64(ls.Gains), cfg.Group)
-	placed := c.g.Placement()
-	ch <- prometheus.MustNewConstMetric(standbyLeaseReplicasDesc, prometheus.GaugeValue, float64(placed.Have), cfg.Group, "has")
-	ch <- prometheus.MustNewConstMetric(standbyLeaseReplicasDesc, prometheus.GaugeValue, float64(placed.Want), cfg.Group, "wanted")
-	for _, r := range jsreplicas.Reasons {
-		if r == jsreplicas.ReasonNone {
-			continue
-		}
-		short := 0.0
-		if placed.Reason() == r {
-			short = 1
-		}
-		ch <- prometheus.MustNewConstMetric(standbyLeaseShortDesc, prometheus.GaugeValue, short, cfg.Group, r)
-	}
+	placementMetrics(ch, standbyLeaseReplicasDesc, standbyLeaseShortDesc, cfg.Group, c.g.Placement())
 	alarms := c.g.Alarms()
 	for _, r := range standby.AlarmReasons {
 		ch <- prometheus.MustNewConstMetric(standbyAlarmsDesc, prometheus.CounterValue, float64(alarms[r]), cfg.Group, r)

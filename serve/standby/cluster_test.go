@@ -3,8 +3,7 @@ package standby
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,115 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsreplicas"
 )
-
-// clusterOptions returns the options of n NATS servers with JetStream,
-// routed to each other on loopback (newServer makes one).
-func clusterOptions(t *testing.T, n int) []*server.Options {
-	t.Helper()
-	// The route ports are picked first: every server names every other.
-	ports := make([]int, n)
-	var routes []*url.URL
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprint("127.0.0.1:", ports[i])})
-	}
-	var opts []*server.Options
-	for i := range n {
-		opts = append(opts, &server.Options{ServerName: fmt.Sprint("n", i), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: ports[i]}, Routes: routes, NoSigs: true, NoLog: true})
-	}
-	return opts
-}
-
-// newServer returns a server of o, not started (startServers); a node
-// stopped and made again from the same options restarts with its store.
-func newServer(t *testing.T, o *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// clusterServers returns n NATS servers with JetStream, routed to each
-// other on loopback, not started (startServers).
-func clusterServers(t *testing.T, n int) []*server.Server {
-	t.Helper()
-	var srvs []*server.Server
-	for _, o := range clusterOptions(t, n) {
-		srvs = append(srvs, newServer(t, o))
-	}
-	return srvs
-}
-
-// startServers starts srvs, each stopped at the end of the test, and
-// waits until each accepts connections.
-func startServers(t *testing.T, srvs ...*server.Server) {
-	t.Helper()
-	for _, s := range srvs {
-		go s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	}
-	for _, s := range srvs {
-		if !s.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("server %s not ready", s.Name())
-		}
-	}
-}
-
-// startCluster starts srvs (clusterServers) and waits until JetStream
-// answers and every node is current in the meta group.
-func startCluster(t *testing.T, srvs []*server.Server) []*server.Server {
-	t.Helper()
-	n := len(srvs)
-	startServers(t, srvs...)
-	nc, err := nats.Connect(srvs[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitGroup(t, "JetStream in the cluster", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
-	// The meta leader places replicas only on peers it knows current: a
-	// bucket created before then gets fewer than the cluster allows.
-	waitGroup(t, "every node current in the meta group", func() bool { return metaCurrent(srvs) == n-1 })
-	return srvs
-}
-
-// metaCurrent returns the number of peers the meta leader among srvs
-// knows current (-1: no leader among them).
-func metaCurrent(srvs []*server.Server) int {
-	for _, s := range srvs {
-		jsz, err := s.Jsz(nil)
-		if err != nil || jsz.Meta == nil || jsz.Meta.Leader != s.Name() {
-			continue
-		}
-		current := 0
-		for _, p := range jsz.Meta.Replicas {
-			if p.Current && !p.Offline {
-				current++
-			}
-		}
-		return current
-	}
-	return -1
-}
 
 // TestLeaseBucketClusterReplicas: on a 3-node cluster the lease bucket has
 // 3 replicas; with the node leading it killed, an instance on another node
@@ -132,7 +25,7 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 		t.Skip("a 3-node cluster elects a new leader in seconds")
 	}
 	t.Parallel() // waits for most of its time; independent of the other tests
-	srvs := startCluster(t, clusterServers(t, 3))
+	srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
 	connect := func(s *server.Server) (*nats.Conn, jetstream.KeyValue) {
 		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
 		if err != nil {
@@ -220,11 +113,11 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			srvs := clusterServers(t, 3)
+			srvs := embedtest.Servers(t, 3)
 			if c.early == 3 {
-				startCluster(t, srvs)
+				embedtest.StartCluster(t, srvs)
 			} else {
-				startServers(t, srvs[:c.early]...)
+				embedtest.Start(t, srvs[:c.early]...)
 			}
 			nc, err := nats.Connect(srvs[0].ClientURL())
 			if err != nil {
@@ -274,7 +167,7 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 				case r := <-done:
 					t.Fatalf("the bucket set-up returned without a retry (%v, %+v) while the cluster could not place 3", r.err, r.p)
 				}
-				startServers(t, srvs[c.early:]...)
+				embedtest.Start(t, srvs[c.early:]...)
 			}
 			r := <-done
 			if r.err != nil {
@@ -341,4 +234,96 @@ func (r *refusingJS) CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.K
 		return nil, &jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "no suitable peers for placement"}
 	}
 	return r.JetStream.CreateOrUpdateKeyValue(ctx, cfg)
+}
+
+// TestNewGroupNodeKilled: an instance restarted right after a node of a
+// 3-node cluster died (the lease bucket's leader: the bucket elects
+// another; the meta leader; the node the instance is connected to, its
+// connection reconnecting without a buffer, as predictord's in a group)
+// starts: its failed tries of the bucket and the first lease read are
+// retried, not fatal.
+func TestNewGroupNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster elects a new leader in seconds")
+	}
+	t.Parallel() // waits for most of its time; independent of the other tests
+	for _, c := range []struct {
+		name string
+		kill func(srvs []*server.Server, bucketLeader string) int // the node killed; the instance connects to another first
+	}{
+		{"the bucket's leader", func(srvs []*server.Server, l string) int { return index(srvs, l) }},
+		{"the meta leader", func(srvs []*server.Server, _ string) int {
+			for i, s := range srvs {
+				if s.JetStreamIsLeader() {
+					return i
+				}
+			}
+			return 0
+		}},
+		{"the instance's own node", func([]*server.Server, string) int { return -1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
+			setup, err := nats.Connect(srvs[0].ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := jetstream.New(setup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := leaseBucket(ctxT(t), js, "leases", testTTL, 3, 3); err != nil {
+				t.Fatal(err)
+			}
+			info, err := js.Stream(ctxT(t), "KV_leases")
+			if err != nil {
+				t.Fatal(err)
+			}
+			setup.Close()
+			dead := c.kill(srvs, info.CachedInfo().Cluster.Leader)
+			own := (dead + 1) % 3 // the instance's first server
+			if dead < 0 {
+				dead, own = 0, 0
+			}
+			urls := []string{srvs[own].ClientURL()}
+			for i, s := range srvs {
+				if i != own {
+					urls = append(urls, s.ClientURL())
+				}
+			}
+			nc, err := nats.Connect(strings.Join(urls, ","), nats.DontRandomize(), nats.MaxReconnects(-1),
+				nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			srvs[dead].Shutdown()
+			var warned atomic.Int32
+			g, err := NewGroup(ctxT(t), nc, GroupConfig{Group: "g", Bucket: "leases", TTL: testTTL, StartWait: waitLimit, PeerWait: 50 * time.Millisecond,
+				Warn: func(key string, err error) {
+					if key == WarnStart {
+						warned.Add(1)
+						t.Logf("retried: %v", err)
+					}
+				}})
+			if err != nil {
+				t.Fatalf("NewGroup with %s killed: %v after %d failed tries", srvs[dead].Name(), err, warned.Load())
+			}
+			g.Close()
+			if p := g.Placement(); p.Have != 3 {
+				t.Fatalf("placement %+v with a node killed, want the bucket's 3 kept", p)
+			}
+		})
+	}
+}
+
+// index returns the index of the server named name in srvs (0 if none).
+func index(srvs []*server.Server, name string) int {
+	for i, s := range srvs {
+		if s.Name() == name {
+			return i
+		}
+	}
+	return 0
 }

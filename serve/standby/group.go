@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/serve/jsreplicas"
+	"rgcpred/serve/jsstart"
 	"rgcpred/stream"
 )
 
@@ -53,6 +54,8 @@ type GroupConfig struct {
 	Healthy func() bool
 	// Log receives the protocol's events; Warn its repeated warnings
 	// (keyed, for a rate limiter; nil: Log).
+	// Each failed try at start-up that NewGroup retries (JetStream not
+	// answering yet) is a warning of key WarnStart.
 	Log  zerolog.Logger
 	Warn func(key string, err error)
 	// Auth, if not nil, signs the lease value, state answers and digests
@@ -78,6 +81,10 @@ type GroupConfig struct {
 	// bucket's to them; one with more keeps its own.
 	Replicas int
 }
+
+// WarnStart is the key of GroupConfig.Warn's warnings of a failed try at
+// start-up, retried (jsstart.Retry; jsstart.Reason names why).
+const WarnStart = "standby/start"
 
 // DefaultBucket is GroupConfig.Bucket's default.
 const DefaultBucket = "rgcpred_standby"
@@ -140,12 +147,6 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 	if cfg.PeerWait <= 0 {
 		cfg.PeerWait = DefaultPeerWait
 	}
-	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
-		if nc.ConnectedClusterName() != "" {
-			cfg.Replicas = jsreplicas.Max
-		}
-	}
 	if cfg.Warn == nil {
 		log := cfg.Log
 		cfg.Warn = func(_ string, err error) { log.Warn().Err(err).Send() }
@@ -155,15 +156,16 @@ func NewGroup(ctx context.Context, nc *nats.Conn, cfg GroupConfig) (*Group, erro
 		return nil, fmt.Errorf("standby: %w", err)
 	}
 	warn := func(err error) {
-		cfg.Warn("start", fmt.Errorf("standby: JetStream not ready yet, retrying: %w", err))
+		cfg.Warn(WarnStart, fmt.Errorf("standby: JetStream not ready yet (%s), retrying: %w", jsstart.Reason(err), err))
 	}
-	kv, placed, err := openLeaseBucket(ctx, js, cfg.Bucket, cfg.TTL, cfg.Replicas, cfg.StartWait, warn)
+	kv, placed, err := openLeaseBucket(ctx, js, cfg.Bucket, cfg.TTL, max(cfg.Replicas, 0), cfg.StartWait, warn)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Replicas = placed.Want // the default known once connected (jsstart.Intended)
 	logPlacement(cfg, placed)
 	g := &Group{cfg: cfg, nc: nc, placed: placed}
-	if err := retryStart(ctx, cfg.StartWait, warn, func(ctx context.Context) error {
+	if err := jsstart.Retry(ctx, cfg.StartWait, warn, func(ctx context.Context) error {
 		_, err := kv.Get(ctx, cfg.Group)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			return nil
