@@ -18,6 +18,10 @@ type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
+	// starts counts the starts; from is where the latest one's output
+	// begins in the log.
+	starts int
+	from   int64
 }
 
 // StartProc starts path with args, logging to logPath (appended).
@@ -37,6 +41,11 @@ func (p *Proc) start() error {
 	if err != nil {
 		return fmt.Errorf("nemesis: %s: %w", p.name, err)
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("nemesis: %s: %w", p.name, err)
+	}
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -51,8 +60,18 @@ func (p *Proc) start() error {
 	}()
 	p.mu.Lock()
 	p.cmd, p.done, p.log = cmd, done, f
+	p.starts++
+	p.from = fi.Size()
 	p.mu.Unlock()
 	return nil
+}
+
+// Output returns the path of the process's log, where the latest start's
+// output begins in it and the number of that start (1 the first).
+func (p *Proc) Output() (path string, from int64, start int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logPath, p.from, p.starts
 }
 
 // Alive reports whether the process runs (or is paused).

@@ -314,11 +314,7 @@ func run(ctx context.Context, cfg *Config, dir string, v *Verdict) error {
 
 // startInstance starts instance i (first start) with its proxies.
 func (t *topology) startInstance(i int) error {
-	ports, err := freePorts(1)
-	if err != nil {
-		return err
-	}
-	in := &Instance{ID: "i" + strconv.Itoa(i), Metrics: ports[0]}
+	in := &Instance{ID: "i" + strconv.Itoa(i)}
 	var urls []string
 	for _, n := range t.cluster.Nodes {
 		p, err := NewProxy("127.0.0.1:" + strconv.Itoa(n.Client))
@@ -340,12 +336,11 @@ func (t *topology) startInstance(i int) error {
 	if t.cfg.Keys != nil {
 		opt = append(opt, "--auth-keys", t.cfg.Keys.File)
 	}
-	in.Proc, err = StartProc(in.ID, t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"), append(opt,
+	return in.start(t.cfg.Predictord, filepath.Join(t.dir, in.ID+".log"), append(opt,
 		"--model", t.cfg.Model, "--precision", t.cfg.Precision, "--nats-url", strings.Join(urls, ","),
 		"--device", Device, "--cells", strings.Join(cells, ","), "--threads", strconv.Itoa(t.cfg.Threads),
 		"--standby-group", Group, "--standby-id", in.ID, "--standby-ttl", t.cfg.TTL.String(),
-		"--metrics-addr", "127.0.0.1:"+strconv.Itoa(in.Metrics), "--log-format", "json", "--stim", t.cfg.Rec.StimMode.String())...)
-	return err
+		"--stim", t.cfg.Rec.StimMode.String())...)
 }
 
 // join waits until a started instance recovered the group; an instance

@@ -15,6 +15,7 @@ import (
 	"rgcpred/model/engine"
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/service"
 )
@@ -40,12 +41,7 @@ func TestFromStreamAudit(t *testing.T) {
 // precision, which must pass, and with another spike policy or the other
 // precision, which must fail.
 func auditSession(t *testing.T, ids []int, prec engine.Precision) {
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	url := srv.ClientURL()
+	url := embedtest.JetStreamServer(t, embednats.Options{}).ClientURL()
 	const ckpt = "../../models/gpt-a-cat-cpu.ckpt"
 	svc, err := service.New(service.Config{
 		Devices: []string{"dev0"}, ModelPath: ckpt, Cells: ids, Stagger: true, PublishSilence: true, MaxLag: 40,

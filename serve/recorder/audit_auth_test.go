@@ -12,6 +12,8 @@ import (
 
 	"rgcpred/base/msgauth"
 	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -88,7 +90,7 @@ func answerFills(t *testing.T, span []Msg, per int, key []byte, reply func(first
 // answers signed with another key: the replay then lacks their frames
 // and differs from the recording.
 func TestAuditAuthenticatedFills(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	record(t, nc, js, session{silence: true, streams: []int{4000, 1500}, seed: 7}, Config{Stream: "REC", Devices: []string{dev}})
 	up, other := bytes.Repeat([]byte{1}, msgauth.KeyLen), bytes.Repeat([]byte{2}, msgauth.KeyLen)
 	var clock int64

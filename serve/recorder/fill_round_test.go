@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -89,7 +89,7 @@ func checkWhole(t *testing.T, js jetstream.JetStream) {
 // log's entries stay, and the first round with the stream back fills the
 // hole whole.
 func TestFillerUnacknowledged(t *testing.T) {
-	_, nc, _ := jsConn(t)
+	_, nc, _ := embedtest.JetStream(t, embednats.Options{})
 	// A context that stalls a fifth publish awaiting its acknowledgement,
 	// as nats.go's default does a 4001st.
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4))
@@ -137,24 +137,9 @@ func TestFillerUnacknowledged(t *testing.T) {
 // the server is back read through a new consumer and fill the hole.
 func TestFillerServerGone(t *testing.T) {
 	dir := t.TempDir()
-	start := func(port int) *server.Server {
-		s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := start(-1)
+	s := embedtest.JetStreamServer(t, embednats.Options{StoreDir: dir})
 	port := s.Addr().(*net.TCPAddr).Port
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := embedtest.Connect(t, s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	log := holeLog(t, nc, js)
 	const wait = 300 * time.Millisecond
 	f := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Settle: time.Hour, Wait: wait})
@@ -165,12 +150,11 @@ func TestFillerServerGone(t *testing.T) {
 	s.WaitForShutdown()
 	f.cfg.Settle = time.Nanosecond
 	begin := time.Now()
-	err = f.Round(ctxT(t))
+	err := f.Round(ctxT(t))
 	if took := time.Since(begin); err == nil || took > 4*wait+time.Second {
 		t.Fatalf("round with the server gone: %v after %v, want an error within %v", err, took, 4*wait+time.Second)
 	}
-	s = start(port)
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	embedtest.JetStreamServer(t, embednats.Options{Port: port, StoreDir: dir})
 	deadline := time.Now().Add(waitLimit)
 	for f.Stats().Filled < 10 {
 		if time.Now().After(deadline) {

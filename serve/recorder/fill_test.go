@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -143,7 +145,7 @@ func alterFirstDecision(t *testing.T, msgs []Msg, which func(d stream.Decision) 
 // judges the decisions before it and from the next stream start on, and
 // still fails on a difference where it judges.
 func TestAuditHoles(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	record(t, nc, js, session{silence: true, streams: []int{4000, 1500}, seed: 7}, Config{Stream: "REC", Devices: []string{dev}})
 	all := readAll(t, StreamSource(js, "REC", dev))
 	last := all[len(all)-1].Seq
@@ -248,7 +250,7 @@ func setSubjects(t *testing.T, js jetstream.JetStream, on bool) {
 // inactive, is filled in its place too. The reader yields one complete
 // session, the resent frames naming the answer's subject.
 func TestFiller(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	ctx := ctxT(t)
 	if _, err := Ensure(ctx, js, Config{Stream: "REC", Devices: []string{dev}}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"rgcpred/serve/embednats"
 	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsreplicas"
 )
@@ -35,7 +36,7 @@ func (s *stalledJS) CreateOrUpdateStream(ctx context.Context, cfg jetstream.Stre
 // refuses ends the start at once. A single server's stream has 1 replica,
 // as wanted.
 func TestOpenRetries(t *testing.T) {
-	_, _, js := jsConn(t)
+	_, _, js := embedtest.JetStream(t, embednats.Options{})
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		name   string
@@ -174,15 +175,7 @@ func metaCurrent(srvs []*server.Server, back *server.Server) int {
 // connect returns a JetStream on a connection to s, closed at the end.
 func connect(t *testing.T, s *server.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := embedtest.Connect(t, s.ClientURL(), nats.MaxReconnects(-1))
 	return js
 }
 

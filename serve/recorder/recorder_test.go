@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,6 +18,7 @@ import (
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -28,25 +28,6 @@ const dev = "dev1"
 const waitLimit = 60 * time.Second
 
 var testCells = []int{3, 5, 8, 13, 21, 34}
-
-func jsConn(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, nc, js
-}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
@@ -263,7 +244,7 @@ func TestAuditReplaysRecording(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, nc, js := jsConn(t)
+			_, nc, js := embedtest.JetStream(t, embednats.Options{})
 			n := record(t, nc, js, c.ss, Config{Stream: "REC", Devices: []string{dev}})
 			rep, err := Audit(ctxT(t), StreamSource(js, "REC", dev), AuditConfig{Predictor: fakepred.New(testCells)})
 			if err != nil {
@@ -310,7 +291,7 @@ func readAll(t *testing.T, src Source) []Msg {
 // TestAuditFindsDifferences: an altered recording or a different model is
 // caught, with the kind of difference counted.
 func TestAuditFindsDifferences(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	record(t, nc, js, session{silence: true, streams: []int{2000, 1200}, seed: 5}, Config{Stream: "REC", Devices: []string{dev}})
 	msgs := readAll(t, StreamSource(js, "REC", dev))
 	// editDecision rewrites the first decision of the n-th decisions message.
@@ -413,7 +394,7 @@ func (s shifted) Predict(b *rgc.Batch, out []float32) error {
 // or a recording begun mid-stream) is audited from its first complete
 // stream; one without any stream start is refused.
 func TestAuditCutHead(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	record(t, nc, js, session{silence: true, streams: []int{1500, 1500}, seed: 6}, Config{Stream: "REC", Devices: []string{dev}})
 	msgs := readAll(t, StreamSource(js, "REC", dev))
 	// Cut everything before the reset of the second stream, the session
@@ -466,7 +447,7 @@ func TestAuditCutHead(t *testing.T) {
 // oldest messages, and takes its age limit; bad configurations are
 // refused.
 func TestEnsureLimits(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	ctx := ctxT(t)
 	for _, bad := range []Config{{Devices: []string{dev}}, {Stream: "X"}, {Stream: "X", Devices: []string{"a.b"}},
 		{Stream: "X", Devices: []string{dev}, MaxBytes: -1}} {
@@ -496,7 +477,7 @@ func TestEnsureLimits(t *testing.T) {
 // the device's messages, in order, from a stream recording two devices
 // (a message on the fill subject without the fill headers is left out).
 func TestStreamSourceOneFilter(t *testing.T) {
-	_, nc, js := jsConn(t)
+	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	ctx := ctxT(t)
 	if _, err := Ensure(ctx, js, Config{Stream: "REC", Devices: []string{dev, "other"}}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"rgcpred/rgc/fakepred"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // FuzzAuditSession: the audit reads the session header recorded with a
@@ -28,7 +30,7 @@ func FuzzAuditSession(f *testing.F) {
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		once.Do(func() {
-			_, nc, js := jsConn(t)
+			_, nc, js := embedtest.JetStream(t, embednats.Options{})
 			record(t, nc, js, session{silence: true, streams: []int{1200}, seed: 3}, Config{Stream: "REC", Devices: []string{dev}})
 			msgs = readAll(t, StreamSource(js, "REC", dev))
 			rep, err := Audit(ctxT(t), MemorySource(msgs), AuditConfig{Predictor: fakepred.New(testCells)})

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 )
 
 // Ready reports whether the service is ready (Readiness is nil).
@@ -82,8 +85,27 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
+// ServingHTTPMsg is the message ListenHTTP logs once it listens; its
+// field addr is the address bound, a port 0 resolved to the one the
+// kernel picked (the nemesis finds an instance's /metrics with it).
+const ServingHTTPMsg = "serving /metrics, /healthz, /readyz"
+
+// ServingAddr returns the address a JSON log line of ListenHTTP names
+// (ok false for any other line).
+func ServingAddr(line []byte) (addr string, ok bool) {
+	if !bytes.Contains(line, []byte(ServingHTTPMsg)) {
+		return "", false
+	}
+	var e map[string]any
+	if json.Unmarshal(line, &e) != nil || e[zerolog.MessageFieldName] != ServingHTTPMsg {
+		return "", false
+	}
+	addr, ok = e["addr"].(string)
+	return addr, ok && addr != ""
+}
+
 // ListenHTTP serves Handler on addr (see Handler) in the background and
-// logs the address bound; stop shuts the server down, waiting at most 2 s
+// logs the address bound (ServingHTTPMsg); stop shuts the server down, waiting at most 2 s
 // for requests in flight.
 func (s *Service) ListenHTTP(addr string) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
@@ -96,7 +118,7 @@ func (s *Service) ListenHTTP(addr string) (stop func(), err error) {
 			s.log.Error().Err(err).Msg("metrics server")
 		}
 	}()
-	s.log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz, /readyz")
+	s.log.Info().Str("addr", ln.Addr().String()).Msg(ServingHTTPMsg)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

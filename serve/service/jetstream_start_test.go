@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsstart"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
@@ -64,11 +65,7 @@ func TestJetStreamStartServerLate(t *testing.T) {
 		}
 		return nil
 	})
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	embedtest.JetStreamServer(t, embednats.Options{Port: port})
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("start after the server came: %v", r.err)

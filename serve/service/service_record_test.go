@@ -18,6 +18,7 @@ import (
 	"rgcpred/rgc"
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
@@ -46,11 +47,7 @@ func gathered(t *testing.T, s *Service, name string) float64 {
 // at the end of the test.
 func startJetStream(t *testing.T) *env {
 	t.Helper()
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := embedtest.JetStreamServer(t, embednats.Options{})
 	return &env{srv: srv, url: srv.ClientURL()}
 }
 
@@ -77,15 +74,7 @@ func startRecordingWith(t *testing.T, e *env, load Loader, rec recorder.Config) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(e.url, s.ConnOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := embedtest.Connect(t, e.url, s.ConnOptions()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	rec.Stream = "REC"
 	stopRec, err := s.EnableJetStream(ctx, nc, JetStreamFeatures{Record: rec})

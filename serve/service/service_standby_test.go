@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/recorder"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
@@ -168,11 +168,7 @@ func TestStandbyFailover(t *testing.T) {
 			t.Parallel() // each case has its own server and group, and mostly waits
 			f := getFixtureStagger(t, true)
 			dir := t.TempDir()
-			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			srv := embedtest.JetStreamServer(t, embednats.Options{StoreDir: dir})
 			e := &env{srv: srv, url: srv.ClientURL()}
 			cfg := Config{Load: fakeLoader(f.ids), MaxBatch: 3, PublishSilence: true, Stagger: true}
 			a := startReplica(t, e.url, cfg, "a")
@@ -267,10 +263,7 @@ func TestStandbyFailover(t *testing.T) {
 					out := srv.GlobalAccount().Interest(stream.SpikesSubject("dev0"))
 					srv.Shutdown()
 					srv.WaitForShutdown()
-					if srv, err = embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir}); err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+					srv = embedtest.JetStreamServer(t, embednats.Options{Port: port, StoreDir: dir})
 					checkFor(t, waitLimit, func() error {
 						return awaited("every client reconnected and subscribed", a.nc.IsConnected() && b.nc.IsConnected() && p.Conn().IsConnected() &&
 							srv.GlobalAccount().Interest(stream.StimSubject("dev0")) >= in &&
@@ -426,20 +419,7 @@ func TestStandbyStaleHolder(t *testing.T) {
 	}
 	t.Parallel() // waits for most of its time; independent of the other tests
 	f := getFixtureStagger(t, true)
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, js := embedtest.JetStream(t, embednats.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	kv, err := standby.LeaseBucket(ctx, js, standby.DefaultBucket, standbyTTL)

@@ -13,6 +13,7 @@ import (
 
 	"rgcpred/rgc"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -45,11 +46,7 @@ func TestSoakStandby(t *testing.T) {
 	if err != nil || dur <= 0 {
 		t.Skipf("set %s to a duration (e.g. 30m) to run the soak", soakEnv)
 	}
-	srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := embedtest.JetStreamServer(t, embednats.Options{})
 	ids := make([]int, 60)
 	for i := range ids {
 		ids[i] = i

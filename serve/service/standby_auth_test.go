@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/base/msgauth"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/standby"
 	"rgcpred/stream"
 )
@@ -157,15 +157,7 @@ func TestStandbyAuthenticated(t *testing.T) {
 	p := device()
 	run := receive(t, p)
 
-	forger, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(forger.Close)
-	js, err := jetstream.New(forger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forger, js := embedtest.Connect(t, e.url)
 	ctx := context.Background()
 	kv, err := js.KeyValue(ctx, standby.DefaultBucket)
 	if err != nil {

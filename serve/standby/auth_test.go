@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"rgcpred/base/msgauth"
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -66,7 +68,7 @@ func TestKeyAuth(t *testing.T) {
 // the device's Down key takes their positions and ignores forged ones
 // (none, another key's, a changed position), counting them by reason.
 func TestSignedGate(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	conn := func() *nats.Conn {
 		nc, err := nats.Connect(s.ClientURL())
 		if err != nil {

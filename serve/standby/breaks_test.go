@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -97,9 +99,9 @@ func TestBreaksArrived(t *testing.T) {
 // decisions of the frames after the gap: the device, whose connection
 // never broke, takes the third exactly once and in position order.
 func TestBreakRepublish(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	a := startGroup(t, s.ClientURL(), "a")
-	waitGroup(t, "a holds the lease", a.g.Lease().Held)
+	embedtest.Wait(t, "a holds the lease", a.g.Lease().Held)
 	dc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +144,12 @@ func TestBreakRepublish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitGroup(t, fmt.Sprintf("the echo of %d", last), func() bool { return a.r.resend.sent.reached(pos(last)) })
+		embedtest.Wait(t, fmt.Sprintf("the echo of %d", last), func() bool { return a.r.resend.sent.reached(pos(last)) })
 	}
 	sub := listen()
 	frames(0, 0, 9)
 	frames(10*time.Millisecond, 10, 19)
-	waitGroup(t, "the device took two", func() bool { return len(got()) == 2 })
+	embedtest.Wait(t, "the device took two", func() bool { return len(got()) == 2 })
 	if err := sub.Unsubscribe(); err != nil { // the link to the device cut
 		t.Fatal(err)
 	}

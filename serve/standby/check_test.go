@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -123,7 +125,7 @@ func TestCheckAnswer(t *testing.T) {
 // alarmed and taken over at once; a signed entry of another instance is
 // respected.
 func TestLeaseForeignEntry(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	_, kv := bucket(t, s, testTTL)
 	key := hmacAuth("k")
 	signedOther := func() []byte {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"rgcpred/serve/embednats"
 	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsreplicas"
 )
@@ -26,26 +27,19 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 	}
 	t.Parallel() // waits for most of its time; independent of the other tests
 	srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
-	connect := func(s *server.Server) (*nats.Conn, jetstream.KeyValue) {
-		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+	connect := func(s *server.Server) (jetstream.JetStream, jetstream.KeyValue) {
+		_, js := embedtest.Connect(t, s.ClientURL(), nats.MaxReconnects(-1))
 		var kv jetstream.KeyValue
-		waitGroup(t, "the lease bucket", func() bool {
+		embedtest.Wait(t, "the lease bucket", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			var err error
 			kv, err = LeaseBucket(ctx, js, "leases", testTTL)
 			return err == nil
 		})
-		return nc, kv
+		return js, kv
 	}
-	nc, kv := connect(srvs[0])
+	js, kv := connect(srvs[0])
 	ctx := ctxT(t)
 	st, err := kv.Status(ctx)
 	if err != nil {
@@ -58,7 +52,6 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 	if ok, err := a.TryAcquire(ctx); !ok || err != nil {
 		t.Fatalf("a acquires: %v, %v", ok, err)
 	}
-	js, _ := jetstream.New(nc)
 	info, err := js.Stream(ctx, "KV_leases")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +73,7 @@ func TestLeaseBucketClusterReplicas(t *testing.T) {
 	b := lease(t, kvB, "b", LeaseConfig{})
 	dead.Shutdown()
 	dead.WaitForShutdown()
-	waitGroup(t, "b takes the lease over with the bucket's leader dead", func() bool {
+	embedtest.Wait(t, "b takes the lease over with the bucket's leader dead", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		ok, _ := b.TryAcquire(ctx)
@@ -119,15 +112,7 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 			} else {
 				embedtest.Start(t, srvs[:c.early]...)
 			}
-			nc, err := nats.Connect(srvs[0].ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nc, js := embedtest.Connect(t, srvs[0].ClientURL())
 			if c.r1 {
 				if _, err := js.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: "leases", History: 1, TTL: time.Second, Replicas: 1}); err != nil {
 					t.Fatal(err)
@@ -176,7 +161,7 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 			if p := r.p; r.replicas != 3 || p.Want != 3 || p.Have != 3 || p.Reason() != jsreplicas.ReasonNone {
 				t.Fatalf("%d replicas by default, placement %+v (%s); want 3 of 3", r.replicas, p, p.Reason())
 			}
-			waitGroup(t, "the bucket on 3 nodes", func() bool {
+			embedtest.Wait(t, "the bucket on 3 nodes", func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				s, err := js.Stream(ctx, "KV_leases")
@@ -193,7 +178,7 @@ func TestGroupLeaseBucketReplicas(t *testing.T) {
 // TestGroupLeaseBucketReplicasSingle: on a single server the bucket has
 // one replica by default, and 3 asked for leave it at 1, saying why.
 func TestGroupLeaseBucketReplicasSingle(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	for _, c := range []struct {
 		name       string
 		replicas   int
@@ -265,14 +250,7 @@ func TestNewGroupNodeKilled(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
-			setup, err := nats.Connect(srvs[0].ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			js, err := jetstream.New(setup)
-			if err != nil {
-				t.Fatal(err)
-			}
+			setup, js := embedtest.Connect(t, srvs[0].ClientURL())
 			if _, _, err := leaseBucket(ctxT(t), js, "leases", testTTL, 3, 3); err != nil {
 				t.Fatal(err)
 			}

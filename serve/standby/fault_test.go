@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // The fault tests run replicas as child processes (this test binary with
@@ -230,12 +231,8 @@ func TestFailover(t *testing.T) {
 			in, out := f.srv.GlobalAccount().Interest(inSubject), f.srv.GlobalAccount().Interest(outSubject)
 			f.srv.Shutdown()
 			f.srv.WaitForShutdown()
-			s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: f.port, JetStream: true, StoreDir: f.dir})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := embedtest.JetStreamServer(t, embednats.Options{Port: f.port, StoreDir: f.dir})
 			f.srv = s
-			t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 			// Every client reconnects and subscribes again before the device
 			// goes on.
 			waitFor(t, "every subscriber back", func() bool {
@@ -269,11 +266,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	s := embedtest.JetStreamServer(t, embednats.Options{StoreDir: dir})
 	f := &fixture{srv: s, url: s.ClientURL(), port: s.Addr().(*net.TCPAddr).Port, dir: dir}
 	_, f.kv = bucket(t, s, faultTTL)
 	f.replicas = []*replica{startReplica(t, "a", f.url), startReplica(t, "b", f.url)}

@@ -15,6 +15,7 @@ import (
 	"rgcpred/rgc/fakepred"
 	"rgcpred/serve/daemon"
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/stream"
 )
 
@@ -113,11 +114,11 @@ func startGroupWith(t *testing.T, url, id string, config func(*GroupConfig), bef
 // frames.
 func syncedPair(t *testing.T) (a, b *groupDev) {
 	t.Helper()
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	a = startGroup(t, s.ClientURL(), "a")
-	waitGroup(t, "a holds the lease", a.g.Lease().Held)
+	embedtest.Wait(t, "a holds the lease", a.g.Lease().Held)
 	b = startGroup(t, s.ClientURL(), "b")
-	waitGroup(t, "b synced", b.r.Synced)
+	embedtest.Wait(t, "b synced", b.r.Synced)
 	for lo := int64(0); lo < 4200; lo += 100 {
 		a.feed(t, lo, 100, 0.5)
 		b.feed(t, lo, 100, 0.5)
@@ -152,17 +153,6 @@ func (d *groupDev) state(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func waitGroup(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestGroupDivergence: a standby whose state leaves the holder's (frames
@@ -200,13 +190,13 @@ func TestGroupDivergence(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := syncedPair(t)
-			waitGroup(t, "b compared two digests and the first stream event", func() bool { return b.r.Checked() >= 3 })
+			embedtest.Wait(t, "b compared two digests and the first stream event", func() bool { return b.r.Checked() >= 3 })
 			if n := b.g.Alarms()[AlarmDivergence]; n != 0 {
 				t.Fatalf("%d divergence alarms while the replicas agree", n)
 			}
 			next := c.diverge(t, a, b)
-			waitGroup(t, "the divergence alarm", func() bool { return b.g.Alarms()[AlarmDivergence] >= 1 })
-			waitGroup(t, "b caught up again", func() bool { return b.r.Synced() && b.r.Restores() == 2 })
+			embedtest.Wait(t, "the divergence alarm", func() bool { return b.g.Alarms()[AlarmDivergence] >= 1 })
+			embedtest.Wait(t, "b caught up again", func() bool { return b.r.Synced() && b.r.Restores() == 2 })
 			for lo := next; lo < next+200; lo += 100 {
 				a.feed(t, lo, 100, 0.5)
 				b.feed(t, lo, 100, 0.5)
@@ -225,9 +215,9 @@ func TestGroupDivergence(t *testing.T) {
 // that claim the lease without being its holder's (alarmed), and restores
 // the holder's.
 func TestGroupStateOnlyFromHolder(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	a := startGroup(t, s.ClientURL(), "a")
-	waitGroup(t, "a holds the lease", a.g.Lease().Held)
+	embedtest.Wait(t, "a holds the lease", a.g.Lease().Held)
 	for lo := int64(0); lo < 1500; lo += 100 {
 		a.feed(t, lo, 100, 0.5)
 	}
@@ -257,10 +247,10 @@ func TestGroupStateOnlyFromHolder(t *testing.T) {
 	// that b examines (and refuses) one before the holder's arrives.
 	a.mu.Lock()
 	b := startGroup(t, s.ClientURL(), "b")
-	waitGroup(t, "a forged answer", func() bool { return forgeries.Load() > 0 })
-	waitGroup(t, "the forged answer refused", func() bool { return b.g.Alarms()[AlarmState] > 0 })
+	embedtest.Wait(t, "a forged answer", func() bool { return forgeries.Load() > 0 })
+	embedtest.Wait(t, "the forged answer refused", func() bool { return b.g.Alarms()[AlarmState] > 0 })
 	a.mu.Unlock()
-	waitGroup(t, "b synced", b.r.Synced)
+	embedtest.Wait(t, "b synced", b.r.Synced)
 	if b.state(t) != a.state(t) {
 		t.Fatal("b restored a state other than the holder's")
 	}
@@ -288,14 +278,10 @@ func TestGroupFullOutage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each case has its own server and group, and mostly waits
 			dir := t.TempDir()
-			srv, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			srv := embedtest.JetStreamServer(t, embednats.Options{StoreDir: dir})
 			port := srv.Addr().(*net.TCPAddr).Port
 			a := startGroup(t, srv.ClientURL(), "a")
-			waitGroup(t, "a holds the lease", a.g.Lease().Held)
+			embedtest.Wait(t, "a holds the lease", a.g.Lease().Held)
 			// The device reconnects at once, before the holder (2 s).
 			dc, err := nats.Connect(srv.ClientURL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
 			if err != nil {
@@ -329,10 +315,10 @@ func TestGroupFullOutage(t *testing.T) {
 			for lo := int64(0); lo < 1500; lo += 100 {
 				a.feed(t, lo, 100, 0.5)
 			}
-			waitGroup(t, "the decisions before the outage", all)
+			embedtest.Wait(t, "the decisions before the outage", all)
 			srv.Shutdown()
 			srv.WaitForShutdown()
-			waitGroup(t, "the holder cut off", func() bool { return !a.nc.IsConnected() })
+			embedtest.Wait(t, "the holder cut off", func() bool { return !a.nc.IsConnected() })
 			before := a.r.Gate().Stats().Held
 			for lo := int64(1500); lo < 1700; lo += 100 {
 				a.feed(t, lo, 100, 0.5)
@@ -341,19 +327,16 @@ func TestGroupFullOutage(t *testing.T) {
 				t.Fatal("no decision kept during the outage")
 			}
 			time.Sleep(c.outage)
-			if srv, err = embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-			waitGroup(t, "the device reconnected", dc.IsConnected)
+			srv = embedtest.JetStreamServer(t, embednats.Options{Port: port, StoreDir: dir})
+			embedtest.Wait(t, "the device reconnected", dc.IsConnected)
 			if err := dc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			waitGroup(t, "the kept decisions, with no new frame", all)
+			embedtest.Wait(t, "the kept decisions, with no new frame", all)
 			for lo := int64(1700); lo < 1800; lo += 100 {
 				a.feed(t, lo, 100, 0.5)
 			}
-			waitGroup(t, "every decision", all)
+			embedtest.Wait(t, "every decision", all)
 			time.Sleep(100 * time.Millisecond) // a repeat would arrive by now
 			mu.Lock()
 			defer mu.Unlock()

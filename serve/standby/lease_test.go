@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // testTTL is the lease TTL of the tests: long enough that a busy machine
@@ -22,30 +23,10 @@ const testTTL = 2 * time.Second
 // waitLimit bounds every wait of the tests (a failure, not a measurement).
 const waitLimit = 60 * time.Second
 
-// jsServer starts an embedded NATS server with JetStream in a temporary
-// directory, stopped at the end of the test.
-func jsServer(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := embednats.StartOptions(embednats.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
-}
-
 // bucket connects to s and opens the lease bucket with TTL ttl.
 func bucket(t *testing.T, s *server.Server, ttl time.Duration) (*nats.Conn, jetstream.KeyValue) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := embedtest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	kv, err := LeaseBucket(ctx, js, "leases", ttl)
@@ -78,7 +59,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestNewLeaseValidates(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	_, kv := bucket(t, s, testTTL)
 	cases := []struct {
 		name string
@@ -101,7 +82,7 @@ func TestNewLeaseValidates(t *testing.T) {
 // renewals move the revision on; the holder reclaims its own entry after
 // losing track of it.
 func TestLeaseExclusive(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	_, kv := bucket(t, s, testTTL)
 	ctx := ctxT(t)
 	a, b := lease(t, kv, "a", LeaseConfig{}), lease(t, kv, "b", LeaseConfig{})
@@ -175,7 +156,7 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := jsServer(t)
+			s := embedtest.JetStreamServer(t, embednats.Options{})
 			anc, akv := bucket(t, s, testTTL)
 			_, bkv := bucket(t, s, testTTL)
 			ctx := ctxT(t)
@@ -239,7 +220,7 @@ func TestLeaseTakeoverBeforeExpiry(t *testing.T) {
 		ttl     = 300 * time.Millisecond
 		maxLate = 5
 	)
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	_, akv := bucket(t, s, ttl)
 	_, bkv := bucket(t, s, ttl)
 	ctx := ctxT(t)
@@ -322,7 +303,7 @@ func awaitTakeover(t *testing.T, ctx context.Context, l *Lease) time.Time {
 // TestLeaseRun: two instances running Run; exactly one holds at a time;
 // cancelling the holder's Run releases the lease and the other takes it.
 func TestLeaseRun(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	_, akv := bucket(t, s, testTTL)
 	_, bkv := bucket(t, s, testTTL)
 	var gained atomic.Int32 // 1: a, 2: b
@@ -411,7 +392,7 @@ func TestLeaseTakeoverClockAfterAnswer(t *testing.T) {
 // and reports whether it could judge: the standby's second try came within
 // ttl of its first try's answer.
 func takeoverClockRun(t *testing.T, ttl time.Duration) bool {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	nc, kv := bucket(t, s, time.Second)
 	ctx := ctxT(t)
 	a := lease(t, kv, "a", LeaseConfig{TTL: ttl})
@@ -455,7 +436,7 @@ func takeoverClockRun(t *testing.T, ttl time.Duration) bool {
 // lease and b waits; the instances open it anew after a TTL without an
 // answer, and one of them holds the lease again.
 func TestLeaseBucketRecreated(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	nc, kv := bucket(t, s, testTTL)
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"rgcpred/serve/embednats"
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // heldBack starts instance id as a peer that may not take the lease until
@@ -62,7 +65,7 @@ func TestGroupStartPeers(t *testing.T) {
 		}, func(t *testing.T) func(*GroupConfig) { return withKey(t, 1) }, false, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := jsServer(t)
+			s := embedtest.JetStreamServer(t, embednats.Options{})
 			var allow atomic.Bool
 			if c.peer != nil {
 				p := c.peer(t, s.ClientURL(), &allow)
@@ -89,7 +92,7 @@ func TestGroupStartPeers(t *testing.T) {
 			if took < testPeerWait {
 				t.Fatalf("started fresh after %v, before PeerWait %v", took, testPeerWait)
 			}
-			waitGroup(t, "b holds the lease", b.g.Lease().Held)
+			embedtest.Wait(t, "b holds the lease", b.g.Lease().Held)
 			if !b.r.Synced() || b.r.Restores() != 0 {
 				t.Fatalf("b synced %v after %d restores, want a fresh state", b.r.Synced(), b.r.Restores())
 			}
@@ -106,7 +109,7 @@ func TestGroupLapsedHolderPeer(t *testing.T) {
 	for _, peerDies := range []bool{false, true} {
 		name := map[bool]string{false: "the peer takes the lease", true: "the peer dies"}[peerDies]
 		t.Run(name, func(t *testing.T) {
-			s := jsServer(t)
+			s := embedtest.JetStreamServer(t, embednats.Options{})
 			var allow atomic.Bool
 			p := heldBack(t, s.ClientURL(), "p", &allow, nil)
 			for lo := int64(0); lo < 4200; lo += 100 {
@@ -123,15 +126,15 @@ func TestGroupLapsedHolderPeer(t *testing.T) {
 			}
 			if peerDies {
 				p.g.Stop()
-				waitGroup(t, "b holds the lease", b.g.Lease().Held)
+				embedtest.Wait(t, "b holds the lease", b.g.Lease().Held)
 				if b.r.Restores() != 0 {
 					t.Fatalf("%d restores from a dead peer", b.r.Restores())
 				}
 				return
 			}
 			allow.Store(true)
-			waitGroup(t, "p holds the lease", p.g.Lease().Held)
-			waitGroup(t, "b caught up from p", func() bool { return b.r.Synced() && b.r.Restores() == 1 })
+			embedtest.Wait(t, "p holds the lease", p.g.Lease().Held)
+			embedtest.Wait(t, "b caught up from p", func() bool { return b.r.Synced() && b.r.Restores() == 1 })
 			for lo := int64(4200); lo < 4400; lo += 100 {
 				p.feed(t, lo, 100, 0.5)
 				b.feed(t, lo, 100, 0.5)
@@ -149,7 +152,7 @@ func TestGroupLapsedHolderPeer(t *testing.T) {
 // TestGroupStartTogether: two instances started at once, neither with a
 // state, end with exactly one holding the lease and both synced.
 func TestGroupStartTogether(t *testing.T) {
-	s := jsServer(t)
+	s := embedtest.JetStreamServer(t, embednats.Options{})
 	var wg sync.WaitGroup
 	ds := make([]*groupDev, 2)
 	for i, id := range []string{"a", "b"} {
@@ -160,7 +163,7 @@ func TestGroupStartTogether(t *testing.T) {
 	if ds[0] == nil || ds[1] == nil {
 		t.Fatal("an instance did not start")
 	}
-	waitGroup(t, "one holds the lease, both synced", func() bool {
+	embedtest.Wait(t, "one holds the lease, both synced", func() bool {
 		return ds[0].g.Lease().Held() != ds[1].g.Lease().Held() && ds[0].r.Synced() && ds[1].r.Synced()
 	})
 }

@@ -3,6 +3,8 @@ package standby
 import (
 	"testing"
 	"time"
+
+	"rgcpred/serve/embednats/embedtest"
 )
 
 // TestGroupOwnRestart: a standby that missed frames (a cut link) and so
@@ -39,14 +41,14 @@ func TestGroupOwnRestart(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each case has its own server and group, and mostly waits
 			a, b := syncedPair(t)
-			waitGroup(t, "b compared the first stream event", func() bool { return b.r.Checked() >= 1 })
+			embedtest.Wait(t, "b compared the first stream event", func() bool { return b.r.Checked() >= 1 })
 			next := c.after(t, a, b)
 			if c.alarm {
 				if b.g.synced() {
 					t.Error("b may take the lease with a restart the holder did not announce")
 				}
-				waitGroup(t, "the divergence alarm", func() bool { return b.g.Alarms()[AlarmDivergence] >= 1 })
-				waitGroup(t, "b caught up again", func() bool { return b.r.Synced() && b.r.Restores() == 2 })
+				embedtest.Wait(t, "the divergence alarm", func() bool { return b.g.Alarms()[AlarmDivergence] >= 1 })
+				embedtest.Wait(t, "b caught up again", func() bool { return b.r.Synced() && b.r.Restores() == 2 })
 			} else {
 				time.Sleep(RestartWait + 200*time.Millisecond)
 				if n := b.g.Alarms()[AlarmDivergence]; n != 0 {
@@ -56,7 +58,7 @@ func TestGroupOwnRestart(t *testing.T) {
 					t.Fatal("b not eligible after the holder announced the same restart")
 				}
 			}
-			waitGroup(t, "b eligible", b.g.synced)
+			embedtest.Wait(t, "b eligible", b.g.synced)
 			for lo := next; lo < next+200; lo += 100 {
 				a.feed(t, lo, 100, 0.5)
 				b.feed(t, lo, 100, 0.5)

@@ -1,6 +1,7 @@
-// Package embedtest starts clusters of embedded NATS servers with
-// JetStream on loopback for tests: servers made from options can be
-// stopped and made again with their stores, as a node restarts.
+// Package embedtest starts embedded NATS servers with JetStream on
+// loopback for tests, alone (JetStream, JetStreamServer) or in clusters:
+// servers made from options can be stopped and made again with their
+// stores, as a node restarts.
 package embedtest
 
 import (
@@ -14,10 +15,62 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"rgcpred/serve/embednats"
 )
 
 // waitLimit bounds each wait for a cluster (a failure, not a measurement).
 const waitLimit = 60 * time.Second
+
+// JetStreamServer starts an embedded NATS server of o with JetStream,
+// stopped at the end of the test. Unset fields default: Host 127.0.0.1,
+// Port a free one, StoreDir a temporary folder of the test (a server
+// started again with the same Port and StoreDir is the same node
+// restarted).
+func JetStreamServer(t testing.TB, o embednats.Options) *server.Server {
+	t.Helper()
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Port == 0 {
+		o.Port = -1
+	}
+	if o.StoreDir == "" {
+		o.StoreDir = t.TempDir()
+	}
+	o.JetStream = true
+	s, err := embednats.StartOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// Connect connects to url with opts and returns the connection, closed
+// at the end of the test, and its JetStream.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// JetStream starts an embedded NATS server of o with JetStream
+// (JetStreamServer) and connects to it with opts (Connect).
+func JetStream(t testing.TB, o embednats.Options, opts ...nats.Option) (*server.Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	s := JetStreamServer(t, o)
+	nc, js := Connect(t, s.ClientURL(), opts...)
+	return s, nc, js
+}
 
 // Options returns the options of n NATS servers with JetStream, named n0,
 // n1, ..., routed to each other on loopback (NewServer makes one).
@@ -85,15 +138,8 @@ func Start(t testing.TB, srvs ...*server.Server) {
 func StartCluster(t testing.TB, srvs []*server.Server) []*server.Server {
 	t.Helper()
 	Start(t, srvs...)
-	nc, err := nats.Connect(srvs[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := Connect(t, srvs[0].ClientURL())
+	defer nc.Close() // only for the waits below
 	Wait(t, "JetStream in the cluster", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
