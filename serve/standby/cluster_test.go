@@ -251,8 +251,10 @@ func TestNewGroupNodeKilled(t *testing.T) {
 			t.Parallel()
 			srvs := embedtest.StartCluster(t, embedtest.Servers(t, 3))
 			setup, js := embedtest.Connect(t, srvs[0].ClientURL())
-			if _, _, err := leaseBucket(ctxT(t), js, "leases", testTTL, 3, 3); err != nil {
-				t.Fatal(err)
+			// The cluster may still be placing its peers: the bucket's
+			// start-up waits for them as a daemon's does.
+			if _, p, err := openLeaseBucket(ctxT(t), js, "leases", testTTL, 3, waitLimit, func(error) {}); err != nil || p.Have != 3 {
+				t.Fatalf("lease bucket before the kill: placement %+v, %v; want 3 replicas", p, err)
 			}
 			info, err := js.Stream(ctxT(t), "KV_leases")
 			if err != nil {
