@@ -22,6 +22,7 @@ func placeOf(m Msg) place { return place{seq: m.Seq, fill: m.Fill} }
 
 func (p place) less(q place) bool { return p.seq < q.seq || (p.seq == q.seq && p.fill < q.fill) }
 
+// compare orders p and q as less does: -1, 0 or 1.
 func (p place) compare(q place) int {
 	switch {
 	case p.less(q):
