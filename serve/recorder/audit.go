@@ -235,7 +235,8 @@ func byReason(m map[string]uint64) string {
 }
 
 // ErrEmpty is returned by Audit for a recording without a stream start: no
-// stream event preceded by the frames message holding its first frame.
+// stream event with the frames message holding its first frame recorded
+// before it, or within aheadFrames frames messages after it.
 var ErrEmpty = errors.New("recording holds no stream start")
 
 // key identifies a decision: its stream epoch as recorded (16 bits), cell
@@ -289,7 +290,7 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 	}
 	a := &audit{cfg: cfg, rep: &Report{Session: sc.session, Skipped: uint64(len(sc.skipped)), Told: map[string]uint64{}, Refused: map[string]uint64{}},
 		scan: sc, recorded: map[key]stream.Decision{}, replayed: map[key]stream.Decision{}, taken: map[key]struct{}{},
-		holes: map[place]Hole{}, starts: map[place]start{}}
+		holes: map[place]Hole{}, starts: map[place]start{}, early: map[place]place{}, deferred: map[place][]stream.Event{}}
 	for _, h := range sc.holes {
 		a.holes[h.at] = h.Hole
 		a.rep.Holes = append(a.rep.Holes, h.Hole)
@@ -297,6 +298,9 @@ func Audit(ctx context.Context, src Source, cfg AuditConfig) (*Report, error) {
 	for _, st := range sc.starts {
 		if _, ok := a.starts[st.frames]; !ok {
 			a.starts[st.frames] = st
+		}
+		if st.early() {
+			a.early[st.at] = st.frames
 		}
 	}
 	if cfg.UpKey != nil {
@@ -384,6 +388,11 @@ type audit struct {
 	holes  map[place]Hole
 	starts map[place]start
 	cuts   []cut
+	// early maps a stream start recorded before its frames message to
+	// that message's place; deferred holds, by that place, the starts
+	// read before it, taken right after it as the daemon took them.
+	early    map[place]place
+	deferred map[place][]stream.Event
 
 	guard  *stream.Guard // the daemon's authentication rules (AuditConfig.UpKey), nil off
 	frames stream.Frames
@@ -477,37 +486,13 @@ func (a *audit) msg(m Msg) error {
 	}
 	switch m.Kind {
 	case KindFrames:
-		if h, ok := a.holes[at]; ok && a.running {
-			if err := a.hole(h); err != nil {
-				return err
-			}
+		if err := a.framesMsg(m, at); err != nil {
+			return err
 		}
-		if st, ok := a.starts[at]; ok && !a.running && !at.less(a.scan.starts[0].frames) {
-			a.begin(st)
+		for _, ev := range a.deferred[at] {
+			a.event(ev)
 		}
-		if a.refused(m, false) {
-			return nil
-		}
-		if err := stream.DecodeFrames(m.Data, &a.frames); err != nil {
-			a.rep.Refused[stream.Reason(err)]++
-			return nil
-		}
-		if !a.running {
-			if a.rep.Segments == 0 {
-				a.rep.SkippedHead++
-			}
-			return nil
-		}
-		f := &a.frames
-		if a.trim {
-			first := a.seg.ev.First
-			f.Frames = f.Frames[first-f.FirstSeq:]
-			f.FirstSeq = first
-			a.trim = false
-		}
-		a.rep.FramesMsgs++
-		a.rep.Frames += uint64(len(f.Frames))
-		a.core.FramesAt(f, 0, m.Time)
+		delete(a.deferred, at)
 	case KindControl:
 		if a.refused(m, true) {
 			return nil
@@ -550,14 +535,60 @@ func (a *audit) msg(m Msg) error {
 		if err := stream.DecodeEvent(m.Data, &a.ev); err != nil {
 			return fmt.Errorf("event at %d: %w", m.Seq, err)
 		}
-		if !a.running {
-			a.rep.Unjudged++ // a stream event after a hole, before the next start
+		if f, ok := a.early[at]; ok {
+			a.deferred[f] = append(a.deferred[f], a.ev)
 			return nil
 		}
-		a.recEvents = append(a.recEvents, a.ev)
-		a.compareEvents()
+		a.event(a.ev)
 	}
 	return nil
+}
+
+// framesMsg replays a recorded frames message at place at.
+func (a *audit) framesMsg(m Msg, at place) error {
+	if h, ok := a.holes[at]; ok && a.running {
+		if err := a.hole(h); err != nil {
+			return err
+		}
+	}
+	if st, ok := a.starts[at]; ok && !a.running && !at.less(a.scan.starts[0].frames) {
+		a.begin(st)
+	}
+	if a.refused(m, false) {
+		return nil
+	}
+	if err := stream.DecodeFrames(m.Data, &a.frames); err != nil {
+		a.rep.Refused[stream.Reason(err)]++
+		return nil
+	}
+	if !a.running {
+		if a.rep.Segments == 0 {
+			a.rep.SkippedHead++
+		}
+		return nil
+	}
+	f := &a.frames
+	if a.trim {
+		first := a.seg.ev.First
+		f.Frames = f.Frames[first-f.FirstSeq:]
+		f.FirstSeq = first
+		a.trim = false
+	}
+	a.rep.FramesMsgs++
+	a.rep.Frames += uint64(len(f.Frames))
+	a.core.FramesAt(f, 0, m.Time)
+	return nil
+}
+
+// event takes a recorded stream event (after its frames message when
+// recorded before it) into the comparison.
+func (a *audit) event(ev stream.Event) {
+	if !a.running {
+		a.rep.Unjudged++ // a stream event after a hole, before the next start
+		return
+	}
+	a.recEvents = append(a.recEvents, ev)
+	a.compareEvents()
 }
 
 // refused applies the daemon's authentication rules (stream.Guard) to a

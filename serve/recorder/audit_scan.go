@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"rgcpred/serve/daemon"
 	"rgcpred/stream"
@@ -21,13 +22,28 @@ func placeOf(m Msg) place { return place{seq: m.Seq, fill: m.Fill} }
 
 func (p place) less(q place) bool { return p.seq < q.seq || (p.seq == q.seq && p.fill < q.fill) }
 
-// start is a recorded stream start whose first frame is recorded before
+// compare orders p and q as less does: -1, 0 or 1.
+func (p place) compare(q place) int {
+	switch {
+	case p.less(q):
+		return -1
+	case q.less(p):
+		return 1
+	}
+	return 0
+}
+
+// start is a recorded stream start whose first frame is recorded near
 // it: where an audit can begin a fresh core.
 type start struct {
 	ev     stream.Event
 	at     place // the event
 	frames place // the frames message holding ev.First
 }
+
+// early reports whether the stream start is recorded before the frames
+// message holding its first frame.
+func (s start) early() bool { return s.at.less(s.frames) }
 
 // holeAt is a hole and the place of the frames message after it.
 type holeAt struct {
@@ -52,6 +68,23 @@ type scanned struct {
 // frame is looked for: the daemon announces a start once a new numbering
 // is confirmed, a few messages after its first frame.
 const recentFrames = 4096
+
+// aheadFrames is how many frames messages after a stream start its first
+// frame is looked for when none before holds it. The daemon announces a
+// start after a reset, or its first, on the frames message holding its
+// first frame; the device's message and the daemon's answer reach the
+// stream's leader by different paths, and the stream stores them in the
+// order they arrive, so the answer may come first (seed 7303: the
+// session's only start stored 3 messages before its frames).
+const aheadFrames = 256
+
+// pending is a stream start no recorded frames message held the first
+// frame of yet, looked for in the next left frames messages.
+type pending struct {
+	ev   stream.Event
+	at   place
+	left int
+}
 
 // fspan is a recorded frames message.
 type fspan struct {
@@ -109,6 +142,7 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 	var ev stream.Event
 	var ds stream.Decisions
 	var recent []fspan
+	var ahead []pending
 	var ln lines
 	err := src(ctx, func(m Msg) error {
 		at := placeOf(m)
@@ -129,6 +163,17 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 			}
 			recent = append(recent, fspan{at: at, first: first, last: first + int64(n) - 1})
 			ln.frames(at, first, first+int64(n)-1)
+			kept := ahead[:0]
+			for _, p := range ahead {
+				switch {
+				case first <= p.ev.First && p.ev.First < first+int64(n):
+					sc.starts = append(sc.starts, start{ev: p.ev, at: p.at, frames: at})
+				case p.left > 1:
+					p.left--
+					kept = append(kept, p)
+				}
+			}
+			ahead = kept
 		case KindEvent:
 			if stream.PayloadType(m.Data) == stream.TypeDrop {
 				return nil
@@ -136,14 +181,18 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 			if err := stream.DecodeEvent(m.Data, &ev); err != nil {
 				return fmt.Errorf("recorder: event at %d: %w", m.Seq, err)
 			}
-			for i := len(recent) - 1; i >= 0; i-- {
+			i := len(recent) - 1
+			for ; i >= 0; i-- {
 				if h := recent[i]; h.first <= ev.First && ev.First <= h.last {
 					sc.starts = append(sc.starts, start{ev: ev, at: at, frames: h.at})
 					break
 				}
 			}
+			if i < 0 {
+				ahead = append(ahead, pending{ev: ev, at: at, left: aheadFrames})
+			}
 		case KindDecisions:
-			if len(sc.starts) == 0 {
+			if len(sc.starts) == 0 && len(ahead) == 0 {
 				return nil
 			}
 			if err := stream.DecodeDecisions(m.Data, &ds); err != nil {
@@ -163,6 +212,7 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 	if len(sc.starts) == 0 {
 		return nil, fmt.Errorf("recorder: audit: %w", ErrEmpty)
 	}
+	slices.SortStableFunc(sc.starts, func(x, y start) int { return x.at.compare(y.at) })
 	first := sc.starts[0].frames
 	for _, g := range ln.gaps {
 		if g.at.less(first) || restartAt(sc.starts, g) {
@@ -178,7 +228,7 @@ func scan(ctx context.Context, src Source) (*scanned, error) {
 // the device's jump, not a hole.
 func restartAt(starts []start, g holeAt) bool {
 	for _, s := range starts {
-		if s.ev.First == g.To+1 && !s.at.less(g.at) {
+		if s.ev.First == g.To+1 && (!s.at.less(g.at) || !s.frames.less(g.at)) {
 			return true
 		}
 	}
