@@ -14,6 +14,7 @@ import (
 	"rgcpred/serve/embednats"
 	"rgcpred/serve/embednats/embedtest"
 	"rgcpred/serve/jsreplicas"
+	"rgcpred/serve/jsstart"
 )
 
 // stalledJS is a JetStream whose first stalls stream creations time out,
@@ -116,8 +117,13 @@ func TestOpenClusterReplicas(t *testing.T) {
 				t.Fatal(err)
 			}
 			sc.Replicas = c.before
-			st, err := js.CreateStream(ctxT(t), sc)
-			if err != nil {
+			// The cluster may still be placing its peers (a busy machine):
+			// the stream is created with the daemon's start-up retries.
+			var st jetstream.Stream
+			if err := jsstart.Retry(ctxT(t), waitLimit, func(error) {}, func(ctx context.Context) (err error) {
+				st, err = js.CreateStream(ctx, sc)
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			// The node down is never n0 (the test's connection) and, for
