@@ -25,9 +25,10 @@ type Summary struct {
 	// flight recorder on), AuditPassed those whose audit passed,
 	// AuditIncomplete those whose recording kept holes while every
 	// decision judged matched; Filled counts the messages the holders
-	// stored again that the audits read.
+	// stored again that the audits read, FilledAnswers those holding
+	// frames a resend answer brought.
 	Audited, AuditPassed, AuditIncomplete int
-	Filled                                uint64
+	Filled, FilledAnswers                 uint64
 	// Failed lists the seeds of the failed schedules.
 	Failed []uint64
 }
@@ -71,6 +72,7 @@ func Summarise(vs []*Verdict) *Summary {
 			}
 			if a := v.Recording.Audit; a != nil {
 				s.Filled += a.Filled
+				s.FilledAnswers += a.FilledAnswers
 				if a.Judged() && !a.Complete() {
 					s.AuditIncomplete++
 				}
@@ -114,8 +116,8 @@ func (s *Summary) WriteTable(w io.Writer) {
 			100*float64(s.NodeKills)/float64(s.Schedules))
 	}
 	if s.Audited > 0 {
-		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings (%d incomplete: holes left, every decision judged equal; %d messages filled).\n",
-			s.AuditPassed, s.Audited, s.AuditIncomplete, s.Filled)
+		fmt.Fprintf(w, "\nThe flight recorder's audit passed for %d of %d recordings (%d incomplete: holes left, every decision judged equal; %d messages filled, %d of them frames a resend answer brought).\n",
+			s.AuditPassed, s.Audited, s.AuditIncomplete, s.Filled, s.FilledAnswers)
 	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(w, "\nFailed seeds: %s\n", strings.Join(failed, ", "))

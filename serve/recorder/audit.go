@@ -109,8 +109,10 @@ type Report struct {
 	// messages; they are not judged.
 	InHole uint64
 	// Filled counts the messages a Filler stored again that the replay
-	// read (put back in their place).
-	Filled uint64
+	// read (put back in their place); FilledAnswers those of them holding
+	// frames a resend answer brought (Msg.Answer), which message keys
+	// check over the answer's subject.
+	Filled, FilledAnswers uint64
 	// Mismatches lists the first differences (AuditConfig.MaxMismatches).
 	Mismatches []Mismatch
 	// Told counts, by reason, the device messages the daemon refused and
@@ -195,7 +197,7 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "decisions recorded again (a group's copies, not compared): %d\n", r.Copies)
 	}
 	if r.Filled > 0 {
-		fmt.Fprintf(&b, "messages stored again after the recording lacked them (filled): %d\n", r.Filled)
+		fmt.Fprintf(&b, "messages stored again after the recording lacked them (filled): %d, of them frames a resend answer brought: %d\n", r.Filled, r.FilledAnswers)
 	}
 	if len(r.Holes) > 0 {
 		var frames int64
@@ -471,6 +473,9 @@ func (a *audit) hole(h Hole) error {
 func (a *audit) msg(m Msg) error {
 	if m.Fill > 0 {
 		a.rep.Filled++
+		if m.Answer != "" {
+			a.rep.FilledAnswers++
+		}
 	}
 	if m.Kind == KindEvent && stream.PayloadType(m.Data) == stream.TypeDrop {
 		var d stream.Drop

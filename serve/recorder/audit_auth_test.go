@@ -116,19 +116,20 @@ func TestAuditAuthenticatedFills(t *testing.T) {
 		msgs    []Msg
 		verdict string
 		refused int // auth_invalid
+		answers int // filled frames messages a resend answer brought that the replay read (an overlap's are not)
 	}{
-		{"complete", all, "PASS", 0},
-		{"a hole filled with the recorded authenticators", slices.Concat(kept, fillsOf(gone, after, last+1)), "PASS", 0},
-		{"a hole filled from resend answers", slices.Concat(kept, answerFills(t, gone, 200, up, inbox, false, after, last+1, &clock)), "PASS", 0},
+		{"complete", all, "PASS", 0, 0},
+		{"a hole filled with the recorded authenticators", slices.Concat(kept, fillsOf(gone, after, last+1)), "PASS", 0, 0},
+		{"a hole filled from resend answers", slices.Concat(kept, answerFills(t, gone, 200, up, inbox, false, after, last+1, &clock)), "PASS", 0, answered},
 		{"resend answers overlapping frames read already", slices.Concat(kept,
 			answerFills(t, overlap, 16, up, inbox, false, after, last+1, &clock),
-			answerFills(t, gone, 200, up, inbox, false, after, last+2, &clock)), "PASS", 0},
+			answerFills(t, gone, 200, up, inbox, false, after, last+2, &clock)), "PASS", 0, answered},
 		{"resend answers filled without their subject", slices.Concat(kept,
-			answerFills(t, gone, 200, up, inbox, true, after, last+1, &clock)), "FAIL", answered},
+			answerFills(t, gone, 200, up, inbox, true, after, last+1, &clock)), "FAIL", answered, 0},
 		{"resend answers naming other frames", slices.Concat(kept,
-			answerFills(t, gone, 200, up, elsewhere, false, after, last+1, &clock)), "FAIL", answered},
+			answerFills(t, gone, 200, up, elsewhere, false, after, last+1, &clock)), "FAIL", answered, answered},
 		{"resend answers under another key", slices.Concat(kept,
-			answerFills(t, gone, 200, other, inbox, false, after, last+1, &clock)), "FAIL", answered},
+			answerFills(t, gone, 200, other, inbox, false, after, last+1, &clock)), "FAIL", answered, answered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := Audit(ctxT(t), Merge(MemorySource(tc.msgs), dev), AuditConfig{Predictor: fakepred.New(testCells), UpKey: up})
@@ -141,6 +142,9 @@ func TestAuditAuthenticatedFills(t *testing.T) {
 			}
 			if n := int(rep.Refused[stream.ReasonAuthInvalid]); n != tc.refused || rep.Refusals() != uint64(tc.refused) {
 				t.Fatalf("refused %v, want %d auth_invalid only:\n%s", rep.Refused, tc.refused, got)
+			}
+			if rep.FilledAnswers != uint64(tc.answers) {
+				t.Fatalf("%d filled messages from resend answers read, want %d:\n%s", rep.FilledAnswers, tc.answers, got)
 			}
 		})
 	}
