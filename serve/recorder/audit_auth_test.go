@@ -94,7 +94,7 @@ func TestAuditAuthenticatedFills(t *testing.T) {
 	record(t, nc, js, session{silence: true, streams: []int{4000, 1500}, seed: 7}, Config{Stream: "REC", Devices: []string{dev}})
 	up, other := bytes.Repeat([]byte{1}, msgauth.KeyLen), bytes.Repeat([]byte{2}, msgauth.KeyLen)
 	var clock int64
-	all := signDevice(t, readAll(t, StreamSource(js, "REC", dev)), up, &clock)
+	all := signDevice(t, startsAfter(t, readAll(t, StreamSource(js, "REC", dev))), up, &clock)
 	last := all[len(all)-1].Seq
 	// The first stream's frames are 100..4099, 8 to a message.
 	kept, gone := cutFrames(all, 2100, 2899)

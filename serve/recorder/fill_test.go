@@ -147,7 +147,7 @@ func alterFirstDecision(t *testing.T, msgs []Msg, which func(d stream.Decision) 
 func TestAuditHoles(t *testing.T) {
 	_, nc, js := embedtest.JetStream(t, embednats.Options{})
 	record(t, nc, js, session{silence: true, streams: []int{4000, 1500}, seed: 7}, Config{Stream: "REC", Devices: []string{dev}})
-	all := readAll(t, StreamSource(js, "REC", dev))
+	all := startsAfter(t, readAll(t, StreamSource(js, "REC", dev)))
 	last := all[len(all)-1].Seq
 	// The first stream's frames are 100..4099, the second's 5000..6499,
 	// 8 to a message.

@@ -162,6 +162,12 @@ func record(t *testing.T, nc *nats.Conn, js jetstream.JetStream, ss session, cfg
 		select {
 		case m := <-ch:
 			l.handle(m)
+			// The daemon's answers reach the server before the next
+			// device message: the recording's order then does not
+			// depend on when the client flushes.
+			if err := lnc.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		case <-time.After(waitLimit):
 			t.Fatalf("live daemon did not get message %d", sent-1)
 		}
