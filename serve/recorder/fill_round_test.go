@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -53,31 +54,31 @@ func holeLog(t *testing.T, nc *nats.Conn, js jetstream.JetStream) *Log {
 
 // storedAndLogged flushes nc and waits until REC holds stored messages
 // and log logged: the stream stores, and the observer's connection
-// delivers to the log, after the publisher's flush returns.
+// delivers to the log, after the publisher's flush returns. More fails
+// at once.
 func storedAndLogged(t *testing.T, nc *nats.Conn, js jetstream.JetStream, log *Log, stored, logged int) {
 	t.Helper()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctxT(t), "REC")
+	ctx := ctxT(t)
+	st, err := js.Stream(ctx, "REC")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(5 * time.Millisecond) {
-		info, err := st.Info(ctxT(t))
+	embedtest.Wait(t, fmt.Sprintf("%d messages stored and %d logged", stored, logged), func() bool {
+		info, err := st.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		log.mu.Lock()
 		msgs, added := info.State.Msgs, log.n
 		log.mu.Unlock()
-		if msgs == uint64(stored) && added == uint64(logged) {
-			return
-		}
-		if msgs > uint64(stored) || added > uint64(logged) || time.Now().After(deadline) {
+		if msgs > uint64(stored) || added > uint64(logged) {
 			t.Fatalf("REC holds %d messages and the log %d; want %d and %d", msgs, added, stored, logged)
 		}
-	}
+		return msgs == uint64(stored) && added == uint64(logged)
+	})
 }
 
 // checkWhole reads REC back and fails unless it holds the 30 frames
@@ -139,11 +140,7 @@ func TestFillerUnacknowledged(t *testing.T) {
 	}
 	// Each publish times out Retry after it went out, on the client's
 	// timers: a loaded host runs them late.
-	for deadline := time.Now().Add(waitLimit); f.pub.PublishAsyncPending() != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d publishes still pending %v after the last round", f.pub.PublishAsyncPending(), waitLimit)
-		}
-	}
+	embedtest.Wait(t, "no publish pending", func() bool { return f.pub.PublishAsyncPending() == 0 })
 	if st := f.Stats(); st.Filled != 0 {
 		t.Fatalf("%+v filled: want none", st)
 	}
