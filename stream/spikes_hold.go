@@ -75,7 +75,8 @@ func (h *resendHold) begin(groups []string) {
 	}
 }
 
-// after runs f once d has passed, on a goroutine of its own.
+// after runs f once d has passed, on a goroutine of its own (through
+// afterFunc when set).
 func (h *resendHold) after(d time.Duration, f func()) {
 	if h.afterFunc != nil {
 		h.afterFunc(d, f)
