@@ -107,27 +107,36 @@ func TestDecisionsCellOrder(t *testing.T) {
 }
 
 // TestResendHoldTimer: the hold's timer releases only the hold it
-// started, not a later hold of the same group.
+// started, not a later hold of the same group. The test fires the timers
+// itself, in the order a clock would.
 func TestResendHoldTimer(t *testing.T) {
 	var n int
-	h := &resendHold{deliver: func(*Decisions) { n++ }}
+	var timers []func()
+	h := &resendHold{deliver: func(*Decisions) { n++ }, afterFunc: func(d time.Duration, f func()) {
+		if d != ResendHold {
+			t.Errorf("a hold's timer of %v, want ResendHold %v", d, ResendHold)
+		}
+		timers = append(timers, f)
+	}}
 	h.mu.Lock()
 	h.begin([]string{"g.0.1"})
 	h.mu.Unlock()
 	h.answered("g.0.1", Pos{}, false) // released early (no copies)
-	time.Sleep(ResendHold / 2)
 	h.mu.Lock()
 	h.begin([]string{"g.0.1"}) // the next reconnect holds again
 	h.take("g.0.1", Pos{Epoch: 1, Bin: 5}, &Decisions{Decisions: []Decision{{End: 5}}}, false)
 	h.mu.Unlock()
-	time.Sleep(ResendHold/2 + 100*time.Millisecond) // the first timer fired
+	if len(timers) != 2 {
+		t.Fatalf("%d timers started by two holds, want 2", len(timers))
+	}
+	timers[0]() // the first hold's time is up
 	h.mu.Lock()
 	held, delivered := h.groups["g.0.1"] != nil, n
 	h.mu.Unlock()
 	if !held || delivered != 0 {
 		t.Fatalf("held %v, delivered %d: the first hold's timer released the second", held, delivered)
 	}
-	time.Sleep(ResendHold / 2)
+	timers[1]()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.groups["g.0.1"] != nil || n != 1 {

@@ -29,6 +29,9 @@ type resendHold struct {
 	fence   *Fence
 	deliver func(d *Decisions)
 	groups  map[string]*heldGroup
+	// afterFunc runs f once d has passed (nil: time.AfterFunc); tests
+	// fire the hold's timers themselves.
+	afterFunc func(d time.Duration, f func())
 }
 
 // heldGroup is one group's held decisions.
@@ -61,7 +64,7 @@ func (h *resendHold) begin(groups []string) {
 		if h.groups[g] == nil {
 			hg := &heldGroup{}
 			h.groups[g] = hg
-			time.AfterFunc(ResendHold, func() {
+			h.after(ResendHold, func() {
 				h.mu.Lock()
 				defer h.mu.Unlock()
 				if h.groups[g] == hg { // not a later hold of the same group
@@ -70,6 +73,16 @@ func (h *resendHold) begin(groups []string) {
 			})
 		}
 	}
+}
+
+// after runs f once d has passed, on a goroutine of its own (through
+// afterFunc when set).
+func (h *resendHold) after(d time.Duration, f func()) {
+	if h.afterFunc != nil {
+		h.afterFunc(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
 }
 
 // receive passes one decoded decisions message, with headers hdr and

@@ -105,11 +105,16 @@ func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	}
 }
 
+// deliveryWait bounds the wait for a message, an answer or a refusal
+// (the error reaches the client's asynchronous handler): a failure, not a
+// measurement, so long enough for a loaded host.
+const deliveryWait = 10 * time.Second
+
 // waitFor waits until the violations number n, then a little longer for
 // any beyond.
 func (v *violations) waitFor(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.After(3 * time.Second)
+	deadline := time.After(deliveryWait)
 	for {
 		v.mu.Lock()
 		got := len(v.pub) + len(v.sub)
@@ -309,7 +314,7 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 			if err := conns[r.name].nc.Publish(s, []byte(r.name)); err != nil {
 				t.Fatal(err)
 			}
-			if m, err := sub.NextMsg(2 * time.Second); err != nil || string(m.Data) != r.name {
+			if m, err := sub.NextMsg(deliveryWait); err != nil || string(m.Data) != r.name {
 				t.Errorf("%s publishing %s, %s receiving: %v", r.name, s, to.name, err)
 			}
 			_ = sub.Unsubscribe()
@@ -328,7 +333,7 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 	}
 	_ = daemon.Flush()
 	for _, r := range requests {
-		if m, err := conns[r.who].nc.Request(r.subj, nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
+		if m, err := conns[r.who].nc.Request(r.subj, nil, deliveryWait); err != nil || string(m.Data) != "ok" {
 			t.Errorf("%s requesting %s: %v", r.who, r.subj, err)
 		}
 	}
@@ -340,7 +345,7 @@ func rolesWork(t *testing.T, conns map[string]*conn) {
 	}
 	defer resend.Unsubscribe()
 	_ = device.Flush()
-	if m, err := daemon.Request("rgc.dev0.resend", nil, 2*time.Second); err != nil || string(m.Data) != "frames" {
+	if m, err := daemon.Request("rgc.dev0.resend", nil, deliveryWait); err != nil || string(m.Data) != "frames" {
 		t.Errorf("daemon requesting rgc.dev0.resend: %v", err)
 	}
 	// The daemon's JetStream work.

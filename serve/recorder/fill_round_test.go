@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -36,10 +37,7 @@ func holeLog(t *testing.T, nc *nats.Conn, js jetstream.JetStream) *Log {
 	}
 	for i := range 30 {
 		if i == 10 || i == 20 {
-			if err := nc.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond) // stored and logged
+			storedAndLogged(t, nc, js, log, 10, i)
 			setSubjects(t, js, i == 20)
 		}
 		b, err := stream.AppendFrames(nil, &stream.Frames{FirstSeq: int64(8 * i), Frames: make([]stream.Frame, 8)})
@@ -50,11 +48,37 @@ func holeLog(t *testing.T, nc *nats.Conn, js jetstream.JetStream) *Log {
 			t.Fatal(err)
 		}
 	}
+	storedAndLogged(t, nc, js, log, 20, 30)
+	return log
+}
+
+// storedAndLogged flushes nc and waits until REC holds stored messages
+// and log logged: the stream stores, and the observer's connection
+// delivers to the log, after the publisher's flush returns. More fails
+// at once.
+func storedAndLogged(t *testing.T, nc *nats.Conn, js jetstream.JetStream, log *Log, stored, logged int) {
+	t.Helper()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	return log
+	ctx := ctxT(t)
+	st, err := js.Stream(ctx, "REC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedtest.Wait(t, fmt.Sprintf("%d messages stored and %d logged", stored, logged), func() bool {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.mu.Lock()
+		msgs, added := info.State.Msgs, log.n
+		log.mu.Unlock()
+		if msgs > uint64(stored) || added > uint64(logged) {
+			t.Fatalf("REC holds %d messages and the log %d; want %d and %d", msgs, added, stored, logged)
+		}
+		return msgs == uint64(stored) && added == uint64(logged)
+	})
 }
 
 // checkWhole reads REC back and fails unless it holds the 30 frames
@@ -114,9 +138,11 @@ func TestFillerUnacknowledged(t *testing.T) {
 			t.Fatalf("round %d with no acknowledgement: %v after %v, want an error within %v", round, err, took, retry+time.Second)
 		}
 	}
-	time.Sleep(2 * retry)
-	if n := f.pub.PublishAsyncPending(); n != 0 || f.Stats().Filled != 0 {
-		t.Fatalf("%d publishes still pending, %+v filled: want none", n, f.Stats())
+	// Each publish times out Retry after it went out, on the client's
+	// timers: a loaded host runs them late.
+	embedtest.Wait(t, "no publish pending", func() bool { return f.pub.PublishAsyncPending() == 0 })
+	if st := f.Stats(); st.Filled != 0 {
+		t.Fatalf("%+v filled: want none", st)
 	}
 	if err := sink.Unsubscribe(); err != nil {
 		t.Fatal(err)

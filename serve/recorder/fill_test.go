@@ -278,10 +278,7 @@ func TestFiller(t *testing.T) {
 	for i := range 30 {
 		switch i {
 		case 10, 20:
-			if err := nc.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond) // stored and logged
+			storedAndLogged(t, nc, js, log, 10, i+i/20) // the decisions at 15 logged, not stored
 			setSubjects(t, js, i == 20)
 		case 15:
 			if err := nc.Publish(stream.SpikesSubject(dev), []byte("decisions in the hole")); err != nil {
@@ -294,10 +291,7 @@ func TestFiller(t *testing.T) {
 			}
 		}
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
+	storedAndLogged(t, nc, js, log, 19, 30) // frames 25 lost
 	log.AddResent(&nats.Msg{Subject: "_INBOX.answer", Data: framesMsg(lost)}, stream.StimSubject(dev))
 	active := false
 	f := NewFiller(js, FillConfig{Stream: "REC", Device: dev, Log: log, Active: func() bool { return active }, Settle: time.Nanosecond})
@@ -328,20 +322,14 @@ func TestFiller(t *testing.T) {
 	setSubjects(t, js, false)
 	for i := 30; i < 50; i++ {
 		if i == 40 {
-			if err := nc.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
+			storedAndLogged(t, nc, js, log, 31, 41) // the 12 fills stored, the resent frames logged
 			setSubjects(t, js, true)
 		}
 		if err := nc.Publish(stream.StimSubject(dev), framesMsg(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
+	storedAndLogged(t, nc, js, log, 41, 51)
 	active = false
 	if err := f.Round(ctx); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,13 @@ func TestRecordFillsHole(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitProcessed(t, p, int64(f.lo+i*chunk-1))
-		time.Sleep(50 * time.Millisecond) // the last decisions reach the stream
+		// The daemon published the decisions of the frames processed so
+		// far before it counted them processed: once its connection is
+		// flushed, the server has queued them for the stream, which
+		// stores them whatever its subjects are by then.
+		if err := r.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		setRecorded(t, r.js, i == on)
 	})
 	sameSpikes(t, waitSpikes(t, c, f.hi, f.nSpike), f.want)

@@ -49,6 +49,12 @@ func TestAuthenticatedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer evs.Unsubscribe()
+	// The daemon tells the first refusal at once: the events subscription
+	// reaches the server before the attacker's messages, sent on another
+	// connection, do.
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	// An attacker: frames far ahead without an authenticator and under
 	// another device's key, a reset under that key, and forged decisions.
