@@ -54,23 +54,25 @@ func startsFirst(t *testing.T, msgs []Msg, which func(ev stream.Event) bool) []M
 // expects them.
 func startsAfter(t *testing.T, msgs []Msg) []Msg {
 	t.Helper()
-	var starts []Msg
+	type held struct {
+		m  Msg
+		ev stream.Event
+	}
+	var starts []held
 	rest := slices.DeleteFunc(slices.Clone(msgs), func(m Msg) bool {
 		var ev stream.Event
-		if m.Kind == KindEvent && stream.DecodeEvent(m.Data, &ev) == nil {
-			starts = append(starts, m)
-			return true
+		if m.Kind != KindEvent || stream.DecodeEvent(m.Data, &ev) != nil {
+			return false
 		}
-		return false
+		starts = append(starts, held{m, ev})
+		return true
 	})
-	for _, m := range starts {
-		var ev stream.Event
-		_ = stream.DecodeEvent(m.Data, &ev)
-		f := slices.IndexFunc(rest, func(r Msg) bool { return holdsFrame(r, ev.First) })
+	for _, h := range starts {
+		f := slices.IndexFunc(rest, func(r Msg) bool { return holdsFrame(r, h.ev.First) })
 		if f < 0 {
-			t.Fatalf("stream start %+v: no frames message holds its first frame", ev)
+			t.Fatalf("stream start %+v: no frames message holds its first frame", h.ev)
 		}
-		rest = slices.Insert(rest, f+1, m)
+		rest = slices.Insert(rest, f+1, h.m)
 	}
 	return relabel(rest, msgs[0].Seq)
 }
