@@ -63,6 +63,16 @@ func (m *ModelResult) repeats() [][]CellScores {
 	return [][]CellScores{m.Cells}
 }
 
+// BlockBins is the length in whole bins of time blocks of seconds, the
+// nearest (0 for none): the one conversion of trainer eval's and trainer
+// experiment's --block-seconds.
+func BlockBins(seconds float64) int {
+	if seconds <= 0 {
+		return 0
+	}
+	return int(math.Round(seconds * rgc.BinRateHz))
+}
+
 // BlockSeconds is the length of the time blocks in seconds, to the
 // millisecond (whole bins of rgc.BinMs), 0 for none.
 func (s Scoring) BlockSeconds() float64 {

@@ -30,6 +30,7 @@ type evalKey struct {
 	Stagger   bool    `json:"stagger"`
 	Policy    string  `json:"policy,omitempty"`
 	MaxBins   int     `json:"max_bins,omitempty"`
+	BlockBins int     `json:"block_bins,omitempty"`
 	Batch     int     `json:"batch"`
 	Threads   int     `json:"threads"`
 	CellIDs   []int   `json:"cell_ids"`
@@ -76,14 +77,14 @@ func (x *exp) baselines() []baseline {
 func (x *exp) evalOptions() evaluation.Options {
 	return evaluation.Options{Rec: x.rec, Cells: x.cells, Split: x.split, Metrics: x.metrics, Batch: x.evs.Batch,
 		NLLStride: x.evs.NLLStride, Stagger: x.evs.Stagger, Resamples: x.evs.Resamples, Seed: x.evs.Seed, Progress: x.out,
-		Policy: x.policy, MaxBins: x.evs.maxBins()}
+		Policy: x.policy, MaxBins: x.evs.maxBins(), BlockBins: x.evs.blockBins()}
 }
 
 // key is the evaluation key of a model of kind with the file source ("" for
 // none).
 func (x *exp) key(kind, source string) (evalKey, error) {
 	k := evalKey{Kind: kind, Split: x.split.String(), SigmaMs: x.evs.SigmaMs, NLLStride: x.evs.NLLStride,
-		Stagger: x.evs.Stagger, Policy: x.evs.Policy, MaxBins: x.evs.maxBins(), Batch: x.evs.Batch, Threads: x.plan.Threads, CellIDs: x.ids}
+		Stagger: x.evs.Stagger, Policy: x.evs.Policy, MaxBins: x.evs.maxBins(), BlockBins: x.evs.blockBins(), Batch: x.evs.Batch, Threads: x.plan.Threads, CellIDs: x.ids}
 	if source != "" {
 		sum, err := fileSHA256(source)
 		if err != nil {

@@ -312,6 +312,49 @@ func TestRunOutputs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "results-test.json")); err != nil {
 		t.Error(err)
 	}
+
+	// Time blocks: scored again (they are part of the cache key), every
+	// comparison with a block x cell interval beside the cell-only one.
+	out.Reset()
+	o.Eval.Split, o.Eval.BlockSeconds = "val", 0.25
+	blocks, _ := runToEnd(t, o, nil)
+	text = out.String()
+	if strings.Contains(text, "training") || !strings.Contains(text, "scoring") || !strings.Contains(text, "CI over 0.25 s time blocks x cells") {
+		t.Errorf("time blocks: not scored again, or no block interval in the table:\n%s", text)
+	}
+	if len(blocks.Comparisons) != 4 {
+		t.Fatalf("%d comparisons with time blocks, want 4", len(blocks.Comparisons))
+	}
+	for _, c := range blocks.Comparisons {
+		for _, name := range evaluation.MetricNames {
+			d := c.Metrics[name]
+			if d.Block == nil || d.Block.Blocks < 2 || d.Block.Seconds != 0.25 || !(d.Block.Lo <= d.Block.Hi) {
+				t.Errorf("%s %s: block interval %+v", c.Name, name, d.Block)
+			}
+		}
+	}
+	if !reflect.DeepEqual(blocks.Models[0].Summary, res.Models[0].Summary) {
+		t.Error("scores kept in time blocks differ from those without")
+	}
+}
+
+// TestEvalKeyWithoutBlocks: settings without time blocks keep the cache
+// key they had before time blocks were a setting, so cached evaluations
+// stay valid; with blocks the key differs.
+func TestEvalKeyWithoutBlocks(t *testing.T) {
+	k := evalKey{Kind: "checkpoint", Split: "val", SigmaMs: 60, Batch: 64, Threads: 2, CellIDs: []int{1, 2}}
+	data, err := json.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"kind":"checkpoint","split":"val","sigma_ms":60,"nll_stride":0,"stagger":false,"batch":64,"threads":2,"cell_ids":[1,2]}`; string(data) != want {
+		t.Errorf("key %s, want %s", data, want)
+	}
+	h := k.hash()
+	k.BlockBins = 4960
+	if k.hash() == h {
+		t.Error("a key with time blocks hashes as one without")
+	}
 }
 
 // TestPlanMismatch: an experiment directory refuses a different plan, but

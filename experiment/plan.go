@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"rgcpred/evaluation"
 	"rgcpred/model"
 	"rgcpred/rgc"
 	"rgcpred/rollout"
@@ -257,6 +258,11 @@ type EvalSettings struct {
 	// Seconds, if positive, limits the rollouts to that many seconds of
 	// the split after the first window (the NLL covers the whole split).
 	Seconds float64 `json:"rollout_seconds,omitempty"`
+	// BlockSeconds, if positive, keeps every cell's scores in time blocks
+	// of that many seconds and gives each paired comparison a time-block x
+	// cell bootstrap interval beside the cell-only one
+	// (evaluation.Comparison.AddBlocks).
+	BlockSeconds float64 `json:"block_seconds,omitempty"`
 	// Compare lists extra paired comparisons "A:B" (A - B per cell) of
 	// configurations or baselines (glm, zero), beyond the automatic ones.
 	Compare []string `json:"compare,omitempty"`
@@ -283,6 +289,8 @@ func (e *EvalSettings) check() (rgc.Split, error) {
 		return 0, fmt.Errorf("eval: resamples %d: want at least %d", e.Resamples, rollout.DefaultResamples)
 	case e.Seconds < 0 || e.Seconds > 1e6:
 		return 0, fmt.Errorf("eval: rollout seconds %v: want 0 (the whole split) to 1e6", e.Seconds)
+	case e.BlockSeconds < 0 || e.BlockSeconds > 1e6 || (e.BlockSeconds > 0 && e.blockBins() < 1):
+		return 0, fmt.Errorf("eval: block seconds %v: want 0 (no time blocks) or at least one bin, up to 1e6", e.BlockSeconds)
 	}
 	for _, c := range e.Compare {
 		a, b, ok := strings.Cut(c, ":")
@@ -295,6 +303,9 @@ func (e *EvalSettings) check() (rgc.Split, error) {
 
 // runName names the run of a configuration and seed (its directory).
 func runName(config string, seed uint64) string { return fmt.Sprintf("%s-seed%d", config, seed) }
+
+// blockBins is BlockSeconds in bins (0: no time blocks).
+func (e *EvalSettings) blockBins() int { return evaluation.BlockBins(e.BlockSeconds) }
 
 // maxBins is Seconds in bins (0: the whole split).
 func (e *EvalSettings) maxBins() int {

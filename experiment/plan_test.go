@@ -90,6 +90,9 @@ func TestEvalSettingsCheck(t *testing.T) {
 		{func(e *EvalSettings) { e.Resamples = 100 }, "resamples"},
 		{func(e *EvalSettings) { e.Batch = 0 }, "batch"},
 		{func(e *EvalSettings) { e.NLLStride = -1 }, "nll-stride"},
+		{func(e *EvalSettings) { e.BlockSeconds = -1 }, "block seconds"},
+		{func(e *EvalSettings) { e.BlockSeconds = 1e-5 }, "block seconds"},
+		{func(e *EvalSettings) { e.BlockSeconds = 5 }, ""},
 		{func(e *EvalSettings) { e.Compare = []string{"a"} }, "A:B"},
 		{func(e *EvalSettings) { e.Compare = []string{"a:a"} }, "A:B"},
 	} {

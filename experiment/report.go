@@ -149,7 +149,7 @@ func (x *exp) results(evals map[string]*evalRecord, base []*evalRecord) (*Result
 		return nil, err
 	}
 	for _, p := range pairs {
-		c, err := compare(p, res.Models, x.evs.Resamples, x.evs.Seed)
+		c, err := compare(p, res.Models, sc, x.evs.Resamples, x.evs.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -263,8 +263,10 @@ func seedRange(runs []RunReport) map[string][2]float64 {
 
 // compare computes a paired comparison of the seed-averaged scores and,
 // when either model has seeds, spreads it over them: seed k of A against
-// seed k of B (or B itself, a baseline), each seed's own paired IQM.
-func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluation.Comparison, error) {
+// seed k of B (or B itself, a baseline), each seed's own paired IQM. When
+// the scores were kept in time blocks (sc.BlockBins), each metric also gets
+// the time-block x cell interval of the seed-averaged difference.
+func compare(p pair, models []ModelReport, sc evaluation.Scoring, resamples int, seed uint64) (*evaluation.Comparison, error) {
 	find := func(n string) *ModelReport {
 		for i := range models {
 			if models[i].Name == n {
@@ -284,7 +286,21 @@ func compare(p pair, models []ModelReport, resamples int, seed uint64) (*evaluat
 		}
 		return out
 	}
-	return evaluation.CompareSeeds(p.name, p.a, p.b, a.Cells, b.Cells, seeds(a), seeds(b), resamples, seed)
+	c, err := evaluation.CompareSeeds(p.name, p.a, p.b, a.Cells, b.Cells, seeds(a), seeds(b), resamples, seed)
+	if err != nil || sc.BlockBins == 0 {
+		return c, err
+	}
+	// A baseline has no runs: its one set of scores is its only repeat.
+	repeats := func(m *ModelReport) [][]evaluation.CellScores {
+		if r := seeds(m); len(r) > 0 {
+			return r
+		}
+		return [][]evaluation.CellScores{m.Cells}
+	}
+	if err := c.AddBlocks(repeats(a), repeats(b), sc.BlockSeconds(), resamples, seed); err != nil {
+		return nil, fmt.Errorf("comparison %s: %w", p.name, err)
+	}
+	return c, nil
 }
 
 // PrintTable prints the results as an evaluation.Table (one row per

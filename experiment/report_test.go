@@ -77,7 +77,7 @@ func TestCompare(t *testing.T) {
 	}
 	a := ModelReport{Name: "a", Cells: cells([]float64{1, 2, 3, 4}, []float64{0.5, 0.5, 0.5, 0.5})}
 	b := ModelReport{Name: "b", Cells: cells([]float64{1.5, 2.5, 3, 3}, []float64{0.4, 0.6, 0.5, 0.1})}
-	c, err := compare(pair{"a - b", "a", "b"}, []ModelReport{a, b}, 2000, 1)
+	c, err := compare(pair{"a - b", "a", "b"}, []ModelReport{a, b}, evaluation.Scoring{}, 2000, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestCompareSeeds(t *testing.T) {
 		// Against the baseline: -0.1, -0.3, +0.2; averaged -0.0667.
 		{base, []float64{-0.1, -0.3, 0.2}, -0.3, 0.2, 1.0333333333333334 - 1.1, 2},
 	} {
-		c, err := compare(pair{"a - " + tc.b.Name, "a", tc.b.Name}, []ModelReport{a, tc.b}, 2000, 1)
+		c, err := compare(pair{"a - " + tc.b.Name, "a", tc.b.Name}, []ModelReport{a, tc.b}, evaluation.Scoring{}, 2000, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestCompareSeeds(t *testing.T) {
 		}
 	}
 	// Two baselines: no seeds, no spread.
-	c, err := compare(pair{"zero - zero", "zero", "zero"}, []ModelReport{base}, 2000, 1)
+	c, err := compare(pair{"zero - zero", "zero", "zero"}, []ModelReport{base}, evaluation.Scoring{}, 2000, 1)
 	if err != nil || c.Metrics["nll"].Seeds != nil {
 		t.Errorf("baselines: %v, seeds %+v", err, c.Metrics["nll"].Seeds)
 	}
@@ -166,7 +166,7 @@ func TestCompareSeeds(t *testing.T) {
 
 func mustCompare(t *testing.T, a, b ModelReport) *evaluation.Comparison {
 	t.Helper()
-	c, err := compare(pair{a.Name + " - " + b.Name, a.Name, b.Name}, []ModelReport{a, b}, 2000, 1)
+	c, err := compare(pair{a.Name + " - " + b.Name, a.Name, b.Name}, []ModelReport{a, b}, evaluation.Scoring{}, 2000, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 
@@ -154,7 +153,7 @@ func runEval(ctx context.Context, args []string) error {
 	}
 	cfg := evaluation.Config{Options: evaluation.Options{Rec: rec, Cells: cells, Split: split, Metrics: metrics,
 		Batch: *batch, NLLStride: *nllStride, Stagger: *stagger, Policy: policy, MaxBins: int(*seconds * rgc.BinRateHz),
-		Resamples: *resamples, Seed: *seed, Progress: os.Stderr, BlockBins: int(math.Round(*blockSeconds * rgc.BinRateHz))},
+		Resamples: *resamples, Seed: *seed, Progress: os.Stderr, BlockBins: evaluation.BlockBins(*blockSeconds)},
 		SigmaMs: *sigmaMs, Compare: compares}
 	if *rasterOut != "" {
 		if cfg.Keep, err = rasterKeep(rec, cells, *rasterCells, *rasterSeconds); err != nil {

@@ -59,6 +59,8 @@ func runExperiment(ctx context.Context, args []string) error {
 	policy := fs.String("policy", "median", "spike policy of the rollouts: median (the paper's), sample[:SEED], threshold:FILE")
 	evalSeconds := fs.Float64("eval-seconds", 0,
 		"roll out only this many seconds of the split after the first window (0: all; the NLL covers all)")
+	blockSeconds := fs.Float64("block-seconds", 0,
+		"time blocks of this many seconds: each paired comparison gets a block x cell bootstrap interval beside the cell-only one (0: none)")
 	evalBatch := fs.Int("eval-batch", 64, "windows per predictor call in the evaluation")
 	resamples := fs.Int("resamples", rollout.DefaultResamples, "bootstrap resamples (at least 2000)")
 	bootSeed := fs.Uint64("bootstrap-seed", 1, "bootstrap seed")
@@ -160,6 +162,9 @@ Resumable: run the same command again (or --resume DIR) after an interruption.`)
 	}
 	if set["eval-seconds"] {
 		e.Seconds = *evalSeconds
+	}
+	if set["block-seconds"] {
+		e.BlockSeconds = *blockSeconds
 	}
 	if set["eval-batch"] {
 		e.Batch = *evalBatch
