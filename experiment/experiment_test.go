@@ -338,9 +338,10 @@ func TestRunOutputs(t *testing.T) {
 	}
 }
 
-// TestEvalKeyWithoutBlocks: settings without time blocks keep the cache
-// key they had before time blocks were a setting, so cached evaluations
-// stay valid; with blocks the key differs.
+// TestEvalKeyWithoutBlocks: a key without time blocks leaves the field out
+// of its JSON, so its hash (the cache file's name) is that of a key
+// without the field and evaluations cached without blocks stay valid;
+// with blocks the key differs.
 func TestEvalKeyWithoutBlocks(t *testing.T) {
 	k := evalKey{Kind: "checkpoint", Split: "val", SigmaMs: 60, Batch: 64, Threads: 2, CellIDs: []int{1, 2}}
 	data, err := json.Marshal(k)
